@@ -1,0 +1,109 @@
+package compiler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ToolInfo is what the compiler needs to know of a tool: its MCP
+// annotations as an executor advertises them.
+type ToolInfo struct {
+	Server      string
+	Name        string
+	ReadOnly    bool  // readOnlyHint; a tool is side-effecting unless this is true
+	Idempotent  bool  // idempotentHint
+	Destructive *bool // destructiveHint; nil means the MCP default (true)
+	OpenWorld   *bool // openWorldHint; nil means the MCP default (true)
+}
+
+// SideEffect reports whether calling the tool changes the world.
+func (t ToolInfo) SideEffect() bool { return !t.ReadOnly }
+
+// Catalog is the set of tools a recipe may call: the union of what
+// executors advertise, or a catalog file when compiling offline.
+type Catalog struct {
+	servers map[string]map[string]ToolInfo
+}
+
+// NewCatalog builds a catalog from tool descriptions.
+func NewCatalog(tools []ToolInfo) *Catalog {
+	c := &Catalog{servers: map[string]map[string]ToolInfo{}}
+	for _, t := range tools {
+		if c.servers[t.Server] == nil {
+			c.servers[t.Server] = map[string]ToolInfo{}
+		}
+		c.servers[t.Server][t.Name] = t
+	}
+	return c
+}
+
+// Lookup finds SERVER.TOOL.
+func (c *Catalog) Lookup(server, tool string) (ToolInfo, bool) {
+	if c == nil {
+		return ToolInfo{}, false
+	}
+	t, ok := c.servers[server][tool]
+	return t, ok
+}
+
+// Servers lists the server names in order.
+func (c *Catalog) Servers() []string {
+	var out []string
+	for s := range c.servers {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Tools lists a server's tool names in order.
+func (c *Catalog) Tools(server string) []string {
+	var out []string
+	for t := range c.servers[server] {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+type catalogFile struct {
+	Servers map[string][]struct {
+		Name        string `yaml:"name"`
+		Annotations struct {
+			ReadOnlyHint    bool  `yaml:"readOnlyHint"`
+			IdempotentHint  bool  `yaml:"idempotentHint"`
+			DestructiveHint *bool `yaml:"destructiveHint"`
+			OpenWorldHint   *bool `yaml:"openWorldHint"`
+		} `yaml:"annotations"`
+	} `yaml:"servers"`
+}
+
+// ParseCatalog reads a catalog file (see examples/catalog.yaml): servers,
+// each with a list of tools and their MCP annotations.
+func ParseCatalog(data []byte) (*Catalog, error) {
+	var f catalogFile
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("parse catalog: %w", err)
+	}
+	var tools []ToolInfo
+	for server, list := range f.Servers {
+		for i, t := range list {
+			if t.Name == "" {
+				return nil, fmt.Errorf("parse catalog: server %q tool %d has no name", server, i+1)
+			}
+			tools = append(tools, ToolInfo{
+				Server: server, Name: t.Name,
+				ReadOnly:    t.Annotations.ReadOnlyHint,
+				Idempotent:  t.Annotations.IdempotentHint,
+				Destructive: t.Annotations.DestructiveHint,
+				OpenWorld:   t.Annotations.OpenWorldHint,
+			})
+		}
+	}
+	return NewCatalog(tools), nil
+}

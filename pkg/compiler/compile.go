@@ -1,0 +1,134 @@
+// Package compiler turns recipes and skills into plans. It is the only
+// compiler: every surface (CLI, API, dev server, saved skills) calls it and
+// shows the same plan card. It does no I/O.
+package compiler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// MaxSourceBytes bounds a recipe; larger input is refused rather than
+// parsed.
+const MaxSourceBytes = 1 << 20
+
+// Options configure one compilation.
+type Options struct {
+	// Catalog lists the tools the recipe may call and whether each is
+	// read-only. A nil catalog knows no tools.
+	Catalog *Catalog
+	// Name names the plan when the source has no front matter name (for
+	// example the skill's folder name).
+	Name string
+}
+
+// Result is the outcome of a compilation. Plan is nil when Diagnostics
+// hold an error.
+type Result struct {
+	Plan        *plan.Plan
+	Digest      string // plan.Digest of Plan
+	Diagnostics Diagnostics
+}
+
+// Compile compiles a recipe or a SKILL.md (front matter optional). It never
+// panics on any input, and every plan it returns passes plan.Verify.
+func Compile(src string, opts Options) Result {
+	d := &diags{}
+	if len(src) > MaxSourceBytes {
+		d.errorf(Pos{Line: 1, Col: 1}, CodeSyntax, "the recipe is %d bytes; the limit is %d", len(src), MaxSourceBytes)
+		return Result{Diagnostics: d.list}
+	}
+	sk := splitSkill(src, d)
+	name := sk.Name
+	if name == "" {
+		name = opts.Name
+	}
+	p := &parser{lines: splitLines(sk.Body, sk.BodyLine), d: d}
+	root := p.phase(0, len(p.lines))
+	if empty(root) {
+		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, CodeEmptyRecipe, "the recipe has no steps and no asks")
+		return Result{Diagnostics: d.list.sorted()}
+	}
+	b := newBuilder(d, opts.Catalog)
+	top := b.phase(root, nil, nil)
+	b.resolve()
+	walk(top, b.moves)
+	if !d.list.HasErrors() {
+		b.gates(top)
+	}
+	if d.list.HasErrors() {
+		return Result{Diagnostics: d.list.sorted()}
+	}
+	steps, stops := convert(top)
+	pl := &plan.Plan{Name: name, Description: sk.Description, InitialSteps: steps, StoppingPoints: stops, Notes: b.notes}
+	if pl.Notes == nil {
+		pl.Notes = []plan.Note{}
+	}
+	if err := plan.Verify(pl); err != nil {
+		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, "internal", "the compiler built a plan that fails verification, which is a bug in Tollgate: %v", err)
+		return Result{Diagnostics: d.list.sorted()}
+	}
+	digest, err := plan.Digest(pl)
+	if err != nil {
+		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, "internal", "cannot digest the plan: %v", err)
+		return Result{Diagnostics: d.list.sorted()}
+	}
+	return Result{Plan: pl, Digest: digest, Diagnostics: d.list.sorted()}
+}
+
+func empty(ph *srcPhase) bool {
+	if ph.ask != nil {
+		return false
+	}
+	for _, s := range ph.sections {
+		if len(s.steps) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func convert(ph *cphase) ([]plan.Step, []plan.StoppingPoint) {
+	steps := make([]plan.Step, 0, len(ph.steps))
+	for _, c := range ph.steps {
+		steps = append(steps, c.ps)
+	}
+	stops := make([]plan.StoppingPoint, 0, len(ph.stops))
+	for _, st := range ph.stops {
+		sp := st.sp
+		if sp.After == nil {
+			sp.After = []string{}
+		}
+		for _, o := range st.opts {
+			opt := plan.Option{ID: o.id, Label: o.label}
+			if st.menu() {
+				opt.Steps, opt.StoppingPoints = convert(o.ph)
+			}
+			sp.Options = append(sp.Options, opt)
+		}
+		if sp.Options == nil {
+			sp.Options = []plan.Option{}
+		}
+		if st.then != nil {
+			s, p := convert(st.then)
+			sp.Then = &plan.Phase{Steps: s, StoppingPoints: p}
+		}
+		stops = append(stops, sp)
+	}
+	return steps, stops
+}
+
+// FormatDiagnostics renders diagnostics one per line, prefixed with file
+// (which may be empty).
+func FormatDiagnostics(file string, ds Diagnostics) string {
+	var b strings.Builder
+	for _, d := range ds {
+		if file != "" {
+			fmt.Fprintf(&b, "%s:", file)
+		}
+		fmt.Fprintf(&b, "%s\n", d)
+	}
+	return b.String()
+}

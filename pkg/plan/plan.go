@@ -1,0 +1,228 @@
+// Package plan is the compiled form of a recipe: phases of steps and stopping
+// points, where every option of an approval gate carries its own continuation.
+//
+// The JSON encoding of these types is the plan format of DESIGN.md §3; the
+// proto Plan mirrors it. The package is pure: no I/O.
+package plan
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// Kind says what a step is.
+type Kind string
+
+// Step kinds.
+const (
+	KindTool  Kind = "tool"  // a call of SERVER.TOOL with JSON args
+	KindProse Kind = "prose" // free text run by a model; always read-only
+	KindJoin  Kind = "join"  // waits for K of the steps in In
+)
+
+// OnFail says what a failed step does to the run.
+type OnFail string
+
+// OnFail values.
+const (
+	OnFailStop OnFail = "stop" // the run fails
+	OnFailSkip OnFail = "skip" // the failure is recorded; dependents see no output
+)
+
+// StopType is the kind of a stopping point.
+type StopType string
+
+// Stopping point types.
+const (
+	StopMenu   StopType = "menu"   // an approval gate: options carry continuations
+	StopChoice StopType = "choice" // a question with labelled options; one continuation
+	StopText   StopType = "text"   // a free-text question; one continuation
+)
+
+// Audience "me" is the run's requester; any other value names a role.
+const AudienceRequester = "me"
+
+// Plan is a compiled recipe.
+type Plan struct {
+	Name           string          `json:"name"`
+	Description    string          `json:"description,omitempty"`
+	InitialSteps   []Step          `json:"initial_steps"`
+	StoppingPoints []StoppingPoint `json:"stopping_points"`
+	Notes          []Note          `json:"notes"`
+}
+
+// Phase is a set of steps and the stopping points that follow or sit beside
+// them. The top level of a plan is a phase whose steps are InitialSteps.
+type Phase struct {
+	Steps          []Step          `json:"steps"`
+	StoppingPoints []StoppingPoint `json:"stopping_points"`
+}
+
+// Step is one unit of work.
+type Step struct {
+	ID            string          `json:"id"`
+	Kind          Kind            `json:"kind"`
+	Server        string          `json:"server,omitempty"`
+	Tool          string          `json:"tool,omitempty"`
+	Args          json.RawMessage `json:"args,omitempty"`   // a JSON object; string values may hold {ref}s
+	Prompt        string          `json:"prompt,omitempty"` // prose steps
+	ParallelGroup string          `json:"parallel_group,omitempty"`
+	OnFail        OnFail          `json:"on_fail,omitempty"`
+	SideEffect    bool            `json:"side_effect"`
+	Idempotent    bool            `json:"idempotent,omitempty"`
+	DependsOn     []string        `json:"depends_on,omitempty"`
+	In            []string        `json:"in,omitempty"`          // joins
+	MinSuccess    int             `json:"min_success,omitempty"` // joins
+	WithoutAsking bool            `json:"without_asking,omitempty"`
+	Retry         int             `json:"retry,omitempty"`
+	Timeout       string          `json:"timeout,omitempty"` // a duration such as "30s"
+	On            string          `json:"on,omitempty"`      // executor label
+}
+
+// StoppingPoint is an ask: an approval gate (menu) or a question.
+type StoppingPoint struct {
+	ID            string       `json:"id"`
+	Type          StopType     `json:"type"`
+	Title         string       `json:"title"`
+	Audience      string       `json:"audience,omitempty"`
+	Added         bool         `json:"added,omitempty"`  // the compiler added this gate
+	Reason        string       `json:"reason,omitempty"` // why it was added
+	After         []string     `json:"after"`
+	Summary       string       `json:"summary,omitempty"`
+	Show          []string     `json:"show,omitempty"` // references: "id" or "id.field"
+	Expires       string       `json:"expires,omitempty"`
+	OnExpiry      string       `json:"on_expiry,omitempty"`
+	RemindAfter   string       `json:"remind_after,omitempty"`
+	EscalateAfter string       `json:"escalate_after,omitempty"`
+	EscalateTo    string       `json:"escalate_to,omitempty"`
+	Approvers     []string     `json:"approvers,omitempty"`
+	Quorum        int          `json:"quorum,omitempty"`
+	Check         *Check       `json:"check,omitempty"`
+	Amend         []AmendBound `json:"amend,omitempty"`
+	Options       []Option     `json:"options"`
+	Then          *Phase       `json:"then,omitempty"` // choice and text questions
+}
+
+// Option is one answer to a stopping point. A menu option carries its own
+// continuation; a question's options are labels only.
+type Option struct {
+	ID             string          `json:"id"`
+	Label          string          `json:"label"`
+	Steps          []Step          `json:"steps,omitempty"`
+	StoppingPoints []StoppingPoint `json:"stopping_points,omitempty"`
+}
+
+// MarshalJSON writes steps and stopping_points for every menu option, even
+// when empty, as DESIGN.md §3 shows, and omits them for question labels.
+func (o Option) MarshalJSON() ([]byte, error) {
+	type label struct {
+		ID    string `json:"id"`
+		Label string `json:"label"`
+	}
+	if o.Steps == nil && o.StoppingPoints == nil {
+		return json.Marshal(label{o.ID, o.Label})
+	}
+	type full struct {
+		ID             string          `json:"id"`
+		Label          string          `json:"label"`
+		Steps          []Step          `json:"steps"`
+		StoppingPoints []StoppingPoint `json:"stopping_points"`
+	}
+	return json.Marshal(full{o.ID, o.Label, o.Steps, o.StoppingPoints})
+}
+
+// Check is a read-only freshness probe re-run before an approval is consumed.
+type Check struct {
+	ID     string          `json:"id"`
+	Server string          `json:"server"`
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args"`
+	Fields []string        `json:"fields"` // the material fields
+}
+
+// AmendBound is a field an approver may change, with inclusive integer bounds
+// (amounts are minor units).
+type AmendBound struct {
+	Field string `json:"field"`
+	Min   int64  `json:"min"`
+	Max   int64  `json:"max"`
+}
+
+// Note is something the compiler did that the author should know about.
+type Note struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Step    string `json:"step,omitempty"`
+}
+
+// Note codes.
+const (
+	NoteMoved         = "moved"          // a then: step that reads nothing runs alongside the fan above
+	NoteAddedGate     = "added_gate"     // the compiler put a gate in front of a side effect
+	NoteWithoutAsking = "without_asking" // a side effect runs on the starter's approval
+)
+
+// Menu reports whether s is an approval gate.
+func (s *StoppingPoint) Menu() bool { return s.Type == StopMenu }
+
+// Canonical returns the canonical JSON of p: struct fields in declaration
+// order, object keys of args sorted, no insignificant whitespace, no HTML
+// escaping. Equal plans give equal bytes.
+func Canonical(p *Plan) ([]byte, error) {
+	return CanonicalJSON(p)
+}
+
+// CanonicalJSON encodes v as canonical JSON (see Canonical). RawMessage
+// values are re-encoded with sorted keys, numbers kept as written.
+func CanonicalJSON(v any) ([]byte, error) {
+	raw, err := marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	// Round-trip through a generic value so that every object's keys,
+	// including those inside RawMessage args, come out sorted.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var g any
+	if err := dec.Decode(&g); err != nil {
+		return nil, fmt.Errorf("decode plan json: %w", err)
+	}
+	return marshal(g)
+}
+
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode json: %w", err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// Digest is "sha256:" and the hex SHA-256 of the canonical JSON of p. It is
+// stable across processes and versions of Go for the same plan.
+func Digest(p *Plan) (string, error) {
+	b, err := Canonical(p)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// Indent renders p as indented JSON for people: keys in the order of
+// DESIGN.md §3 (id, kind, ...), args as stored. Use Canonical for digests.
+func Indent(p *Plan) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(p); err != nil {
+		return nil, fmt.Errorf("encode plan json: %w", err)
+	}
+	return buf.Bytes(), nil
+}
