@@ -155,7 +155,7 @@ type AmendBound struct {
 type Note struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	Step    string `json:"step,omitempty"`
+	Step    string `json:"step_id,omitempty"`
 }
 
 // Note codes.

@@ -1,0 +1,16 @@
+// Package examples holds the example skills and the tool catalog, embedded
+// so that approvectl can compile offline from any directory.
+package examples
+
+import "embed"
+
+// Catalog is examples/catalog.yaml: the tools the example skills use, with
+// the MCP annotations executors advertise.
+//
+//go:embed catalog.yaml
+var Catalog []byte
+
+// Skills holds examples/skills/*/SKILL.md.
+//
+//go:embed skills
+var Skills embed.FS

@@ -1,0 +1,91 @@
+// Package approvectl is the approvectl command: one file per verb. Run is
+// its testable entry point; main only wires the process to it.
+package approvectl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes scripts can rely on.
+const (
+	ExitOK       = 0 // success
+	ExitRefused  = 1 // the input was read and refused (e.g. the recipe does not compile)
+	ExitUsage    = 2 // bad flags or arguments, or an input that could not be read
+	ExitInternal = 3 // anything else
+)
+
+// Config carries what the command needs from its process.
+type Config struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// exitError carries an exit code; its message has already been printed
+// when printed is true.
+type exitError struct {
+	code    int
+	err     error
+	printed bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// ExitCode maps Run's error to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return ExitInternal
+}
+
+// Run executes approvectl with args (without the program name). Errors are
+// printed to cfg.Stderr before Run returns them.
+func Run(ctx context.Context, args []string, cfg Config) error {
+	root := &cobra.Command{
+		Use:   "approvectl",
+		Short: "Plan, run, answer and audit Tollgate workflows",
+		Long: `approvectl is the command line of Tollgate: it compiles recipes and shows
+their plan card, and (with a control plane) starts runs, lists the asks you may
+decide, decides them and reads the journal.
+
+Exit codes: 0 success; 1 refused (e.g. the recipe does not compile);
+2 bad usage or unreadable input; 3 anything else.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(cfg.Stdout)
+	root.SetErr(cfg.Stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: ExitUsage, err: err} })
+	root.AddCommand(newPlanCmd(cfg))
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		// cobra's own argument errors (unknown command, arg counts) are usage errors
+		ee = &exitError{code: ExitUsage, err: err}
+		if ctx.Err() != nil {
+			ee.code = ExitInternal
+		}
+	}
+	if !ee.printed {
+		fmt.Fprintf(cfg.Stderr, "approvectl: %v\n", ee.err)
+	}
+	return ee
+}
