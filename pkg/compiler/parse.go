@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -134,7 +133,6 @@ var (
 	needRe     = regexp.MustCompile(`^need\s*:\s*(.*)$`)
 	needValRe  = regexp.MustCompile(`^(\d+)\s+of\s+(\d+)$`)
 	askRe      = regexp.MustCompile(`^ask\s+(` + identRe + `)(\s*\(\s*text\s*\))?(?:\s+as\s+(` + identRe + `))?\s*:\s*(.*)$`)
-	askLooseRe = regexp.MustCompile(`^ask\b`)
 	stepRe     = regexp.MustCompile(`^(` + identRe + `)\s*:\s*(.*)$`)
 	toolRe     = regexp.MustCompile(`^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)(?:\s|\{|$)`)
 	settingRe  = regexp.MustCompile(`^(summary|show|options|expires|on expiry|remind after|escalate after|approvers|check|amend)\s*:\s*(.*)$`)
@@ -199,15 +197,20 @@ func (p *parser) phase(i, end int) *srcPhase {
 			continue
 		}
 		t := l.text
+		// Cheap prefix checks spare most lines the regexps.
+		kw := t
+		if i := strings.IndexAny(kw, " \t:("); i >= 0 {
+			kw = kw[:i]
+		}
 		switch {
-		case togetherRe.MatchString(t):
+		case kw == "together" && togetherRe.MatchString(t):
 			m := togetherRe.FindStringSubmatch(t)
 			newSection(&section{kind: secFan, name: m[1], pos: l.pos(0), hdrIndent: l.indent, bodyIndent: -1})
 			i++
-		case thenRe.MatchString(t):
+		case kw == "then" && thenRe.MatchString(t):
 			newSection(&section{kind: secThen, pos: l.pos(0), hdrIndent: l.indent, bodyIndent: -1})
 			i++
-		case needRe.MatchString(t):
+		case kw == "need" && needRe.MatchString(t):
 			m := needRe.FindStringSubmatch(t)
 			val := strings.TrimSpace(m[1])
 			nm := needValRe.FindStringSubmatch(val)
@@ -224,7 +227,7 @@ func (p *parser) phase(i, end int) *srcPhase {
 				cur.need = &needSpec{k: k, n: n, pos: l.pos(0)}
 			}
 			i++
-		case askLooseRe.MatchString(t):
+		case kw == "ask":
 			a, next := p.ask(i, end)
 			ph.ask = a
 			ph.rest = p.phase(next, end)
@@ -285,10 +288,15 @@ func (p *parser) step(i, end int) (*srcStep, int) {
 				s.args = map[string]any{}
 			} else {
 				s.args = args
-				for _, sp := range plan.ScanRefs(trimmed[:n]) {
-					for _, r := range sp.Refs {
-						s.refs = append(s.refs, srcRef{ref: r, pos: l.pos(afterOff + sp.Start)})
+				// References live in the decoded string values (so an escaped
+				// brace cannot hide one); the raw text only gives positions.
+				raw := trimmed[:n]
+				for _, r := range plan.ArgRefs(args) {
+					off := strings.Index(raw, "{"+r.String())
+					if off < 0 {
+						off = 0
 					}
+					s.refs = append(s.refs, srcRef{ref: r, pos: l.pos(afterOff + off)})
 				}
 			}
 			mods = trimmed[n:]
@@ -418,10 +426,6 @@ func decodeArgs(s string) (map[string]any, int, error) {
 
 // canonicalArgs encodes args as canonical JSON (sorted keys, numbers as
 // written).
-func canonicalArgs(args map[string]any) json.RawMessage {
-	b, err := plan.CanonicalJSON(args)
-	if err != nil {
-		return json.RawMessage("{}")
-	}
-	return bytes.Clone(b)
+func canonicalArgs(args map[string]any) plan.Object {
+	return plan.AppendCanonical(nil, args)
 }

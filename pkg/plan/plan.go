@@ -63,23 +63,23 @@ type Phase struct {
 
 // Step is one unit of work.
 type Step struct {
-	ID            string          `json:"id"`
-	Kind          Kind            `json:"kind"`
-	Server        string          `json:"server,omitempty"`
-	Tool          string          `json:"tool,omitempty"`
-	Args          json.RawMessage `json:"args,omitempty"`   // a JSON object; string values may hold {ref}s
-	Prompt        string          `json:"prompt,omitempty"` // prose steps
-	ParallelGroup string          `json:"parallel_group,omitempty"`
-	OnFail        OnFail          `json:"on_fail,omitempty"`
-	SideEffect    bool            `json:"side_effect"`
-	Idempotent    bool            `json:"idempotent,omitempty"`
-	DependsOn     []string        `json:"depends_on,omitempty"`
-	In            []string        `json:"in,omitempty"`          // joins
-	MinSuccess    int             `json:"min_success,omitempty"` // joins
-	WithoutAsking bool            `json:"without_asking,omitempty"`
-	Retry         int             `json:"retry,omitempty"`
-	Timeout       string          `json:"timeout,omitempty"` // a duration such as "30s"
-	On            string          `json:"on,omitempty"`      // executor label
+	ID            string   `json:"id"`
+	Kind          Kind     `json:"kind"`
+	Server        string   `json:"server,omitempty"`
+	Tool          string   `json:"tool,omitempty"`
+	Args          Object   `json:"args,omitempty"`   // a JSON object; string values may hold {ref}s
+	Prompt        string   `json:"prompt,omitempty"` // prose steps
+	ParallelGroup string   `json:"parallel_group,omitempty"`
+	OnFail        OnFail   `json:"on_fail,omitempty"`
+	SideEffect    bool     `json:"side_effect"`
+	Idempotent    bool     `json:"idempotent,omitempty"`
+	DependsOn     []string `json:"depends_on,omitempty"`
+	In            []string `json:"in,omitempty"`          // joins
+	MinSuccess    int      `json:"min_success,omitempty"` // joins
+	WithoutAsking bool     `json:"without_asking,omitempty"`
+	Retry         int      `json:"retry,omitempty"`
+	Timeout       string   `json:"timeout,omitempty"` // a duration such as "30s"
+	On            string   `json:"on,omitempty"`      // executor label
 }
 
 // StoppingPoint is an ask: an approval gate (menu) or a question.
@@ -107,40 +107,23 @@ type StoppingPoint struct {
 }
 
 // Option is one answer to a stopping point. A menu option carries its own
-// continuation; a question's options are labels only.
+// continuation: its steps and stopping points are always present, if empty
+// ([] in JSON). A question's options are labels only: both are nil and
+// left out of the JSON.
 type Option struct {
 	ID             string          `json:"id"`
 	Label          string          `json:"label"`
-	Steps          []Step          `json:"steps,omitempty"`
-	StoppingPoints []StoppingPoint `json:"stopping_points,omitempty"`
-}
-
-// MarshalJSON writes steps and stopping_points for every menu option, even
-// when empty, as DESIGN.md §3 shows, and omits them for question labels.
-func (o Option) MarshalJSON() ([]byte, error) {
-	type label struct {
-		ID    string `json:"id"`
-		Label string `json:"label"`
-	}
-	if o.Steps == nil && o.StoppingPoints == nil {
-		return json.Marshal(label{o.ID, o.Label})
-	}
-	type full struct {
-		ID             string          `json:"id"`
-		Label          string          `json:"label"`
-		Steps          []Step          `json:"steps"`
-		StoppingPoints []StoppingPoint `json:"stopping_points"`
-	}
-	return json.Marshal(full{o.ID, o.Label, o.Steps, o.StoppingPoints})
+	Steps          []Step          `json:"steps,omitzero"`
+	StoppingPoints []StoppingPoint `json:"stopping_points,omitzero"`
 }
 
 // Check is a read-only freshness probe re-run before an approval is consumed.
 type Check struct {
-	ID     string          `json:"id"`
-	Server string          `json:"server"`
-	Tool   string          `json:"tool"`
-	Args   json.RawMessage `json:"args"`
-	Fields []string        `json:"fields"` // the material fields
+	ID     string   `json:"id"`
+	Server string   `json:"server"`
+	Tool   string   `json:"tool"`
+	Args   Object   `json:"args"`
+	Fields []string `json:"fields"` // the material fields
 }
 
 // AmendBound is a field an approver may change, with inclusive integer bounds
@@ -168,29 +151,30 @@ const (
 // Menu reports whether s is an approval gate.
 func (s *StoppingPoint) Menu() bool { return s.Type == StopMenu }
 
-// Canonical returns the canonical JSON of p: struct fields in declaration
-// order, object keys of args sorted, no insignificant whitespace, no HTML
-// escaping. Equal plans give equal bytes.
+// Canonical returns the canonical JSON of p: fields in the order of the
+// plan format (DESIGN.md §3), args objects with sorted keys, no
+// insignificant whitespace, no HTML escaping. Equal plans give equal bytes.
 func Canonical(p *Plan) ([]byte, error) {
-	return CanonicalJSON(p)
+	return marshal(p)
 }
 
-// CanonicalJSON encodes v as canonical JSON (see Canonical). RawMessage
-// values are re-encoded with sorted keys, numbers kept as written.
+// CanonicalJSON encodes a decoded JSON value (see DecodeObject) or any
+// other value canonically; objects come out with sorted keys.
 func CanonicalJSON(v any) ([]byte, error) {
+	if m, ok := v.(map[string]any); ok {
+		return AppendCanonical(nil, m), nil
+	}
 	raw, err := marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	// Round-trip through a generic value so that every object's keys,
-	// including those inside RawMessage args, come out sorted.
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var g any
 	if err := dec.Decode(&g); err != nil {
-		return nil, fmt.Errorf("decode plan json: %w", err)
+		return nil, fmt.Errorf("decode json: %w", err)
 	}
-	return marshal(g)
+	return AppendCanonical(nil, g), nil
 }
 
 func marshal(v any) ([]byte, error) {

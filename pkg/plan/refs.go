@@ -37,6 +37,9 @@ type RefSpan struct {
 
 // ScanRefs returns every reference group in s in order.
 func ScanRefs(s string) []RefSpan {
+	if !strings.Contains(s, "{") {
+		return nil
+	}
 	var out []RefSpan
 	for _, m := range refGroup.FindAllStringSubmatchIndex(s, -1) {
 		inner := s[m[2]:m[3]]

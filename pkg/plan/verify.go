@@ -1,8 +1,6 @@
 package plan
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -228,23 +226,26 @@ func (v *verifier) step(s *Step, local, visible map[string]bool, sc scope) {
 
 	var refs []Ref
 	if s.Kind == KindTool {
-		args, err := decodeObject(s.Args)
+		var err error
+		refs, err = ObjectRefs(s.Args)
 		if err != nil {
 			v.fail(s.ID, "shape", "args: %v", err)
 			return
 		}
-		refs = ArgRefs(args)
 	} else {
 		refs = Refs(s.Prompt)
 	}
-	avail := copySet(sc.avail)
-	v.closure(avail, s.DependsOn)
+	var own map[string]bool // what the step's own depends_on guarantees; built on demand
 	for _, r := range refs {
+		if !sc.asks[r.ID] && visible[r.ID] && !sc.avail[r.ID] && own == nil {
+			own = map[string]bool{}
+			v.closure(own, s.DependsOn)
+		}
 		switch {
 		case sc.asks[r.ID]:
 		case !visible[r.ID] && !local[r.ID]:
 			v.fail(s.ID, "reference", "{%s} names no step or enclosing ask it can see", r)
-		case !avail[r.ID]:
+		case !sc.avail[r.ID] && !own[r.ID]:
 			v.fail(s.ID, "reference", "{%s} is not finished before %q runs (add it to depends_on)", r, s.ID)
 		}
 	}
@@ -281,7 +282,7 @@ func (v *verifier) stop(sp *StoppingPoint, visible map[string]bool, sc scope) {
 		if sp.Check.Server == "" || sp.Check.Tool == "" || len(sp.Check.Fields) == 0 {
 			v.fail(sp.ID, "shape", "a check needs a server, a tool and material fields")
 		}
-		if _, err := decodeObject(sp.Check.Args); err != nil {
+		if _, err := DecodeObject(sp.Check.Args); err != nil {
 			v.fail(sp.ID, "shape", "check args: %v", err)
 		}
 	}
@@ -351,21 +352,4 @@ func (v *verifier) stop(sp *StoppingPoint, visible map[string]bool, sc scope) {
 	default:
 		v.fail(sp.ID, "shape", "unknown stopping point type %q", sp.Type)
 	}
-}
-
-// decodeObject reads raw as a JSON object (empty means {}).
-func decodeObject(raw json.RawMessage) (map[string]any, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return map[string]any{}, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
-	}
-	if m == nil {
-		return nil, fmt.Errorf("not a JSON object")
-	}
-	return m, nil
 }

@@ -1,0 +1,230 @@
+package plan
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func loadDesignExample(t *testing.T) *Plan {
+	t.Helper()
+	b, err := os.ReadFile("testdata/design-example.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("the plan of DESIGN.md §3 does not decode: %v", err)
+	}
+	return &p
+}
+
+func TestDesignExampleVerifies(t *testing.T) {
+	if err := Verify(loadDesignExample(t)); err != nil {
+		t.Fatalf("the plan of DESIGN.md §3 must verify: %v", err)
+	}
+}
+
+// The digest is a property of the plan's meaning as encoded: the same
+// plan always digests the same, whatever the key order or spacing of the
+// JSON it came from, and any change of content changes it.
+func TestDigestStable(t *testing.T) {
+	p := loadDesignExample(t)
+	d1, err := Digest(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Re-decode from a re-ordered, re-spaced encoding.
+	b, _ := Indent(p)
+	var q Plan
+	if err := json.Unmarshal(b, &q); err != nil {
+		t.Fatal(err)
+	}
+	q.InitialSteps[0].Args = Object(`{ }`)
+	q.StoppingPoints[0].Options[0].Steps[0].Args = Object("{\n \"text\" :\"{brief}\"}")
+	d2, _ := Digest(&q)
+	if d1 != d2 {
+		t.Fatalf("digest changed with formatting: %s vs %s", d1, d2)
+	}
+	const want = "sha256:" // prefix, and a pinned value below guards the encoding
+	if !strings.HasPrefix(d1, want) || len(d1) != len(want)+64 {
+		t.Fatalf("digest %q is not sha256:<64 hex>", d1)
+	}
+	if *update {
+		if err := os.WriteFile("testdata/design-example.digest", []byte(d1+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile("testdata/design-example.digest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(golden)); got != d1 {
+		t.Fatalf("digest of the DESIGN example changed: was %s, now %s (an encoding change breaks every stored approval's binding)", got, d1)
+	}
+	q.StoppingPoints[0].Options[0].Steps[0].Args = Object(`{"text":"{cpu}"}`)
+	if d3, _ := Digest(&q); d3 == d1 {
+		t.Fatal("digest did not change when the args changed")
+	}
+}
+
+func TestCanonicalSortsKeysAndKeepsNumbers(t *testing.T) {
+	got, err := CanonicalJSON(map[string]any{"b": Object(`{"z":1,"a":485000000000000001}`), "a": "<&>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"a":"<&>","b":{"a":485000000000000001,"z":1}}`
+	if string(got) != want {
+		t.Fatalf("got %s want %s", got, want)
+	}
+}
+
+func TestRefs(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+	}{
+		{"from {cpu, mem}", []string{"cpu", "mem"}},
+		{`{"text": "{brief}"}`, []string{"brief"}},
+		{"{vendor.bank_account} and {a.b.c}", []string{"vendor.bank_account", "a.b.c"}},
+		{"{not a ref} {} {1x}", nil},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, r := range Refs(c.in) {
+			got = append(got, r.String())
+		}
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("Refs(%q) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func step(id string, mut func(*Step)) Step {
+	s := Step{ID: id, Kind: KindTool, Server: "s", Tool: "t", Args: Object(`{}`)}
+	if mut != nil {
+		mut(&s)
+	}
+	return s
+}
+
+func menu(id string, after []string, yes []Step, yesStops ...StoppingPoint) StoppingPoint {
+	return StoppingPoint{ID: id, Type: StopMenu, Title: id + "?", After: after, Options: []Option{
+		{ID: "1", Label: "Yes", Steps: yes, StoppingPoints: yesStops},
+		{ID: "2", Label: "No", Steps: []Step{}, StoppingPoints: []StoppingPoint{}},
+	}}
+}
+
+func effect(s *Step) { s.SideEffect = true }
+
+// Hand-built plans that break I1 or the structure must be refused,
+// whoever built them.
+func TestVerifyRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		rule string
+		plan Plan
+	}{
+		{"side effect at the top", "I1", Plan{InitialSteps: []Step{step("pay", effect)}}},
+		{"side effect inside a question", "I1", Plan{StoppingPoints: []StoppingPoint{{
+			ID: "q", Type: StopChoice, Title: "which?", After: []string{},
+			Options: []Option{{ID: "1", Label: "a"}, {ID: "2", Label: "b"}},
+			Then:    &Phase{Steps: []Step{step("pay", effect)}},
+		}}}},
+		{"gate cannot show args computed after it", "I1", Plan{StoppingPoints: []StoppingPoint{
+			menu("ask", nil, []Step{
+				{ID: "draft", Kind: KindProse, Prompt: "write"},
+				step("send", func(s *Step) {
+					s.SideEffect = true
+					s.DependsOn = []string{"draft"}
+					s.Args = Object(`{"text":"{draft}"}`)
+				}),
+			}),
+		}}},
+		{"side effect beside its gate, not inside", "I1", Plan{
+			InitialSteps:   []Step{step("pay", effect)},
+			StoppingPoints: []StoppingPoint{menu("ask", nil, []Step{})},
+		}},
+		{"duplicate id", "unique_id", Plan{InitialSteps: []Step{step("a", nil), step("a", nil)}}},
+		{"ask id equal to a step id", "unique_id", Plan{InitialSteps: []Step{step("a", nil)},
+			StoppingPoints: []StoppingPoint{menu("a", nil, []Step{})}}},
+		{"unknown depends_on", "reference", Plan{InitialSteps: []Step{step("a", func(s *Step) { s.DependsOn = []string{"ghost"} })}}},
+		{"reference not waited for", "reference", Plan{InitialSteps: []Step{
+			step("a", nil), {ID: "b", Kind: KindProse, Prompt: "use {a}"}}}},
+		{"reference into a gate's option from outside", "reference", Plan{
+			InitialSteps:   []Step{{ID: "b", Kind: KindProse, Prompt: "use {x}"}},
+			StoppingPoints: []StoppingPoint{menu("g", nil, []Step{step("x", nil)})}}},
+		{"cycle", "cycle", Plan{InitialSteps: []Step{
+			step("a", func(s *Step) { s.DependsOn = []string{"b"} }),
+			step("b", func(s *Step) { s.DependsOn = []string{"a"} })}}},
+		{"impossible join", "join", Plan{InitialSteps: []Step{
+			step("a", nil), step("b", nil), {ID: "j", Kind: KindJoin, In: []string{"a", "b"}, MinSuccess: 3}}}},
+		{"join over a step of another phase", "join", Plan{
+			InitialSteps:   []Step{{ID: "j", Kind: KindJoin, In: []string{"x"}, MinSuccess: 1}},
+			StoppingPoints: []StoppingPoint{menu("g", nil, []Step{step("x", nil)})}}},
+		{"prose with a side effect", "shape", Plan{InitialSteps: []Step{{ID: "p", Kind: KindProse, Prompt: "x", SideEffect: true}}}},
+		{"gate after an unknown step", "reference", Plan{StoppingPoints: []StoppingPoint{menu("g", []string{"ghost"}, []Step{})}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Verify(&c.plan)
+			var ve *VerifyError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Verify accepted a plan that breaks %s", c.rule)
+			}
+			for _, p := range ve.Problems {
+				if p.Rule == c.rule {
+					return
+				}
+			}
+			t.Fatalf("want a %s problem, got %v", c.rule, err)
+		})
+	}
+}
+
+func TestVerifyAccepts(t *testing.T) {
+	cases := []struct {
+		name string
+		plan Plan
+	}{
+		{"without asking", Plan{InitialSteps: []Step{step("pay", func(s *Step) { s.SideEffect = true; s.WithoutAsking = true })}}},
+		{"governed by the gate that shows its input", Plan{
+			InitialSteps: []Step{{ID: "draft", Kind: KindProse, Prompt: "write"}},
+			StoppingPoints: []StoppingPoint{menu("g", []string{"draft"}, []Step{
+				step("send", func(s *Step) { s.SideEffect = true; s.Args = Object(`{"t":"{draft.body}"}`) }),
+			})},
+		}},
+		{"reading the gate's own answer", Plan{StoppingPoints: []StoppingPoint{menu("g", nil, []Step{
+			step("send", func(s *Step) { s.SideEffect = true; s.Args = Object(`{"choice":"{g}"}`) }),
+		})}}},
+		{"nested gates", Plan{StoppingPoints: []StoppingPoint{menu("g1", nil, []Step{step("a", effect)},
+			menu("g2", []string{"a"}, []Step{step("b", func(s *Step) { s.SideEffect = true; s.Args = Object(`{"x":"{a}"}`) })}))}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := Verify(&c.plan); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// FuzzVerify: Verify never panics, whatever JSON it is handed.
+func FuzzVerify(f *testing.F) {
+	b, _ := os.ReadFile("testdata/design-example.json")
+	f.Add(b)
+	f.Add([]byte(`{"initial_steps":[{"id":"a","kind":"join","in":["a"],"min_success":1}]}`))
+	f.Add([]byte(`{"stopping_points":[{"id":"q","type":"choice","options":[{"id":"1","label":"x","steps":[{"id":"s","kind":"tool","side_effect":true}]}]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var p Plan
+		if json.Unmarshal(data, &p) != nil {
+			return
+		}
+		_ = Verify(&p)
+	})
+}
