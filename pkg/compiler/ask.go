@@ -92,7 +92,7 @@ func (p *parser) setting(a *srcAsk, key, val string, l line, keyOff, valOff int)
 			p.d.errorf(vpos, CodeBadDuration, "`%s:` %v", what, err)
 			return ""
 		}
-		return formatDuration(d)
+		return plan.FormatDuration(d)
 	}
 	switch key {
 	case "summary":

@@ -40,24 +40,3 @@ func parseDuration(s string) (time.Duration, error) {
 	}
 	return total, nil
 }
-
-// formatDuration writes d compactly in hours, minutes and seconds ("24h",
-// "1h30m", "45s"), the form plans carry.
-func formatDuration(d time.Duration) string {
-	var b strings.Builder
-	h := d / time.Hour
-	d -= h * time.Hour
-	m := d / time.Minute
-	d -= m * time.Minute
-	s := d / time.Second
-	if h > 0 {
-		fmt.Fprintf(&b, "%dh", h)
-	}
-	if m > 0 {
-		fmt.Fprintf(&b, "%dm", m)
-	}
-	if s > 0 || b.Len() == 0 {
-		fmt.Fprintf(&b, "%ds", s)
-	}
-	return b.String()
-}

@@ -383,7 +383,7 @@ func (p *parser) modifier(s *srcStep, text string, pos Pos) bool {
 		if err != nil {
 			p.d.errorf(pos, CodeBadDuration, "`timeout:` of `%s`: %v", s.id, err)
 		} else {
-			s.timeout = formatDuration(d)
+			s.timeout = plan.FormatDuration(d)
 		}
 	case "on":
 		if val == "" || strings.ContainsAny(val, " \t,") {

@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // Kind says what a step is.
@@ -209,4 +211,25 @@ func Indent(p *Plan) ([]byte, error) {
 		return nil, fmt.Errorf("encode plan json: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// FormatDuration writes d compactly in hours, minutes and seconds ("24h",
+// "1h30m", "45s"): the form plans carry, which time.ParseDuration reads.
+func FormatDuration(d time.Duration) string {
+	var b strings.Builder
+	h := d / time.Hour
+	d -= h * time.Hour
+	m := d / time.Minute
+	d -= m * time.Minute
+	s := d / time.Second
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if s > 0 || b.Len() == 0 {
+		fmt.Fprintf(&b, "%ds", s)
+	}
+	return b.String()
 }

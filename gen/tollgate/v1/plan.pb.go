@@ -402,13 +402,17 @@ type Step struct {
 	// idempotentHint or catalog policy). A lost lease of an idempotent step is
 	// re-leased instead of becoming in doubt.
 	Idempotent bool `protobuf:"varint,10,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
-	// Ids of steps (or joins, or asks named with `as`) this step waits for:
-	// from references and `after:`.
+	// Ids of steps (or joins) this step waits for, from references and
+	// `after:`. A reference to a fan member from outside the fan waits for the
+	// fan's join. Values already guaranteed by the gates around the step (their
+	// `after`) and answers of enclosing asks are not listed: the structure
+	// already orders them.
 	DependsOn []string `protobuf:"bytes,11,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// Members of a join step (JSON key "in"); empty for other kinds.
 	In []string `protobuf:"bytes,12,rep,name=in,proto3" json:"in,omitempty"`
-	// For a join: how many members of `in` must succeed (`need: K of N`).
-	// 0 means all of them. Fewer successes fail the join.
+	// For a join: how many members of `in` must succeed (`need: K of N`),
+	// from 1 to the number of members (all of them when no `need:` is
+	// written). Fewer successes fail the join. 0 for other kinds.
 	MinSuccess int32 `protobuf:"varint,13,opt,name=min_success,json=minSuccess,proto3" json:"min_success,omitempty"`
 	// True when the step was written `without asking`: it has no gate of its own
 	// and starting the run is its approval, recorded with the starter as actor,

@@ -1,0 +1,81 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Handlers return domain errors wrapped with %w around these kinds; the
+// interceptors below map them to gRPC status codes and log them, once, in
+// this one place.
+var (
+	errInvalid  = errors.New("invalid argument")
+	errNotFound = errors.New("not found")
+)
+
+// toStatus maps a handler error to a gRPC status error.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, errInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, errNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	default:
+		return status.Error(codes.Internal, err.Error())
+	}
+}
+
+// unaryErrors is the unary interceptor that maps and logs errors.
+func unaryErrors(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if err != nil {
+			st := toStatus(err)
+			code := status.Code(st)
+			level := slog.LevelInfo
+			if code == codes.Internal || code == codes.Unknown {
+				level = slog.LevelError
+			}
+			log.LogAttrs(ctx, level, "rpc failed", slog.String("method", info.FullMethod), slog.String("code", code.String()), slog.String("error", err.Error()))
+			return nil, st
+		}
+		return resp, nil
+	}
+}
+
+// streamErrors is the stream interceptor that maps and logs errors.
+func streamErrors(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		err := handler(srv, ss)
+		if err != nil {
+			st := toStatus(err)
+			log.LogAttrs(ss.Context(), slog.LevelInfo, "stream ended with error", slog.String("method", info.FullMethod), slog.String("code", status.Code(st).String()), slog.String("error", err.Error()))
+			return st
+		}
+		return nil
+	}
+}
+
+// ServerOptions returns the interceptors every Tollgate gRPC server uses.
+func ServerOptions(log *slog.Logger) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unaryErrors(log)),
+		grpc.ChainStreamInterceptor(streamErrors(log)),
+		grpc.MaxRecvMsgSize(8 << 20),
+	}
+}
