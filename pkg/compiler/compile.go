@@ -38,7 +38,7 @@ func Compile(src string, opts Options) Result {
 	d := &diags{}
 	if len(src) > MaxSourceBytes {
 		d.errorf(Pos{Line: 1, Col: 1}, CodeSyntax, "the recipe is %d bytes; the limit is %d", len(src), MaxSourceBytes)
-		return Result{Diagnostics: d.list}
+		return Result{Diagnostics: d.done()}
 	}
 	sk := splitSkill(src, d)
 	name := sk.Name
@@ -49,7 +49,7 @@ func Compile(src string, opts Options) Result {
 	root := p.phase(0, len(p.lines))
 	if empty(root) {
 		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, CodeEmptyRecipe, "the recipe has no steps and no asks")
-		return Result{Diagnostics: d.list.sorted()}
+		return Result{Diagnostics: d.done()}
 	}
 	b := newBuilder(d, opts.Catalog)
 	top := b.phase(root, nil, nil)
@@ -59,7 +59,7 @@ func Compile(src string, opts Options) Result {
 		b.gates(top)
 	}
 	if d.list.HasErrors() {
-		return Result{Diagnostics: d.list.sorted()}
+		return Result{Diagnostics: d.done()}
 	}
 	steps, stops := convert(top)
 	pl := &plan.Plan{Name: name, Description: sk.Description, InitialSteps: steps, StoppingPoints: stops, Notes: b.notes}
@@ -68,14 +68,14 @@ func Compile(src string, opts Options) Result {
 	}
 	if err := plan.Verify(pl); err != nil {
 		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, "internal", "the compiler built a plan that fails verification, which is a bug in Tollgate: %v", err)
-		return Result{Diagnostics: d.list.sorted()}
+		return Result{Diagnostics: d.done()}
 	}
 	digest, err := plan.Digest(pl)
 	if err != nil {
 		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, "internal", "cannot digest the plan: %v", err)
-		return Result{Diagnostics: d.list.sorted()}
+		return Result{Diagnostics: d.done()}
 	}
-	return Result{Plan: pl, Digest: digest, Diagnostics: d.list.sorted()}
+	return Result{Plan: pl, Digest: digest, Diagnostics: d.done()}
 }
 
 func empty(ph *srcPhase) bool {

@@ -43,6 +43,7 @@ const (
 	CodeWriteReadOnly   = "write-declared-read-only"
 	CodeEmptyRecipe     = "empty-recipe"
 	CodeFrontMatter     = "front-matter"
+	CodeTooManyErrors   = "too-many-errors"
 )
 
 // Diagnostic is one thing the compiler has to say about a recipe.
@@ -81,10 +82,41 @@ func (ds Diagnostics) sorted() Diagnostics {
 	return out
 }
 
-type diags struct{ list Diagnostics }
+// MaxErrors caps the errors reported for one recipe; past it one more
+// diagnostic says how many were left out.
+const MaxErrors = 100
+
+type diags struct {
+	list    Diagnostics
+	errors  int
+	dropped int
+}
 
 func (d *diags) errorf(p Pos, code, format string, args ...any) {
+	d.errors++
+	if d.errors > MaxErrors {
+		d.dropped++
+		return
+	}
 	d.list = append(d.list, Diagnostic{Pos: p, Severity: Error, Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+// full reports whether no more errors will be recorded; callers may skip
+// costly work (such as suggestions) then.
+func (d *diags) full() bool { return d.errors >= MaxErrors }
+
+// done returns the diagnostics sorted, with a last line for any left out.
+func (d *diags) done() Diagnostics {
+	out := d.list.sorted()
+	if d.dropped > 0 {
+		last := Pos{Line: 1, Col: 1}
+		if len(out) > 0 {
+			last = out[len(out)-1].Pos
+		}
+		out = append(out, Diagnostic{Pos: last, Severity: Error, Code: CodeTooManyErrors,
+			Message: fmt.Sprintf("%d more errors not shown; fix the ones above first", d.dropped)})
+	}
+	return out
 }
 
 func (d *diags) warnf(p Pos, code, format string, args ...any) {

@@ -96,23 +96,15 @@ func (b *builder) gates(root *cphase) {
 		b.amendCheck(st)
 	}
 
-	// C: refuse a side effect that an ask depends on.
-	for _, c := range ungoverned {
-		for _, st := range b.asks {
-			path := b.pathTo(st.sp.After, c.ps.ID)
-			if path == nil {
-				continue
-			}
-			via := ""
-			if len(path) > 1 {
-				via = " through " + strings.Join(path[:len(path)-1], " → ")
-			}
-			b.d.errorf(c.src.pos, CodeEffectBeforeAsk,
-				"`%s` (%s·%s) has a side effect that no ask governs, but the ask %q (line %d) depends on it%s, so it would already have happened before anyone is asked; move `%s` under the ask, below its question, so the answer governs it",
-				c.ps.ID, c.ps.Server, c.ps.Tool, st.sp.Title, st.src.pos.Line, via, c.ps.ID)
-			c.refuse = true
-			break
+	// C: refuse a side effect that an ask depends on. Each ask's closure is
+	// computed once; a path is traced only for a diagnostic.
+	if len(ungoverned) > 0 {
+		reach := make([]map[string]bool, len(b.asks))
+		for i, st := range b.asks {
+			reach[i] = map[string]bool{}
+			b.closure(reach[i], st.sp.After)
 		}
+		b.refuse(ungoverned, reach)
 	}
 
 	// D: a gate of its own in front of every other ungoverned side effect.
@@ -269,107 +261,163 @@ func (b *builder) amendCheck(st *cstop) {
 
 // addGates wraps each ungoverned side effect of ph, with the steps of ph
 // that depend on it, in a gate of its own asked once its args are known.
+// It indexes edges once per phase, so many side effects cost linear time.
 func (b *builder) addGates(ph *cphase) {
-	for i := 0; i < len(ph.steps); i++ {
-		c := ph.steps[i]
-		if c.src == nil || !b.needsGate(c) {
+	depth := 0
+	for p := ph; p.parent != nil; p = p.parent {
+		depth++
+	}
+	order := make(map[*cstep]int, len(ph.steps))
+	rev := map[string][]*cstep{} // step id → steps of ph that wait for it
+	for i, x := range ph.steps {
+		order[x] = i
+		for _, d := range b.edges(x) {
+			rev[d] = append(rev[d], x)
+		}
+	}
+	var readers map[string][]*cstep // step id of ph → readers further down; built on demand
+	moved := map[*cstep]bool{}
+	var gates []*cstop
+	for _, c := range ph.steps {
+		if moved[c] || c.src == nil || !b.needsGate(c) {
+			continue
+		}
+		if depth >= 2*MaxAskDepth {
+			b.d.errorf(c.src.pos, CodeGatedDependent, "`%s` would need a gate nested more than %d deep: side effects that each read the one before chain their gates; put them under one ask, or split the recipe", c.ps.ID, 2*MaxAskDepth)
+			c.refuse = true
 			continue
 		}
 		// The steps of ph that wait for c move with it.
 		moving := map[*cstep]bool{c: true}
-		for changed := true; changed; {
-			changed = false
-			for _, x := range ph.steps {
-				if moving[x] {
-					continue
-				}
-				for _, d := range b.edges(x) {
-					if dc := b.steps[d]; dc != nil && moving[dc] {
-						moving[x] = true
-						changed = true
-						break
-					}
+		queue := []*cstep{c}
+		for len(queue) > 0 {
+			x := queue[0]
+			queue = queue[1:]
+			for _, y := range rev[x.ps.ID] {
+				if !moving[y] {
+					moving[y] = true
+					queue = append(queue, y)
 				}
 			}
 		}
-		if !b.canWrap(ph, c, moving) {
+		if readers == nil {
+			readers = b.readersBelow(ph)
+		}
+		if !b.canWrap(c, moving, readers) {
 			c.refuse = true
 			continue
 		}
-		g := &cstop{phase: ph}
-		g.sp = plan.StoppingPoint{
-			ID:       b.unique("gate_" + c.ps.ID),
-			Type:     plan.StopMenu,
-			Title:    fmt.Sprintf("run %s (%s·%s)?", c.ps.ID, c.ps.Server, c.ps.Tool),
-			Audience: plan.AudienceRequester,
-			Added:    true,
-			Reason:   fmt.Sprintf("`%s` has a side effect and no ask governs it", c.ps.ID),
-			After:    []string{},
+		g := b.gateFor(c, ph, moving, order)
+		for x := range moving {
+			moved[x] = true
 		}
-		for _, r := range c.src.refs {
-			if t, ok := b.steps[r.ref.ID]; ok {
-				g.sp.After = addUnique(g.sp.After, b.mapTarget(t, nil))
-			}
-		}
-		yes := &cphase{parent: ph, owner: g}
-		var keep []*cstep
-		for _, x := range ph.steps {
-			if moving[x] {
-				x.phase = yes
-				yes.steps = append(yes.steps, x)
-				// Edges to steps that stay behind now reach an enclosing phase.
-				var local, outer []string
-				for _, d := range x.deps {
-					if dc := b.steps[d]; dc != nil && moving[dc] {
-						local = append(local, d)
-					} else {
-						outer = append(outer, d)
-					}
-				}
-				x.deps, x.outer = local, append(outer, x.outer...)
-			} else {
-				keep = append(keep, x)
-			}
-		}
-		ph.steps = keep
-		g.opts = []*copt{{id: "1", label: "Yes", ph: yes}, {id: "2", label: "No", ph: &cphase{parent: ph, owner: g}}}
-		c.gov = g
-		g.governed = []*cstep{c}
-		ph.stops = slices.Insert(ph.stops, 0, g)
-		b.stops[g.sp.ID] = g
-		why := "no ask governs it"
-		if innermostMenu(ph) != nil {
-			why = "the ask above cannot show its args, which are known only later"
-		}
-		b.notes = append(b.notes, plan.Note{Code: plan.NoteAddedGate, Step: c.ps.ID,
-			Message: fmt.Sprintf("⚠ `%s` (%s·%s) has a side effect and %s, so the run stops and asks before it (%s)", c.ps.ID, c.ps.Server, c.ps.Tool, why, g.sp.ID)})
-		i-- // ph.steps shrank; look at the same index again
+		gates = append(gates, g)
 	}
+	if len(gates) == 0 {
+		return
+	}
+	keep := ph.steps[:0:0]
+	for _, x := range ph.steps {
+		if !moved[x] {
+			keep = append(keep, x)
+		}
+	}
+	ph.steps = keep
+	ph.stops = append(gates, ph.stops...)
 }
 
-// canWrap checks that nothing outside the moving steps reads them: a fan's
-// join would be split, and readers further down could not see them.
-func (b *builder) canWrap(ph *cphase, c *cstep, moving map[*cstep]bool) bool {
-	ok := true
-	if c.fan != nil {
-		b.d.errorf(c.src.pos, CodeGatedDependent, "`%s` (%s·%s) has a side effect that no ask governs, and it sits in fan `%s` whose join other steps wait for; put it under an ask or mark it `without asking`", c.ps.ID, c.ps.Server, c.ps.Tool, c.fan.name)
-		return false
+// gateFor builds the gate in front of side effect c and moves the steps
+// in moving (c and what waits for it) into its Yes option.
+func (b *builder) gateFor(c *cstep, ph *cphase, moving map[*cstep]bool, order map[*cstep]int) *cstop {
+	g := &cstop{phase: ph}
+	g.sp = plan.StoppingPoint{
+		ID:       b.unique("gate_" + c.ps.ID),
+		Type:     plan.StopMenu,
+		Title:    fmt.Sprintf("run %s (%s·%s)?", c.ps.ID, c.ps.Server, c.ps.Tool),
+		Audience: plan.AudienceRequester,
+		Added:    true,
+		Reason:   fmt.Sprintf("`%s` has a side effect and no ask governs it", c.ps.ID),
+		After:    []string{},
 	}
+	for _, r := range c.src.refs {
+		if t, ok := b.steps[r.ref.ID]; ok {
+			g.sp.After = addUnique(g.sp.After, b.mapTarget(t, nil))
+		}
+	}
+	yes := &cphase{parent: ph, owner: g}
+	idx := make([]int, 0, len(moving))
+	for x := range moving {
+		idx = append(idx, order[x])
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		yes.steps = append(yes.steps, ph.steps[i])
+	}
+	for _, x := range yes.steps {
+		x.phase = yes
+		// Edges to steps that stay behind now reach an enclosing phase.
+		var local, outer []string
+		for _, d := range x.deps {
+			if dc := b.steps[d]; dc != nil && moving[dc] {
+				local = append(local, d)
+			} else {
+				outer = append(outer, d)
+			}
+		}
+		x.deps, x.outer = local, append(outer, x.outer...)
+	}
+	g.opts = []*copt{{id: "1", label: "Yes", ph: yes}, {id: "2", label: "No", ph: &cphase{parent: ph, owner: g}}}
+	c.gov = g
+	g.governed = []*cstep{c}
+	b.stops[g.sp.ID] = g
+	why := "no ask governs it"
+	if innermostMenu(ph) != nil {
+		why = "the ask above cannot show its args, which are known only later"
+	}
+	b.notes = append(b.notes, plan.Note{Code: plan.NoteAddedGate, Step: c.ps.ID,
+		Message: fmt.Sprintf("⚠ `%s` (%s·%s) has a side effect and %s, so the run stops and asks before it (%s)", c.ps.ID, c.ps.Server, c.ps.Tool, why, g.sp.ID)})
+	return g
+}
+
+// readersBelow maps each step id to the steps in phases nested under ph's
+// stopping points that read it.
+func (b *builder) readersBelow(ph *cphase) map[string][]*cstep {
+	out := map[string][]*cstep{}
 	for _, st := range ph.stops {
 		walkStop(st, func(sub *cphase) {
 			for _, x := range sub.steps {
 				for _, d := range x.outer {
-					if dc := b.steps[d]; dc != nil && moving[dc] {
-						pos := Pos{Line: 1, Col: 1}
-						if x.src != nil {
-							pos = x.src.pos
-						}
-						b.d.errorf(pos, CodeGatedDependent, "`%s` reads `%s`, which needs a gate of its own because it has a side effect that no ask governs; move `%s` under the ask above `%s`, or mark it `without asking`", x.ps.ID, dc.ps.ID, c.ps.ID, x.ps.ID)
-						ok = false
-					}
+					out[d] = append(out[d], x)
 				}
 			}
 		})
+	}
+	return out
+}
+
+// canWrap checks that nothing outside the moving steps reads them: a fan's
+// join would be split, and readers further down could not see them.
+func (b *builder) canWrap(c *cstep, moving map[*cstep]bool, readers map[string][]*cstep) bool {
+	if c.fan != nil {
+		b.d.errorf(c.src.pos, CodeGatedDependent, "`%s` (%s·%s) has a side effect that no ask governs, and it sits in fan `%s` whose join other steps wait for; put it under an ask or mark it `without asking`", c.ps.ID, c.ps.Server, c.ps.Tool, c.fan.name)
+		return false
+	}
+	if len(readers) == 0 {
+		return true
+	}
+	ok := true
+	for _, m := range b.order { // source order keeps the diagnostics stable
+		if !moving[m] {
+			continue
+		}
+		for _, x := range readers[m.ps.ID] {
+			pos := Pos{Line: 1, Col: 1}
+			if x.src != nil {
+				pos = x.src.pos
+			}
+			b.d.errorf(pos, CodeGatedDependent, "`%s` reads `%s`, which needs a gate of its own because it has a side effect that no ask governs; move `%s` under the ask above `%s`, or mark it `without asking`", x.ps.ID, m.ps.ID, c.ps.ID, x.ps.ID)
+			ok = false
+		}
 	}
 	return ok
 }
@@ -382,5 +430,27 @@ func walkStop(st *cstop, f func(*cphase)) {
 	}
 	if st.then != nil {
 		walk(st.then, f)
+	}
+}
+
+// refuse reports each ungoverned side effect that an ask depends on; reach
+// holds, per explicit ask, everything its opening waits for.
+func (b *builder) refuse(ungoverned []*cstep, reach []map[string]bool) {
+	for _, c := range ungoverned {
+		for i, st := range b.asks {
+			if !reach[i][c.ps.ID] {
+				continue
+			}
+			path := b.pathTo(st.sp.After, c.ps.ID)
+			via := ""
+			if len(path) > 1 {
+				via = " through " + strings.Join(path[:len(path)-1], " → ")
+			}
+			b.d.errorf(c.src.pos, CodeEffectBeforeAsk,
+				"`%s` (%s·%s) has a side effect that no ask governs, but the ask %q (line %d) depends on it%s, so it would already have happened before anyone is asked; move `%s` under the ask, below its question, so the answer governs it",
+				c.ps.ID, c.ps.Server, c.ps.Tool, st.sp.Title, st.src.pos.Line, via, c.ps.ID)
+			c.refuse = true
+			break
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -208,4 +209,57 @@ func TestCompiles(t *testing.T) {
 			t.Fatalf("want one diagnostic at 1:11, got %v", r.Diagnostics)
 		}
 	})
+}
+
+// Hostile input is refused by limits, not by running for minutes: the
+// API compiles whatever a caller sends.
+func TestLimits(t *testing.T) {
+	cat := exampleCatalog(t)
+	deep := strings.Repeat("ask me:\n  go on?\n", MaxAskDepth+5) + "x: notes.search {}\n"
+	r := Compile(deep, Options{Catalog: cat})
+	if r.Plan != nil || !strings.Contains(FormatDiagnostics("", r.Diagnostics), "nest more than") {
+		t.Fatalf("deep nesting: %v", r.Diagnostics)
+	}
+	ok := strings.Repeat("ask me:\n  go on?\n", MaxAskDepth) + "x: notes.search {}\n"
+	if r := Compile(ok, Options{Catalog: cat}); r.Plan == nil {
+		t.Fatalf("%d nested asks must compile: %v", MaxAskDepth, r.Diagnostics)
+	}
+	var many strings.Builder
+	for i := 0; i <= MaxSteps; i++ {
+		fmt.Fprintf(&many, "s%d: notes.search {}\n", i)
+	}
+	r = Compile(many.String(), Options{Catalog: cat})
+	if r.Plan != nil || !strings.Contains(FormatDiagnostics("", r.Diagnostics), "more than 10000 steps") {
+		t.Fatalf("too many steps: %d diagnostics", len(r.Diagnostics))
+	}
+	var unknown strings.Builder
+	for i := 0; i < 3000; i++ {
+		fmt.Fprintf(&unknown, "s%d: say {ghost%d}\n", i, i)
+	}
+	r = Compile(unknown.String(), Options{Catalog: cat})
+	if len(r.Diagnostics) != MaxErrors+1 || r.Diagnostics[MaxErrors].Code != CodeTooManyErrors ||
+		!strings.Contains(r.Diagnostics[MaxErrors].Message, "2900 more errors") {
+		t.Fatalf("want %d errors and a count of the rest, got %d: %v", MaxErrors, len(r.Diagnostics), r.Diagnostics[len(r.Diagnostics)-1])
+	}
+}
+
+func TestChainedSideEffectsLimit(t *testing.T) {
+	cat := exampleCatalog(t)
+	chain := func(n int) string {
+		var b strings.Builder
+		b.WriteString("s0: notes.store {}\n")
+		for i := 1; i < n; i++ {
+			fmt.Fprintf(&b, "s%d: notes.store {\"t\": \"{s%d}\"}\n", i, i-1)
+		}
+		return b.String()
+	}
+	p := mustCompile(t, chain(5), cat)
+	ix := index(p)
+	if len(ix["s4"].path) != 5 {
+		t.Fatalf("s4 should sit under 5 nested gates, got %d", len(ix["s4"].path))
+	}
+	r := Compile(chain(2*MaxAskDepth+10), Options{Catalog: cat})
+	if r.Plan != nil || r.Diagnostics[0].Code != CodeGatedDependent {
+		t.Fatalf("a chain deeper than %d gates must be refused: %v", 2*MaxAskDepth, r.Diagnostics)
+	}
 }

@@ -154,9 +154,19 @@ var reserved = map[string]bool{
 
 var settingNames = []string{"summary", "show", "options", "expires", "on expiry", "remind after", "escalate after", "approvers", "check", "amend"}
 
+// Limits that keep compile time linear on hostile input (the API compiles
+// what any caller sends).
+const (
+	MaxAskDepth = 64    // asks nested inside asks
+	MaxSteps    = 10000 // steps in one recipe
+)
+
 type parser struct {
-	lines []line
-	d     *diags
+	lines   []line
+	d       *diags
+	depth   int // asks enclosing the phase being parsed
+	steps   int
+	stopped bool // a limit was hit; the rest is not parsed
 }
 
 func splitLines(body string, firstLine int) []line {
@@ -190,7 +200,7 @@ func (p *parser) phase(i, end int) *srcPhase {
 		cur = s
 		ph.sections = append(ph.sections, s)
 	}
-	for i < end {
+	for i < end && !p.stopped {
 		l := p.lines[i]
 		if blank(l) {
 			i++
@@ -228,9 +238,16 @@ func (p *parser) phase(i, end int) *srcPhase {
 			}
 			i++
 		case kw == "ask":
+			if p.depth >= MaxAskDepth {
+				p.d.errorf(l.pos(0), CodeSyntax, "asks nest more than %d deep here; split the recipe into smaller skills", MaxAskDepth)
+				p.stopped = true
+				return ph
+			}
 			a, next := p.ask(i, end)
 			ph.ask = a
+			p.depth++
 			ph.rest = p.phase(next, end)
+			p.depth--
 			return ph
 		case stepRe.MatchString(t) && !strings.HasPrefix(t, "- "):
 			// A fan or then: section written with indented steps ends at the
@@ -240,6 +257,11 @@ func (p *parser) phase(i, end int) *srcPhase {
 			}
 			if cur.bodyIndent < 0 {
 				cur.bodyIndent = l.indent
+			}
+			if p.steps++; p.steps > MaxSteps {
+				p.d.errorf(l.pos(0), CodeSyntax, "the recipe has more than %d steps; split it into smaller skills", MaxSteps)
+				p.stopped = true
+				return ph
 			}
 			s, next := p.step(i, end)
 			if s != nil {

@@ -53,6 +53,10 @@ func (b *builder) lookup(r srcRef, ph *cphase, what string) (target, bool) {
 		}
 		return target{ask: st}, true
 	}
+	if b.d.full() {
+		b.d.errorf(r.pos, CodeUnknownRef, "`{%s}` names no step or ask", r.ref)
+		return target{}, false
+	}
 	var names []string
 	for _, c := range b.order {
 		if within(ph, c.phase) {

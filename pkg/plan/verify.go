@@ -165,6 +165,27 @@ func (v *verifier) acyclic(steps []Step, local map[string]bool) bool {
 	return ok
 }
 
+// reaches reports whether target is among ids or what they transitively
+// wait for. It stops at the first hit, so a reference to a direct
+// dependency costs one step, not a whole closure.
+func (v *verifier) reaches(ids []string, target string, seen map[string]bool) bool {
+	for _, id := range ids {
+		if id == target {
+			return true
+		}
+	}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if s, ok := v.steps[id]; ok && v.reaches(deps(s), target, seen) {
+			return true
+		}
+	}
+	return false
+}
+
 // closure adds ids and everything they transitively wait for to set.
 func (v *verifier) closure(set map[string]bool, ids []string) {
 	for _, id := range ids {
@@ -235,17 +256,12 @@ func (v *verifier) step(s *Step, local, visible map[string]bool, sc scope) {
 	} else {
 		refs = Refs(s.Prompt)
 	}
-	var own map[string]bool // what the step's own depends_on guarantees; built on demand
 	for _, r := range refs {
-		if !sc.asks[r.ID] && visible[r.ID] && !sc.avail[r.ID] && own == nil {
-			own = map[string]bool{}
-			v.closure(own, s.DependsOn)
-		}
 		switch {
 		case sc.asks[r.ID]:
 		case !visible[r.ID] && !local[r.ID]:
 			v.fail(s.ID, "reference", "{%s} names no step or enclosing ask it can see", r)
-		case !sc.avail[r.ID] && !own[r.ID]:
+		case !sc.avail[r.ID] && !v.reaches(s.DependsOn, r.ID, map[string]bool{}):
 			v.fail(s.ID, "reference", "{%s} is not finished before %q runs (add it to depends_on)", r, s.ID)
 		}
 	}
