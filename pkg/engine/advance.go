@@ -1,0 +1,383 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// activate makes a phase's steps part of the run.
+func (t *tx) activate(ph *phaseInfo) {
+	if ph == nil || slices.Contains(t.run.Phases, ph.key) {
+		return
+	}
+	t.run.Phases = append(t.run.Phases, ph.key)
+	for _, s := range ph.steps {
+		if _, ok := t.run.Steps[s.ID]; !ok {
+			t.run.Steps[s.ID] = &StepRun{Status: StatusWaiting}
+		}
+	}
+}
+
+// queue dispatches the next attempt of a step.
+func (t *tx) queue(id string, s *StepRun, why string) {
+	info := t.m.steps[id]
+	st := info.step
+	s.Attempt++
+	s.Status = StatusQueued
+	s.Blocked = false
+	s.Attempts = append(s.Attempts, Attempt{N: s.Attempt, QueuedAt: t.at})
+	d := Dispatch{Step: id, Attempt: s.Attempt, Kind: st.Kind, Server: st.Server, Tool: st.Tool,
+		SideEffect: st.SideEffect, Idempotent: st.Idempotent, On: st.On, Timeout: st.Timeout, Grant: s.Grant}
+	if st.Kind == plan.KindProse {
+		d.Prompt = t.interpolate(st.Prompt)
+	} else {
+		d.Args = t.resolveArgs(st.Args)
+	}
+	if st.SideEffect && s.Grant != GrantStart {
+		// I6: a governed step runs with exactly the args its approver saw.
+		a := t.run.Asks[s.Grant]
+		for _, p := range a.Payload {
+			if p.Step == id {
+				d.Args = p.Args
+			}
+		}
+	}
+	t.effects = append(t.effects, d)
+	t.record("step.dispatched", "system", map[string]any{"step": id, "attempt": s.Attempt, "why": why, "grant": s.Grant})
+}
+
+// advance moves the run as far as it can go without another event:
+// joins resolve, runnable steps dispatch, asks whose inputs are ready
+// open, and the run's state is derived.
+func (t *tx) advance() {
+	for changed := true; changed && !t.run.State.Terminal(); {
+		changed = false
+		if t.run.Failing != "" {
+			break
+		}
+		for _, key := range t.run.Phases {
+			ph := t.m.phases[key]
+			for _, st := range ph.steps {
+				if t.step(st) {
+					changed = true
+				}
+			}
+			for _, sp := range ph.stops {
+				if t.open(sp) {
+					changed = true
+				}
+			}
+		}
+	}
+	t.derive()
+}
+
+// ready reports whether every id has finished in a way its readers accept:
+// succeeded, or failed with on_fail: skip (they see no output).
+func (t *tx) ready(ids []string) bool {
+	for _, id := range ids {
+		s, ok := t.run.Steps[id]
+		if !ok {
+			return false
+		}
+		switch s.Status {
+		case StatusSucceeded:
+		case StatusFailed:
+			if t.m.steps[id].step.OnFail != plan.OnFailSkip {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// step moves one waiting step if it can. It reports whether it did.
+func (t *tx) step(st *plan.Step) bool {
+	s := t.run.Steps[st.ID]
+	if s == nil || s.Status != StatusWaiting {
+		return false
+	}
+	if st.Kind == plan.KindJoin {
+		ok, failed, done := 0, 0, 0
+		for _, m := range st.In {
+			switch t.run.Steps[m].Status {
+			case StatusSucceeded:
+				ok++
+				done++
+			case StatusFailed, StatusCancelled:
+				failed++
+				done++
+			}
+		}
+		switch {
+		case ok >= st.MinSuccess && done == len(st.In) && t.ready(st.DependsOn):
+			s.Status = StatusSucceeded
+			s.Output = json.RawMessage(fmt.Sprintf(`{"succeeded":%d,"of":%d}`, ok, len(st.In)))
+			t.record("join.held", "system", map[string]any{"join": st.ID, "succeeded": ok, "of": len(st.In), "need": st.MinSuccess})
+			return true
+		case failed > len(st.In)-st.MinSuccess:
+			s.Status = StatusFailed
+			s.Error = fmt.Sprintf("needs %d of %d, and %d failed", st.MinSuccess, len(st.In), failed)
+			t.record("join.failed", "system", map[string]any{"join": st.ID, "succeeded": ok, "failed": failed, "need": st.MinSuccess})
+			t.run.Failing = st.ID
+			return true
+		}
+		return false
+	}
+	if !t.ready(st.DependsOn) {
+		return false
+	}
+	if st.SideEffect {
+		grant, ok := t.grant(st)
+		if !ok {
+			return false // by construction unreachable: the phase is active only after its gate's answer
+		}
+		s.Grant = grant
+	}
+	t.queue(st.ID, s, "runnable")
+	return true
+}
+
+// grant finds the approval that lets a side-effecting step dispatch and
+// consumes it (I1). A `without asking` step is approved by the start.
+func (t *tx) grant(st *plan.Step) (string, bool) {
+	if st.WithoutAsking {
+		return GrantStart, true
+	}
+	g := t.m.steps[st.ID].gate
+	if g == nil {
+		return "", false
+	}
+	a, ok := t.run.Asks[g.sp.ID]
+	if !ok || (a.State != AskApproved && a.State != AskConsumed && a.State != AskRejected) {
+		return "", false
+	}
+	if a.State == AskApproved {
+		a.State = AskConsumed
+		t.record("approval.consumed", "system", map[string]any{"ask": a.ID, "step": st.ID})
+	}
+	return a.ID, true
+}
+
+// open opens a stopping point whose inputs have finished.
+func (t *tx) open(sp *stopInfo) bool {
+	if _, ok := t.run.Asks[sp.sp.ID]; ok {
+		return false
+	}
+	if !t.ready(sp.sp.After) {
+		return false
+	}
+	exp := t.m.cfg.DefaultExpiry
+	if d, err := parseDur(sp.sp.Expires); err == nil && d > 0 {
+		exp = d
+	}
+	a := &AskRun{ID: sp.sp.ID, Type: sp.sp.Type, Title: sp.sp.Title, Audience: sp.sp.Audience, Added: sp.sp.Added,
+		State: AskPending, OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: sp.sp.OnExpiry}
+	if a.Audience == "" {
+		a.Audience = plan.AudienceRequester
+	}
+	for _, o := range sp.sp.Options {
+		a.Options = append(a.Options, plan.Option{ID: o.ID, Label: o.Label})
+	}
+	for _, g := range sp.governed {
+		args := t.resolveArgs(g.step.Args)
+		sum := sha256.Sum256(args)
+		a.Payload = append(a.Payload, Payload{Step: g.step.ID, Server: g.step.Server, Tool: g.step.Tool, Args: args, Digest: "sha256:" + hex.EncodeToString(sum[:])})
+	}
+	t.run.Asks[a.ID] = a
+	t.effects = append(t.effects, AskOpened{Ask: a.ID})
+	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt})
+	return true
+}
+
+// derive sets the run's state from its steps and asks.
+func (t *tx) derive() {
+	r := t.run
+	if r.State.Terminal() {
+		return
+	}
+	inflight, queued, blocked, pending, failedSkip := 0, 0, 0, 0, 0
+	waiting := 0
+	for id, s := range r.Steps {
+		switch s.Status {
+		case StatusLeased, StatusStarted:
+			inflight++
+		case StatusQueued:
+			queued++
+			if s.Blocked {
+				blocked++
+			}
+		case StatusWaiting:
+			waiting++
+		case StatusFailed:
+			if t.m.steps[id].step.OnFail == plan.OnFailSkip {
+				failedSkip++
+			}
+		}
+	}
+	for _, a := range r.Asks {
+		if a.State == AskPending {
+			pending++
+		}
+	}
+	if r.Failing != "" {
+		if inflight+queued == 0 {
+			s := r.Steps[r.Failing]
+			t.end(Failed, fmt.Sprintf("%s failed: %s", r.Failing, s.Error))
+			return
+		}
+		// Stop dispatching; let what is in flight settle.
+		for _, id := range sortedStepIDs(r) {
+			if s := r.Steps[id]; s.Status == StatusQueued {
+				s.Status = StatusCancelled
+				queued--
+			}
+		}
+		r.State = Running
+		if inflight == 0 {
+			t.end(Failed, fmt.Sprintf("%s failed: %s", r.Failing, r.Steps[r.Failing].Error))
+		}
+		return
+	}
+	unopened := 0
+	for _, key := range r.Phases {
+		for _, sp := range t.m.phases[key].stops {
+			if _, ok := r.Asks[sp.sp.ID]; !ok {
+				unopened++
+			}
+		}
+	}
+	switch {
+	case inflight > 0 || queued > blocked:
+		r.State = Running
+	case blocked > 0:
+		r.State = Blocked
+	case pending > 0:
+		r.State = Parked
+	case waiting == 0 && unopened == 0:
+		if failedSkip > 0 {
+			t.end(Partial, "finished; some branches failed but every join held")
+		} else {
+			t.end(Complete, "finished")
+		}
+	default:
+		r.State = Running
+	}
+}
+
+// resolveArgs replaces references in the string values of args. A string
+// that is exactly one reference takes the referenced JSON value; otherwise
+// references are spliced in as text.
+func (t *tx) resolveArgs(raw plan.Object) plan.Object {
+	m, err := plan.DecodeObject(raw)
+	if err != nil {
+		return raw
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			spans := plan.ScanRefs(x)
+			if len(spans) == 1 && len(spans[0].Refs) == 1 && spans[0].Start == 0 && spans[0].End == len(x) {
+				return t.value(spans[0].Refs[0])
+			}
+			return t.interpolate(x)
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+			return x
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+			return x
+		}
+		return v
+	}
+	return plan.AppendCanonical(nil, walk(m))
+}
+
+// interpolate splices references into text.
+func (t *tx) interpolate(s string) string {
+	spans := plan.ScanRefs(s)
+	if len(spans) == 0 {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, sp := range spans {
+		b.WriteString(s[last:sp.Start])
+		for i, r := range sp.Refs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(text(t.value(r)))
+		}
+		last = sp.End
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// value is what a reference reads: a step's output (or a field of it), or
+// an ask's answer. A step that failed and was skipped reads as null.
+func (t *tx) value(r plan.Ref) any {
+	if a, ok := t.run.Asks[r.ID]; ok && t.m.steps[r.ID] == nil {
+		if a.Type == plan.StopText {
+			return a.Text
+		}
+		return a.Label
+	}
+	s, ok := t.run.Steps[r.ID]
+	if !ok || s.Status != StatusSucceeded || len(s.Output) == 0 {
+		return nil
+	}
+	v, err := decodeValue(s.Output)
+	if err != nil {
+		return string(s.Output)
+	}
+	if r.Field == "" {
+		return v
+	}
+	for _, f := range strings.Split(r.Field, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[f]
+	}
+	return v
+}
+
+func decodeValue(raw json.RawMessage) (any, error) {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	err := dec.Decode(&v)
+	return v, err
+}
+
+// text renders a value for splicing into text: strings as they are,
+// nothing as empty, anything else as compact JSON.
+func text(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	}
+	return string(plan.AppendCanonical(nil, v))
+}
+
+func sortedAskIDs(r *Run) []string  { return slices.Sorted(maps.Keys(r.Asks)) }
+func sortedStepIDs(r *Run) []string { return slices.Sorted(maps.Keys(r.Steps)) }

@@ -1,0 +1,434 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/pkg/answer"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// tx is one transition in progress on a private copy of the run.
+type tx struct {
+	m       *Machine
+	run     *Run
+	at      time.Time
+	effects []Effect
+	records []Record
+	reply   *Reply
+	refusal error
+}
+
+// Reply is the typed response to an Answer; see package answer.
+type Reply = answer.Reply
+
+func (t *tx) record(kind, actor string, payload map[string]any) {
+	t.records = append(t.records, Record{Kind: kind, Actor: actor, At: t.at, Payload: payload})
+}
+
+func (t *tx) result() Transition {
+	t.run.Version++
+	t.run.UpdatedAt = t.at
+	return Transition{Run: t.run, Effects: t.effects, Records: t.records, Refusal: t.refusal, Reply: t.reply}
+}
+
+// Apply applies ev to run and returns the next state. run is not modified.
+// An error means the event was refused and nothing changed; a Transition
+// with Refusal set must still be committed (an expiry was applied).
+//
+// Deadlines are enforced here, before the event, against ev's time: an
+// answer after the deadline is refused by the same code that reads the ask
+// (I4).
+func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
+	if run.PlanDigest != m.digest {
+		return Transition{}, fmt.Errorf("run %s was started from plan %s, not %s", run.ID, run.PlanDigest, m.digest)
+	}
+	at := ev.at()
+	if at.Before(run.UpdatedAt) {
+		at = run.UpdatedAt // the store's clock never runs backwards for a run
+	}
+	t := &tx{m: m, run: run.clone(), at: at}
+	expired := t.expire()
+	var err error
+	switch e := ev.(type) {
+	case Tick:
+	case Decide:
+		err = t.decide(e, expired)
+	case Answer:
+		err = t.answer(e, expired)
+	case Cancel:
+		err = t.cancel(e.Actor, e.Reason)
+	case StepLeased:
+		err = t.leased(e)
+	case StepStarted:
+		err = t.started(e)
+	case StepSucceeded:
+		err = t.finished(e.Step, e.Attempt, e.Output, "")
+	case StepFailed:
+		err = t.finished(e.Step, e.Attempt, nil, e.Error)
+	case LeaseLost:
+		err = t.leaseLost(e)
+	case StepBlocked:
+		err = t.blocked(e)
+	default:
+		err = fmt.Errorf("unknown event %T", ev)
+	}
+	if err != nil && !expired {
+		return Transition{}, err
+	}
+	if err != nil {
+		t.refusal = err
+	}
+	t.advance()
+	return t.result(), nil
+}
+
+// expire applies every deadline that has passed. It reports whether any did.
+func (t *tx) expire() bool {
+	fired := false
+	for _, id := range sortedAskIDs(t.run) {
+		a := t.run.Asks[id]
+		if a.State != AskPending || t.at.Before(a.ExpiresAt) {
+			continue
+		}
+		fired = true
+		t.closeAsk(a, AskExpired, Decision{Kind: "expire", Actor: "system", At: t.at})
+		t.record("ask.expired", "system", map[string]any{"ask": a.ID, "idle_ms": t.at.Sub(a.OpenedAt).Milliseconds()})
+		if t.run.State.Terminal() {
+			continue
+		}
+		switch a.OnExpiry {
+		case "reject":
+			t.end(Rejected, fmt.Sprintf("%q expired unanswered (on expiry: reject)", a.Title))
+		case "cancel":
+			t.end(Cancelled, fmt.Sprintf("%q expired unanswered (on expiry: cancel)", a.Title))
+		default:
+			t.end(Expired, fmt.Sprintf("%q expired unanswered", a.Title))
+		}
+	}
+	return fired
+}
+
+// pendingAsk finds an ask an actor may decide now.
+func (t *tx) pendingAsk(id, actor string, expired bool) (*AskRun, error) {
+	a, ok := t.run.Asks[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownAsk, id)
+	}
+	if a.State == AskExpired {
+		return nil, fmt.Errorf("%w: %q passed its deadline at %s", ErrExpired, a.Title, a.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if a.State != AskPending {
+		return nil, fmt.Errorf("%w: %q is %s", ErrAlreadyDecided, a.Title, a.State)
+	}
+	if a.Audience == plan.AudienceRequester && actor != t.run.Requester {
+		return nil, fmt.Errorf("%w: %q asks the requester (%s)", ErrForbidden, a.Title, t.run.Requester)
+	}
+	return a, nil
+}
+
+func (t *tx) decide(e Decide, expired bool) error {
+	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
+	if err != nil {
+		return err
+	}
+	if e.Reject {
+		if strings.TrimSpace(e.Reason) == "" {
+			return ErrReasonRequired
+		}
+		t.reject(a, e.Actor, e.Reason)
+		return nil
+	}
+	opt, ok := findOption(a, e.Option)
+	if !ok {
+		return fmt.Errorf("%w: %q has options %s", ErrBadOption, a.Title, optionList(a))
+	}
+	if a.Type == plan.StopMenu && isNo(a, opt) {
+		reason := e.Reason
+		if reason == "" {
+			reason = "chose " + opt.Label
+		}
+		t.reject(a, e.Actor, reason)
+		return nil
+	}
+	t.choose(a, e.Actor, opt, "", "approve")
+	return nil
+}
+
+func (t *tx) answer(e Answer, expired bool) error {
+	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
+	if err != nil {
+		return err
+	}
+	q := answer.Ask{Title: a.Title, FreeText: a.Type == plan.StopText}
+	for _, o := range a.Options {
+		q.Options = append(q.Options, answer.Option{ID: o.ID, Label: o.Label})
+	}
+	r := answer.Match(q, e.Text, a.Misses)
+	t.reply = &r
+	a.Misses = r.Misses
+	t.record("ask.reply", e.Actor, map[string]any{"ask": a.ID, "kind": string(r.Kind), "misses": r.Misses})
+	switch r.Kind {
+	case answer.Selected:
+		if a.Type == plan.StopText {
+			t.choose(a, e.Actor, plan.Option{}, r.Text, "answer")
+			return nil
+		}
+		opt, _ := findOption(a, r.Option.ID)
+		if a.Type == plan.StopMenu && isNo(a, opt) {
+			t.reject(a, e.Actor, "answered "+opt.Label)
+			return nil
+		}
+		t.choose(a, e.Actor, opt, "", "answer")
+	case answer.Dropped:
+		return t.cancel(e.Actor, fmt.Sprintf("dropped while %q was asked", a.Title))
+	}
+	return nil
+}
+
+func findOption(a *AskRun, id string) (plan.Option, bool) {
+	for _, o := range a.Options {
+		if o.ID == id {
+			return o, true
+		}
+	}
+	return plan.Option{}, false
+}
+
+// isNo reports whether opt is a gate's negative answer: the option
+// labelled No (or, failing that, any option but the first).
+func isNo(a *AskRun, opt plan.Option) bool {
+	if strings.EqualFold(opt.Label, "no") {
+		return true
+	}
+	for _, o := range a.Options {
+		if strings.EqualFold(o.Label, "no") {
+			return false
+		}
+	}
+	return len(a.Options) > 0 && opt.ID != a.Options[0].ID
+}
+
+func optionList(a *AskRun) string {
+	var parts []string
+	for _, o := range a.Options {
+		parts = append(parts, o.ID+" "+o.Label)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// choose records an answer and activates what follows it.
+func (t *tx) choose(a *AskRun, actor string, opt plan.Option, text, kind string) {
+	st := t.m.stops[a.ID]
+	d := Decision{Kind: kind, Actor: actor, At: t.at, Option: opt.ID, Text: text}
+	a.Option, a.Label, a.Text = opt.ID, opt.Label, text
+	state := AskAnswered
+	if a.Type == plan.StopMenu {
+		state = AskApproved
+	}
+	t.closeAsk(a, state, d)
+	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": kind, "option": opt.ID, "label": opt.Label})
+	if a.Type == plan.StopMenu {
+		t.activate(st.options[opt.ID])
+	} else if st.then != nil {
+		t.activate(st.then)
+	}
+}
+
+// reject records a No. A gate whose No option carries steps continues
+// with them; otherwise the run ends rejected.
+func (t *tx) reject(a *AskRun, actor, reason string) {
+	st := t.m.stops[a.ID]
+	var no *phaseInfo
+	if a.Type == plan.StopMenu {
+		for _, o := range a.Options {
+			if isNo(a, o) {
+				a.Option, a.Label = o.ID, o.Label
+				no = st.options[o.ID]
+				break
+			}
+		}
+	}
+	t.closeAsk(a, AskRejected, Decision{Kind: "reject", Actor: actor, At: t.at, Option: a.Option, Reason: reason})
+	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": "reject", "reason": reason})
+	if no != nil && (len(no.steps) > 0 || len(no.stops) > 0) {
+		t.activate(no)
+		return
+	}
+	t.end(Rejected, fmt.Sprintf("%s said no to %q: %s", actor, a.Title, reason))
+}
+
+func (t *tx) closeAsk(a *AskRun, state AskState, d Decision) {
+	a.State = state
+	a.Closed = t.at
+	a.Decisions = append(a.Decisions, d)
+	t.effects = append(t.effects, AskClosed{Ask: a.ID, State: state})
+}
+
+func (t *tx) cancel(actor, reason string) error {
+	if t.run.State.Terminal() {
+		return fmt.Errorf("%w: it is %s", ErrRunEnded, t.run.State)
+	}
+	if reason == "" {
+		reason = "cancelled by " + actor
+	}
+	t.record("run.cancel", actor, map[string]any{"reason": reason})
+	t.end(Cancelled, reason)
+	return nil
+}
+
+// end makes the run terminal: in the same transition every pending ask is
+// closed (I3) and every queued or in-flight attempt is cancelled.
+func (t *tx) end(state State, reason string) {
+	if t.run.State.Terminal() {
+		return
+	}
+	for _, id := range sortedAskIDs(t.run) {
+		if a := t.run.Asks[id]; a.State == AskPending {
+			t.closeAsk(a, AskCancelled, Decision{Kind: "cancel", Actor: "system", At: t.at, Reason: "the run ended " + string(state)})
+		}
+	}
+	for _, id := range sortedStepIDs(t.run) {
+		s := t.run.Steps[id]
+		switch {
+		case s.Status == StatusQueued || s.Status.InFlight():
+			if s.Status.InFlight() {
+				t.effects = append(t.effects, CancelStep{Step: id, Attempt: s.Attempt})
+			}
+			s.Status = StatusCancelled
+		case s.Status == StatusWaiting:
+			s.Status = StatusCancelled
+		}
+	}
+	t.run.State = state
+	t.run.Reason = reason
+	t.record("run.ended", "system", map[string]any{"state": string(state), "reason": reason})
+	t.effects = append(t.effects, RunEnded{State: state, Reason: reason})
+}
+
+// attempt finds the step's current attempt named by an executor event.
+func (t *tx) attempt(step string, n int) (*StepRun, error) {
+	s, ok := t.run.Steps[step]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownStep, step)
+	}
+	if n != s.Attempt || len(s.Attempts) == 0 {
+		return nil, fmt.Errorf("%w: %s attempt %d, current is %d", ErrStaleAttempt, step, n, s.Attempt)
+	}
+	return s, nil
+}
+
+func (t *tx) leased(e StepLeased) error {
+	s, err := t.attempt(e.Step, e.Attempt)
+	if err != nil {
+		return err
+	}
+	if s.Status != StatusQueued {
+		return fmt.Errorf("%w: lease of %s while %s", ErrWrongTransition, e.Step, s.Status)
+	}
+	s.Status = StatusLeased
+	s.Blocked = false
+	a := &s.Attempts[len(s.Attempts)-1]
+	a.Executor, a.LeaseID, a.LeasedAt = e.Executor, e.LeaseID, t.at
+	t.record("step.leased", e.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "lease": e.LeaseID})
+	return nil
+}
+
+func (t *tx) started(e StepStarted) error {
+	s, err := t.attempt(e.Step, e.Attempt)
+	if err != nil {
+		return err
+	}
+	if s.Status != StatusLeased {
+		return fmt.Errorf("%w: start of %s while %s", ErrWrongTransition, e.Step, s.Status)
+	}
+	s.Status = StatusStarted
+	a := &s.Attempts[len(s.Attempts)-1]
+	a.StartedAt = t.at
+	t.record("step.started", a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "grant": s.Grant})
+	return nil
+}
+
+func (t *tx) finished(step string, n int, output json.RawMessage, errText string) error {
+	s, err := t.attempt(step, n)
+	if err != nil {
+		return err
+	}
+	if !s.Status.InFlight() && s.Status != StatusCancelled {
+		return fmt.Errorf("%w: result of %s while %s", ErrWrongTransition, step, s.Status)
+	}
+	a := &s.Attempts[len(s.Attempts)-1]
+	a.FinishedAt = t.at
+	info := t.m.steps[step].step
+	if s.Status == StatusCancelled {
+		// The run ended while it ran; keep the result for the record.
+		a.Error = errText
+		if errText == "" {
+			s.Output = output
+		}
+		t.record("step.result_after_end", a.Executor, map[string]any{"step": step, "attempt": n, "ok": errText == ""})
+		return nil
+	}
+	if errText == "" {
+		if !json.Valid(output) {
+			output, _ = json.Marshal(string(output))
+		}
+		s.Status, s.Output = StatusSucceeded, output
+		t.record("step.succeeded", a.Executor, map[string]any{"step": step, "attempt": n})
+		return nil
+	}
+	a.Error = errText
+	t.record("step.failed", a.Executor, map[string]any{"step": step, "attempt": n, "error": errText})
+	if n <= info.Retry {
+		t.queue(step, s, "retry")
+		return nil
+	}
+	s.Status, s.Error = StatusFailed, errText
+	if info.OnFail != plan.OnFailSkip && t.run.Failing == "" {
+		t.run.Failing = step
+	}
+	return nil
+}
+
+func (t *tx) leaseLost(e LeaseLost) error {
+	s, err := t.attempt(e.Step, e.Attempt)
+	if err != nil {
+		return err
+	}
+	if !s.Status.InFlight() {
+		return fmt.Errorf("%w: lease lost for %s while %s", ErrWrongTransition, e.Step, s.Status)
+	}
+	info := t.m.steps[e.Step].step
+	a := &s.Attempts[len(s.Attempts)-1]
+	a.Error, a.FinishedAt = "lease lost", t.at
+	t.record("step.lease_lost", a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "status": string(s.Status)})
+	if s.Status == StatusStarted && info.SideEffect && !info.Idempotent {
+		// I7: the effect may have happened. Never retry blindly; the
+		// in-doubt question comes with executors (DESIGN.md §6). Until
+		// then the step fails and says why.
+		s.Status, s.Error = StatusFailed, "outcome unknown: the executor was lost after it started a side effect"
+		if t.run.Failing == "" {
+			t.run.Failing = e.Step
+		}
+		return nil
+	}
+	t.queue(e.Step, s, "re-lease")
+	return nil
+}
+
+func (t *tx) blocked(e StepBlocked) error {
+	s, err := t.attempt(e.Step, e.Attempt)
+	if err != nil {
+		return err
+	}
+	if s.Status != StatusQueued {
+		return fmt.Errorf("%w: blocked %s while %s", ErrWrongTransition, e.Step, s.Status)
+	}
+	if !s.Blocked {
+		s.Blocked = true
+		t.record("step.blocked", "system", map[string]any{"step": e.Step})
+	}
+	return nil
+}

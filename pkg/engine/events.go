@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// Event is something that happened to a run. Every event carries At, the
+// store's clock when it is applied: deadlines are judged against it.
+type Event interface{ at() time.Time }
+
+// Tick only moves the clock: deadlines that passed are applied. Readers and
+// the deadline pass use it; correctness never waits on it (I4).
+type Tick struct{ At time.Time }
+
+// Decide approves an option of an ask, or rejects the ask with a reason.
+type Decide struct {
+	Ask    string
+	Actor  string // the authenticated caller
+	Option string // the option id to approve; ignored when Reject
+	Reject bool
+	Reason string
+	At     time.Time
+}
+
+// Answer is a free-text reply to an ask, interpreted by package answer.
+type Answer struct {
+	Ask   string
+	Actor string
+	Text  string
+	At    time.Time
+}
+
+// Cancel ends the run and closes its asks in the same transition (I3).
+type Cancel struct {
+	Actor  string
+	Reason string
+	At     time.Time
+}
+
+// StepLeased: an executor took the queued attempt.
+type StepLeased struct {
+	Step     string
+	Attempt  int
+	Executor string
+	LeaseID  string
+	At       time.Time
+}
+
+// StepStarted: the executor recorded Start before invoking the tool.
+type StepStarted struct {
+	Step    string
+	Attempt int
+	At      time.Time
+}
+
+// StepSucceeded: the attempt finished with an output (JSON).
+type StepSucceeded struct {
+	Step    string
+	Attempt int
+	Output  json.RawMessage
+	At      time.Time
+}
+
+// StepFailed: the attempt finished with an error.
+type StepFailed struct {
+	Step    string
+	Attempt int
+	Error   string
+	At      time.Time
+}
+
+// LeaseLost: the executor holding the attempt went away.
+type LeaseLost struct {
+	Step    string
+	Attempt int
+	At      time.Time
+}
+
+// StepBlocked: no connected executor offers the step's tool.
+type StepBlocked struct {
+	Step    string
+	Attempt int
+	At      time.Time
+}
+
+func (e Tick) at() time.Time          { return e.At }
+func (e Decide) at() time.Time        { return e.At }
+func (e Answer) at() time.Time        { return e.At }
+func (e Cancel) at() time.Time        { return e.At }
+func (e StepLeased) at() time.Time    { return e.At }
+func (e StepStarted) at() time.Time   { return e.At }
+func (e StepSucceeded) at() time.Time { return e.At }
+func (e StepFailed) at() time.Time    { return e.At }
+func (e LeaseLost) at() time.Time     { return e.At }
+func (e StepBlocked) at() time.Time   { return e.At }
+
+// Effect is something the caller must do after committing a transition.
+type Effect interface{ effect() }
+
+// Dispatch hands a step to the dispatcher (the seam to executors). A
+// side-effecting step carries the ask whose approval it consumed (I1).
+type Dispatch struct {
+	Step       string
+	Attempt    int
+	Kind       plan.Kind
+	Server     string
+	Tool       string
+	Args       plan.Object // resolved: every {ref} replaced
+	Prompt     string      // resolved prose prompt
+	SideEffect bool
+	Idempotent bool
+	On         string
+	Timeout    string
+	Grant      string // ask id, GrantStart, or "" for read-only steps
+}
+
+// CancelStep tells the executor holding an attempt to stop.
+type CancelStep struct {
+	Step    string
+	Attempt int
+}
+
+// AskOpened: a person must decide; notify the audience.
+type AskOpened struct{ Ask string }
+
+// AskClosed: the ask left pending.
+type AskClosed struct {
+	Ask   string
+	State AskState
+}
+
+// RunEnded: the run reached an outcome.
+type RunEnded struct {
+	State  State
+	Reason string
+}
+
+func (Dispatch) effect()   {}
+func (CancelStep) effect() {}
+func (AskOpened) effect()  {}
+func (AskClosed) effect()  {}
+func (RunEnded) effect()   {}
+
+// Record is one journal entry the transition produces; the store chains
+// them (I8).
+type Record struct {
+	Kind    string         `json:"kind"`
+	Actor   string         `json:"actor"`
+	At      time.Time      `json:"at"`
+	Payload map[string]any `json:"payload,omitempty"`
+}
+
+// Transition is the outcome of applying one event.
+type Transition struct {
+	Run     *Run
+	Effects []Effect
+	Records []Record
+	// Refusal is set when the event was refused for a reason that still
+	// changed the run (an answer after the deadline: the expiry is applied
+	// and must be committed, and the caller is told ErrExpired).
+	Refusal error
+	// Reply is the typed response to an Answer event.
+	Reply *Reply
+}

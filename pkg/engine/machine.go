@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// Config holds the engine's settings.
+type Config struct {
+	// DefaultExpiry is an ask's deadline when the recipe sets none.
+	DefaultExpiry time.Duration
+}
+
+// DefaultAskExpiry is used when Config.DefaultExpiry is zero.
+const DefaultAskExpiry = 72 * time.Hour
+
+// Machine runs one plan. It is immutable after New and safe to share.
+type Machine struct {
+	plan   *plan.Plan
+	digest string
+	cfg    Config
+	steps  map[string]*stepInfo
+	stops  map[string]*stopInfo
+	phases map[string]*phaseInfo
+	top    *phaseInfo
+}
+
+type phaseInfo struct {
+	key    string // "" for the top; "ASK/OPTION" for a menu option; "ASK/then"
+	steps  []*plan.Step
+	stops  []*stopInfo
+	owner  *stopInfo // nil at the top
+	parent *phaseInfo
+}
+
+type stepInfo struct {
+	step  *plan.Step
+	phase *phaseInfo
+	gate  *stopInfo // innermost enclosing approval gate (menu)
+	refs  []plan.Ref
+}
+
+type stopInfo struct {
+	sp       *plan.StoppingPoint
+	phase    *phaseInfo
+	options  map[string]*phaseInfo // menu: option id → continuation
+	then     *phaseInfo            // questions
+	governed []*stepInfo           // side-effecting steps this gate governs
+}
+
+func phaseKey(ask, option string) string { return ask + "/" + option }
+
+// New checks p with plan.Verify — whoever produced it — and indexes it.
+func New(p *plan.Plan, cfg Config) (*Machine, error) {
+	if err := plan.Verify(p); err != nil {
+		return nil, fmt.Errorf("engine refuses the plan: %w", err)
+	}
+	digest, err := plan.Digest(p)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DefaultExpiry <= 0 {
+		cfg.DefaultExpiry = DefaultAskExpiry
+	}
+	m := &Machine{plan: p, digest: digest, cfg: cfg, steps: map[string]*stepInfo{}, stops: map[string]*stopInfo{}, phases: map[string]*phaseInfo{}}
+	m.top = m.index("", p.InitialSteps, p.StoppingPoints, nil, nil)
+	return m, nil
+}
+
+func (m *Machine) index(key string, steps []plan.Step, stops []plan.StoppingPoint, owner *stopInfo, parent *phaseInfo) *phaseInfo {
+	ph := &phaseInfo{key: key, owner: owner, parent: parent}
+	m.phases[key] = ph
+	var gate *stopInfo
+	for p := ph; p != nil; p = p.parent {
+		if p.owner != nil && p.owner.sp.Type == plan.StopMenu {
+			gate = p.owner
+			break
+		}
+	}
+	for i := range steps {
+		s := &steps[i]
+		ph.steps = append(ph.steps, s)
+		si := &stepInfo{step: s, phase: ph}
+		if s.Kind == plan.KindTool {
+			si.refs, _ = plan.ObjectRefs(s.Args) // Verify already parsed them
+		} else if s.Kind == plan.KindProse {
+			si.refs = plan.Refs(s.Prompt)
+		}
+		if s.SideEffect && !s.WithoutAsking {
+			si.gate = gate
+			gate.governed = append(gate.governed, si) // Verify guarantees a gate
+		}
+		m.steps[s.ID] = si
+	}
+	for i := range stops {
+		sp := &stops[i]
+		st := &stopInfo{sp: sp, phase: ph, options: map[string]*phaseInfo{}}
+		m.stops[sp.ID] = st
+		ph.stops = append(ph.stops, st)
+		if sp.Type == plan.StopMenu {
+			for _, o := range sp.Options {
+				st.options[o.ID] = m.index(phaseKey(sp.ID, o.ID), o.Steps, o.StoppingPoints, st, ph)
+			}
+		} else if sp.Then != nil {
+			st.then = m.index(phaseKey(sp.ID, "then"), sp.Then.Steps, sp.Then.StoppingPoints, st, ph)
+		}
+	}
+	return ph
+}
+
+// Plan returns the plan the machine runs.
+func (m *Machine) Plan() *plan.Plan { return m.plan }
+
+// Digest returns the plan's digest.
+func (m *Machine) Digest() string { return m.digest }
+
+// Start creates a run: the top phase is active, and whatever is runnable is
+// dispatched. The requester's start is the recorded approval of any
+// `without asking` step (the caller must have checked policy first).
+func (m *Machine) Start(id, requester string, at time.Time) Transition {
+	r := &Run{ID: id, PlanDigest: m.digest, Requester: requester, State: Running, CreatedAt: at, UpdatedAt: at,
+		Steps: map[string]*StepRun{}, Asks: map[string]*AskRun{}}
+	t := &tx{m: m, run: r, at: at}
+	t.record("run.started", requester, map[string]any{"plan_digest": m.digest})
+	t.activate(m.top)
+	t.advance()
+	return t.result()
+}

@@ -1,0 +1,177 @@
+// Package engine is the run state machine of DESIGN.md §4: (plan, run,
+// event) → (new run, effects). It is pure — no I/O, no clock (events carry
+// the store's time), no goroutines — so any control-plane replica can apply
+// any event to any run, and the store makes each transition durable.
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// State is a run's state. The last six are terminal outcomes.
+type State string
+
+// Run states.
+const (
+	Running   State = "running"   // steps are runnable or in flight
+	Parked    State = "parked"    // only an answer can move it
+	Blocked   State = "blocked"   // runnable steps, but no executor offers their tool
+	Complete  State = "complete"  // finished, nothing failed
+	Partial   State = "partial"   // finished; some branch failed but every join held
+	Failed    State = "failed"    // a step or join failed with on_fail: stop
+	Cancelled State = "cancelled" // someone cancelled it
+	Rejected  State = "rejected"  // a person said no (a non-fault outcome)
+	Expired   State = "expired"   // an ask's deadline passed
+)
+
+// Terminal reports whether s is an outcome.
+func (s State) Terminal() bool {
+	switch s {
+	case Complete, Partial, Failed, Cancelled, Rejected, Expired:
+		return true
+	}
+	return false
+}
+
+// StepStatus is where a step of an active phase is.
+type StepStatus string
+
+// Step statuses.
+const (
+	StatusWaiting   StepStatus = "waiting"   // not yet runnable
+	StatusQueued    StepStatus = "queued"    // dispatched; waiting for an executor's lease
+	StatusLeased    StepStatus = "leased"    // an executor holds it
+	StatusStarted   StepStatus = "started"   // the executor recorded Start: a side effect may be under way
+	StatusSucceeded StepStatus = "succeeded" // done, output recorded
+	StatusFailed    StepStatus = "failed"    // done, error recorded, no retries left
+	StatusCancelled StepStatus = "cancelled" // never finished: the run ended first
+)
+
+// Done reports whether the step will change no more.
+func (s StepStatus) Done() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+}
+
+// InFlight reports whether an executor may be working on the step.
+func (s StepStatus) InFlight() bool { return s == StatusLeased || s == StatusStarted }
+
+// AskState is an ask's lifecycle state (DESIGN.md §5).
+type AskState string
+
+// Ask states.
+const (
+	AskPending   AskState = "pending"
+	AskApproved  AskState = "approved"  // a gate's Yes, not yet used by a dispatch
+	AskConsumed  AskState = "consumed"  // a governed step was dispatched under it
+	AskAnswered  AskState = "answered"  // a question got its answer
+	AskRejected  AskState = "rejected"  // a gate's No, or a refused question
+	AskExpired   AskState = "expired"   // the deadline passed first
+	AskCancelled AskState = "cancelled" // the run ended first
+)
+
+// Open reports whether the ask still waits for a person.
+func (s AskState) Open() bool { return s == AskPending }
+
+// Run is the whole recorded state of one run. It is plain data: the store
+// persists it (as JSON) and any replica can load it and apply the next
+// event.
+type Run struct {
+	ID         string              `json:"id"`
+	PlanDigest string              `json:"plan_digest"`
+	Requester  string              `json:"requester"`
+	State      State               `json:"state"`
+	Reason     string              `json:"reason,omitempty"` // why it ended, in words
+	Version    int64               `json:"version"`          // +1 per transition
+	CreatedAt  time.Time           `json:"created_at"`
+	UpdatedAt  time.Time           `json:"updated_at"`
+	Phases     []string            `json:"phases"` // active phases, see phaseKey
+	Steps      map[string]*StepRun `json:"steps"`
+	Asks       map[string]*AskRun  `json:"asks"`
+	Failing    string              `json:"failing,omitempty"` // the step whose failure stops the run once in-flight work settles
+}
+
+// StepRun is one step of an active phase.
+type StepRun struct {
+	Status   StepStatus      `json:"status"`
+	Attempt  int             `json:"attempt"` // the current attempt, 1-based; 0 before the first dispatch
+	Attempts []Attempt       `json:"attempts,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Grant    string          `json:"grant,omitempty"` // the ask whose approval was consumed to dispatch it, or GrantStart
+	Blocked  bool            `json:"blocked,omitempty"`
+}
+
+// GrantStart marks a `without asking` step: starting the run was its
+// approval, with the requester as the actor.
+const GrantStart = "start"
+
+// Attempt records one try of a step.
+type Attempt struct {
+	N          int       `json:"n"`
+	Executor   string    `json:"executor,omitempty"`
+	LeaseID    string    `json:"lease_id,omitempty"`
+	QueuedAt   time.Time `json:"queued_at"`
+	LeasedAt   time.Time `json:"leased_at,omitzero"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// AskRun is an opened stopping point: a gate or a question.
+type AskRun struct {
+	ID        string         `json:"id"` // the stopping point id
+	Type      plan.StopType  `json:"type"`
+	Title     string         `json:"title"`
+	Audience  string         `json:"audience"`
+	Added     bool           `json:"added,omitempty"`
+	State     AskState       `json:"state"`
+	OpenedAt  time.Time      `json:"opened_at"`
+	ExpiresAt time.Time      `json:"expires_at"`
+	OnExpiry  string         `json:"on_expiry,omitempty"`
+	Options   []plan.Option  `json:"options,omitempty"` // labels only
+	Payload   []Payload      `json:"payload,omitempty"` // the governed steps' exact args, fixed when the ask opened
+	Option    string         `json:"option,omitempty"`  // the chosen option id
+	Label     string         `json:"label,omitempty"`   // the chosen option label
+	Text      string         `json:"text,omitempty"`    // a free-text answer
+	Misses    int            `json:"misses,omitempty"`  // consecutive replies that were not answers
+	Decisions []Decision     `json:"decisions,omitempty"`
+	Closed    time.Time      `json:"closed_at,omitzero"`
+}
+
+// Payload is one governed side effect as the approver is shown it: the
+// resolved args are exactly what will be dispatched.
+type Payload struct {
+	Step   string      `json:"step"`
+	Server string      `json:"server"`
+	Tool   string      `json:"tool"`
+	Args   plan.Object `json:"args"`
+	Digest string      `json:"digest"` // sha256 of the canonical args
+}
+
+// Decision is one recorded act on an ask.
+type Decision struct {
+	Kind   string    `json:"kind"` // approve, reject, answer, expire, cancel
+	Actor  string    `json:"actor"`
+	At     time.Time `json:"at"`
+	Option string    `json:"option,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	Text   string    `json:"text,omitempty"`
+}
+
+// Errors Apply returns for an event it refuses; the run is unchanged.
+var (
+	ErrUnknownAsk      = errors.New("no such ask")
+	ErrAlreadyDecided  = errors.New("already decided")
+	ErrExpired         = errors.New("expired")
+	ErrForbidden       = errors.New("permission denied")
+	ErrBadOption       = errors.New("no such option")
+	ErrReasonRequired  = errors.New("a reason is required")
+	ErrUnknownStep     = errors.New("no such step in an active phase")
+	ErrStaleAttempt    = errors.New("stale attempt")
+	ErrRunEnded        = errors.New("the run has ended")
+	ErrWrongTransition = errors.New("event does not fit the step's state")
+)
