@@ -123,23 +123,23 @@ type Attempt struct {
 
 // AskRun is an opened stopping point: a gate or a question.
 type AskRun struct {
-	ID        string         `json:"id"` // the stopping point id
-	Type      plan.StopType  `json:"type"`
-	Title     string         `json:"title"`
-	Audience  string         `json:"audience"`
-	Added     bool           `json:"added,omitempty"`
-	State     AskState       `json:"state"`
-	OpenedAt  time.Time      `json:"opened_at"`
-	ExpiresAt time.Time      `json:"expires_at"`
-	OnExpiry  string         `json:"on_expiry,omitempty"`
-	Options   []plan.Option  `json:"options,omitempty"` // labels only
-	Payload   []Payload      `json:"payload,omitempty"` // the governed steps' exact args, fixed when the ask opened
-	Option    string         `json:"option,omitempty"`  // the chosen option id
-	Label     string         `json:"label,omitempty"`   // the chosen option label
-	Text      string         `json:"text,omitempty"`    // a free-text answer
-	Misses    int            `json:"misses,omitempty"`  // consecutive replies that were not answers
-	Decisions []Decision     `json:"decisions,omitempty"`
-	Closed    time.Time      `json:"closed_at,omitzero"`
+	ID        string        `json:"id"` // the stopping point id
+	Type      plan.StopType `json:"type"`
+	Title     string        `json:"title"`
+	Audience  string        `json:"audience"`
+	Added     bool          `json:"added,omitempty"`
+	State     AskState      `json:"state"`
+	OpenedAt  time.Time     `json:"opened_at"`
+	ExpiresAt time.Time     `json:"expires_at"`
+	OnExpiry  string        `json:"on_expiry,omitempty"`
+	Options   []plan.Option `json:"options,omitempty"` // labels only
+	Payload   []Payload     `json:"payload,omitempty"` // the governed steps' exact args, fixed when the ask opened
+	Option    string        `json:"option,omitempty"`  // the chosen option id
+	Label     string        `json:"label,omitempty"`   // the chosen option label
+	Text      string        `json:"text,omitempty"`    // a free-text answer
+	Misses    int           `json:"misses,omitempty"`  // consecutive replies that were not answers
+	Decisions []Decision    `json:"decisions,omitempty"`
+	Closed    time.Time     `json:"closed_at,omitzero"`
 }
 
 // Payload is one governed side effect as the approver is shown it: the

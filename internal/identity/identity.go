@@ -1,0 +1,89 @@
+// Package identity authenticates callers of the control plane (DESIGN.md §8).
+//
+// A [Verifier] checks bearer JWTs signed with Ed25519 (alg "EdDSA", and only
+// that) against configured keys, issuer, audience and validity window, and
+// turns a good token into a [Principal]. The gRPC interceptors run the same
+// check on every unary and streaming RPC and put the Principal into the
+// handler's context, where [FromContext] reads it; the actor of a request is
+// always this Principal, never a field of the request body. [MintDev] and
+// [Mint] make the key and tokens the --dev mode hands to named dev users.
+//
+// The package holds no mutable package-level state: everything lives in
+// values the caller builds and owns.
+package identity
+
+import (
+	"context"
+	"errors"
+)
+
+// Principal kinds. A Principal's Kind is always one of these.
+const (
+	// KindPerson is a human user (an approver or a requester).
+	KindPerson = "person"
+	// KindService is a non-human caller of the approver API.
+	KindService = "service"
+	// KindExecutor is an executor agent. Executors authenticate with mTLS,
+	// so a bearer token never yields this kind (see [Verifier.Verify]).
+	KindExecutor = "executor"
+)
+
+// Principal is an authenticated caller. Subject is the stable id of the
+// caller within Issuer ("sub" of a JWT), Kind is one of [KindPerson],
+// [KindService] or [KindExecutor], and Issuer names who vouched for it
+// ("iss" of a JWT).
+type Principal struct {
+	Subject string
+	Kind    string
+	Issuer  string
+}
+
+// ErrUnauthenticated is the kind of every error this package returns when a
+// credential is missing or not acceptable. Such errors wrap it (test with
+// errors.Is) and read "unauthenticated: <reason>", where reason is a short
+// lowercase phrase such as "token expired" or "wrong audience". The text
+// never contains the credential itself.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// ErrInvalidConfig is the kind of the errors returned for a bad [Config],
+// bad arguments to [Mint] or [MintDev], or unusable key material.
+var ErrInvalidConfig = errors.New("invalid identity config")
+
+// authError is an ErrUnauthenticated with its reason kept apart, so the gRPC
+// interceptors can report the bare reason as the status message.
+type authError struct{ reason string }
+
+func (e *authError) Error() string { return ErrUnauthenticated.Error() + ": " + e.reason }
+func (e *authError) Unwrap() error { return ErrUnauthenticated }
+
+func unauthenticated(reason string) error { return &authError{reason: reason} }
+
+// reasonOf returns the bare reason of an authentication error, or a generic
+// one for any other error.
+func reasonOf(err error) string {
+	var ae *authError
+	if errors.As(err, &ae) {
+		return ae.reason
+	}
+	return "authentication failed"
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns a copy of ctx carrying p, replacing any Principal ctx
+// already carries. Only code that has authenticated p (the interceptors of
+// this package, or tests) should call it.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the Principal carried by ctx. ok is false when ctx
+// carries none, or carries one with an empty Subject: a zero Principal never
+// counts as authenticated.
+func FromContext(ctx context.Context) (p Principal, ok bool) {
+	p, ok = ctx.Value(principalKey{}).(Principal)
+	if !ok || p.Subject == "" {
+		return Principal{}, false
+	}
+	return p, true
+}
