@@ -1,0 +1,240 @@
+// Package memstore is the embedded store for --dev and quick starts: the
+// same contract as the Redis store, and nothing survives the process.
+package memstore
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/store"
+)
+
+// Config configures the store.
+type Config struct {
+	// Now is the store's clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is an in-memory store.Store.
+type Store struct {
+	now     func() time.Time
+	mu      sync.RWMutex
+	runs    map[string]store.Run
+	asks    map[string]store.Ask
+	journal map[string][]store.JournalRecord
+	plans   map[string][]byte
+	keys    map[string]string // request key → run id
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(cfg Config) *Store {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{now: cfg.Now, runs: map[string]store.Run{}, asks: map[string]store.Ask{},
+		journal: map[string][]store.JournalRecord{}, plans: map[string][]byte{}, keys: map[string]string{}}
+}
+
+// Now implements store.Store.
+func (s *Store) Now(context.Context) (time.Time, error) { return s.now().UTC(), nil }
+
+// Commit implements store.Store: every precondition is checked under the
+// lock before anything is written.
+func (s *Store) Commit(_ context.Context, c store.Commit) error {
+	if err := store.CheckCommit(c); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, exists := s.runs[c.Run.ID]
+	switch {
+	case c.ExpectVersion == 0 && exists:
+		return store.ErrConflict
+	case c.ExpectVersion != 0 && (!exists || cur.Version != c.ExpectVersion):
+		return store.ErrConflict
+	}
+	if c.ExpectVersion == 0 && c.RequestKey != "" {
+		if id, ok := s.keys[c.RequestKey]; ok {
+			return &store.DuplicateError{RunID: id}
+		}
+	}
+	if !c.Deadline.IsZero() && !s.now().Before(c.Deadline) {
+		return store.ErrDeadline
+	}
+	if exists && len(c.Journal) > 0 && c.Journal[0].PrevHash != cur.JournalHead {
+		return store.ErrConflict
+	}
+	// Write.
+	if c.RequestKey != "" && c.ExpectVersion == 0 {
+		s.keys[c.RequestKey] = c.Run.ID
+	}
+	r := c.Run
+	r.Data = slices.Clone(r.Data)
+	s.runs[r.ID] = r
+	for _, a := range c.Asks {
+		s.asks[a.ID] = a
+	}
+	s.journal[r.ID] = append(s.journal[r.ID], c.Journal...)
+	return nil
+}
+
+// GetRun implements store.Store.
+func (s *Store) GetRun(_ context.Context, id string) (store.Run, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.runs[id]
+	if !ok {
+		return store.Run{}, store.ErrNotFound
+	}
+	r.Data = slices.Clone(r.Data)
+	return r, nil
+}
+
+// ListRuns implements store.Store: newest first.
+func (s *Store) ListRuns(_ context.Context, q store.RunQuery) ([]store.Run, string, error) {
+	var afterAt time.Time
+	var afterID string
+	if q.PageToken != "" {
+		var err error
+		if afterAt, afterID, err = store.ParsePageToken(q.PageToken); err != nil {
+			return nil, "", err
+		}
+	}
+	s.mu.RLock()
+	var all []store.Run
+	for _, r := range s.runs {
+		if (len(q.States) == 0 || slices.Contains(q.States, r.State)) && (q.Requester == "" || q.Requester == r.Requester) {
+			r.Data = nil
+			all = append(all, r)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(all, func(a, b store.Run) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmpString(b.ID, a.ID)
+	})
+	if q.PageToken != "" {
+		i := 0
+		for i < len(all) && (all[i].CreatedAt.After(afterAt) || (all[i].CreatedAt.Equal(afterAt) && all[i].ID >= afterID)) {
+			i++
+		}
+		all = all[i:]
+	}
+	limit := store.Limit(q.Limit)
+	if len(all) <= limit {
+		return all, "", nil
+	}
+	last := all[limit-1]
+	return all[:limit], store.PageToken(last.CreatedAt, last.ID), nil
+}
+
+// GetAsk implements store.Store.
+func (s *Store) GetAsk(_ context.Context, id string) (store.Ask, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	a, ok := s.asks[id]
+	if !ok {
+		return store.Ask{}, store.ErrNotFound
+	}
+	return a, nil
+}
+
+// ListAsks implements store.Store: soonest deadline first.
+func (s *Store) ListAsks(_ context.Context, q store.AskQuery) ([]store.Ask, string, error) {
+	var afterAt time.Time
+	var afterID string
+	if q.PageToken != "" {
+		var err error
+		if afterAt, afterID, err = store.ParsePageToken(q.PageToken); err != nil {
+			return nil, "", err
+		}
+	}
+	s.mu.RLock()
+	var all []store.Ask
+	for _, a := range s.asks {
+		if (len(q.States) == 0 || slices.Contains(q.States, a.State)) &&
+			(len(q.Audiences) == 0 || slices.Contains(q.Audiences, a.Audience)) &&
+			(q.RunID == "" || q.RunID == a.RunID) &&
+			(q.DueBefore.IsZero() || a.ExpiresAt.Before(q.DueBefore)) {
+			all = append(all, a)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(all, func(a, b store.Ask) int {
+		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+			return c
+		}
+		return cmpString(a.ID, b.ID)
+	})
+	if q.PageToken != "" {
+		i := 0
+		for i < len(all) && (all[i].ExpiresAt.Before(afterAt) || (all[i].ExpiresAt.Equal(afterAt) && all[i].ID <= afterID)) {
+			i++
+		}
+		all = all[i:]
+	}
+	limit := store.Limit(q.Limit)
+	if len(all) <= limit {
+		return all, "", nil
+	}
+	last := all[limit-1]
+	return all[:limit], store.PageToken(last.ExpiresAt, last.ID), nil
+}
+
+// Journal implements store.Store.
+func (s *Store) Journal(_ context.Context, runID string, after int64, limit int) ([]store.JournalRecord, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	recs := s.journal[runID]
+	if after < 0 {
+		after = 0
+	}
+	if after >= int64(len(recs)) {
+		return nil, nil
+	}
+	out := recs[after:]
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return slices.Clone(out), nil
+}
+
+// PutPlan implements store.Store.
+func (s *Store) PutPlan(_ context.Context, digest string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.plans[digest]; !ok {
+		s.plans[digest] = slices.Clone(data)
+	}
+	return nil
+}
+
+// GetPlan implements store.Store.
+func (s *Store) GetPlan(_ context.Context, digest string) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.plans[digest]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return slices.Clone(p), nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error { return nil }
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,227 @@
+// Package store defines how runs, asks, plans and the journal are kept:
+// one small interface that every store implements and one conformance
+// suite (storetest) that every store passes. A transition is committed
+// atomically against the run's version; nothing is ever half-written.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// Errors a store returns. Callers match them with errors.Is.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrConflict  = errors.New("version conflict: the run changed since it was read")
+	ErrDeadline  = errors.New("the ask's deadline has passed by the store's clock")
+	ErrDuplicate = errors.New("a run with this request id already exists")
+	ErrInvalid   = errors.New("invalid commit")
+)
+
+// Run is a run as stored: index fields the store can query, and the
+// engine's state as opaque bytes.
+type Run struct {
+	ID          string    `json:"id"`
+	Version     int64     `json:"version"`
+	State       string    `json:"state"`
+	Requester   string    `json:"requester"`
+	Skill       string    `json:"skill,omitempty"`
+	PlanDigest  string    `json:"plan_digest"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	JournalSeq  int64     `json:"journal_seq"`  // seq of the last journal record
+	JournalHead string    `json:"journal_head"` // hash of the last journal record
+	Data        []byte    `json:"data"`         // the engine's Run, JSON
+}
+
+// Ask is one opened ask as the inbox sees it.
+type Ask struct {
+	ID        string    `json:"id"` // "RUN/STOP"
+	RunID     string    `json:"run_id"`
+	Title     string    `json:"title"`
+	State     string    `json:"state"`
+	Audience  string    `json:"audience"` // who may see it: "user:NAME" or "role:NAME"
+	Requester string    `json:"requester"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// AskID joins a run id and a stopping point id.
+func AskID(runID, stop string) string { return runID + "/" + stop }
+
+// JournalRecord is one append-only, hash-chained entry of a run's journal.
+type JournalRecord struct {
+	RunID    string          `json:"run_id"`
+	Seq      int64           `json:"seq"` // 1, 2, 3… per run
+	Time     time.Time       `json:"time"`
+	Actor    string          `json:"actor"`
+	Kind     string          `json:"kind"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	PrevHash string          `json:"prev_hash"`
+	Hash     string          `json:"hash"`
+}
+
+// Commit is one transition to make durable in one atomic write.
+type Commit struct {
+	// Run is the new state. Its Version must be ExpectVersion+1, and its
+	// JournalSeq/JournalHead must be those of the last record in Journal.
+	Run Run
+	// ExpectVersion is the version the transition was computed from; 0
+	// creates the run (and fails with ErrConflict if it exists).
+	ExpectVersion int64
+	// Asks are the ask rows this transition opened or changed.
+	Asks []Ask
+	// Journal holds the records to append, chained with Chain.
+	Journal []JournalRecord
+	// Deadline, when set, must still be in the future by the store's own
+	// clock when the commit lands (I4); otherwise ErrDeadline and nothing
+	// is written.
+	Deadline time.Time
+	// RequestKey makes a create idempotent: a second create with the same
+	// key fails with a *DuplicateError naming the first run.
+	RequestKey string
+}
+
+// DuplicateError says which run an idempotent create already made.
+type DuplicateError struct{ RunID string }
+
+func (e *DuplicateError) Error() string { return ErrDuplicate.Error() + ": " + e.RunID }
+
+// Unwrap makes errors.Is(err, ErrDuplicate) work.
+func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
+
+// RunQuery filters ListRuns. Empty fields match everything.
+type RunQuery struct {
+	States    []string
+	Requester string
+	Limit     int    // 0 means 50; at most 500
+	PageToken string // from the previous page
+}
+
+// AskQuery filters ListAsks. Empty fields match everything.
+type AskQuery struct {
+	States    []string
+	Audiences []string // any of these
+	RunID     string
+	DueBefore time.Time // only asks expiring before this
+	Limit     int
+	PageToken string
+}
+
+// Store keeps runs, asks, plans and journals. Implementations must pass
+// storetest.Run. Every method is safe for concurrent use.
+type Store interface {
+	// Now is the store's clock; deadlines are judged by it.
+	Now(ctx context.Context) (time.Time, error)
+	// Commit applies c atomically: every precondition is checked before
+	// anything is written.
+	Commit(ctx context.Context, c Commit) error
+	// GetRun returns a run or ErrNotFound.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// ListRuns returns runs newest first, and a token for the next page
+	// ("" at the end).
+	ListRuns(ctx context.Context, q RunQuery) ([]Run, string, error)
+	// GetAsk returns an ask or ErrNotFound.
+	GetAsk(ctx context.Context, id string) (Ask, error)
+	// ListAsks returns asks by deadline, soonest first, and a next token.
+	ListAsks(ctx context.Context, q AskQuery) ([]Ask, string, error)
+	// Journal returns up to limit records of a run with Seq > after.
+	Journal(ctx context.Context, runID string, after int64, limit int) ([]JournalRecord, error)
+	// PutPlan stores a compiled plan under its digest (idempotent).
+	PutPlan(ctx context.Context, digest string, data []byte) error
+	// GetPlan returns a stored plan or ErrNotFound.
+	GetPlan(ctx context.Context, digest string) ([]byte, error)
+	// Close releases the store.
+	Close() error
+}
+
+// Limit applies the page size rules.
+func Limit(n int) int {
+	switch {
+	case n <= 0:
+		return 50
+	case n > 500:
+		return 500
+	}
+	return n
+}
+
+// Chain fills in Seq, PrevHash and Hash of recs so they follow the record
+// (prevSeq, prevHash), and returns the new head.
+func Chain(runID string, prevSeq int64, prevHash string, recs []JournalRecord) (int64, string) {
+	for i := range recs {
+		prevSeq++
+		recs[i].RunID = runID
+		recs[i].Seq = prevSeq
+		recs[i].PrevHash = prevHash
+		recs[i].Hash = HashRecord(recs[i])
+		prevHash = recs[i].Hash
+	}
+	return prevSeq, prevHash
+}
+
+// HashRecord is "sha256:" and the hex SHA-256 of the canonical JSON of
+// {actor, kind, payload, prev_hash, run_id, seq, time (RFC 3339, UTC)}.
+func HashRecord(r JournalRecord) string {
+	var payload any
+	if len(r.Payload) > 0 {
+		if m, err := plan.DecodeObject(r.Payload); err == nil {
+			payload = m
+		} else {
+			payload = string(r.Payload)
+		}
+	}
+	b := plan.AppendCanonical(nil, map[string]any{
+		"actor": r.Actor, "kind": r.Kind, "payload": payload, "prev_hash": r.PrevHash,
+		"run_id": r.RunID, "seq": json.Number(fmt.Sprint(r.Seq)), "time": r.Time.UTC().Format(time.RFC3339Nano),
+	})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// VerifyChain checks that recs (a whole journal, in order) link up and
+// that every hash matches its record. It returns the seq of the first bad
+// record, or 0.
+func VerifyChain(recs []JournalRecord) (int64, error) {
+	prev := ""
+	for i, r := range recs {
+		if r.Seq != int64(i+1) {
+			return r.Seq, fmt.Errorf("record %d has seq %d", i+1, r.Seq)
+		}
+		if r.PrevHash != prev {
+			return r.Seq, fmt.Errorf("record %d does not follow record %d", r.Seq, r.Seq-1)
+		}
+		if HashRecord(r) != r.Hash {
+			return r.Seq, fmt.Errorf("record %d was altered: its hash does not match", r.Seq)
+		}
+		prev = r.Hash
+	}
+	return 0, nil
+}
+
+// CheckCommit validates a commit's shape; stores call it first.
+func CheckCommit(c Commit) error {
+	r := c.Run
+	if r.ID == "" || r.Version != c.ExpectVersion+1 {
+		return fmt.Errorf("%w: run %q version %d after %d", ErrInvalid, r.ID, r.Version, c.ExpectVersion)
+	}
+	for _, a := range c.Asks {
+		if a.RunID != r.ID || a.ID == "" {
+			return fmt.Errorf("%w: ask %q does not belong to run %s", ErrInvalid, a.ID, r.ID)
+		}
+	}
+	if n := len(c.Journal); n > 0 {
+		last := c.Journal[n-1]
+		if last.Seq != r.JournalSeq || last.Hash != r.JournalHead || c.Journal[0].Seq != r.JournalSeq-int64(n)+1 {
+			return fmt.Errorf("%w: journal head does not match the run", ErrInvalid)
+		}
+	}
+	return nil
+}
