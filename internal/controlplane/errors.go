@@ -8,14 +8,20 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
 // Handlers return domain errors wrapped with %w around these kinds; the
 // interceptors below map them to gRPC status codes and log them, once, in
 // this one place.
 var (
-	errInvalid  = errors.New("invalid argument")
-	errNotFound = errors.New("not found")
+	errInvalid         = errors.New("invalid argument")
+	errNotFound        = errors.New("not found")
+	errUnauthenticated = errors.New("unauthenticated")
+	errDenied          = errors.New("permission denied")
+	errUnimplemented   = errors.New("not implemented yet")
 )
 
 // toStatus maps a handler error to a gRPC status error.
@@ -27,10 +33,22 @@ func toStatus(err error) error {
 		return err
 	}
 	switch {
-	case errors.Is(err, errInvalid):
+	case errors.Is(err, errInvalid), errors.Is(err, engine.ErrBadOption), errors.Is(err, engine.ErrReasonRequired),
+		errors.Is(err, store.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, errNotFound):
+	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrUnknownAsk):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, errUnauthenticated):
+		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.Is(err, errDenied), errors.Is(err, engine.ErrForbidden):
+		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, engine.ErrAlreadyDecided), errors.Is(err, engine.ErrExpired), errors.Is(err, engine.ErrRunEnded),
+		errors.Is(err, errStalePayload):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, errBusy):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, errUnimplemented):
+		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

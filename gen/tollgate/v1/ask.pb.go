@@ -68,6 +68,9 @@ const (
 	// the tool). Someone must say what happened; the step is never retried
 	// blindly (I7). Options: "retry", "ran", "stop".
 	AskState_ASK_STATE_IN_DOUBT AskState = 10
+	// A question (choice or free text) received its answer; its continuation
+	// runs. Terminal for the ask.
+	AskState_ASK_STATE_ANSWERED AskState = 11
 )
 
 // Enum value maps for AskState.
@@ -84,6 +87,7 @@ var (
 		8:  "ASK_STATE_STALE",
 		9:  "ASK_STATE_EVIDENCE_REQUESTED",
 		10: "ASK_STATE_IN_DOUBT",
+		11: "ASK_STATE_ANSWERED",
 	}
 	AskState_value = map[string]int32{
 		"ASK_STATE_UNSPECIFIED":        0,
@@ -97,6 +101,7 @@ var (
 		"ASK_STATE_STALE":              8,
 		"ASK_STATE_EVIDENCE_REQUESTED": 9,
 		"ASK_STATE_IN_DOUBT":           10,
+		"ASK_STATE_ANSWERED":           11,
 	}
 )
 
@@ -1662,7 +1667,7 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\n" +
 	"revoked_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12#\n" +
 	"\rrevoke_reason\x18\n" +
-	" \x01(\tR\frevokeReason*\x9a\x02\n" +
+	" \x01(\tR\frevokeReason*\xb2\x02\n" +
 	"\bAskState\x12\x19\n" +
 	"\x15ASK_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ASK_STATE_PENDING\x10\x01\x12\x16\n" +
@@ -1675,7 +1680,8 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\x0fASK_STATE_STALE\x10\b\x12 \n" +
 	"\x1cASK_STATE_EVIDENCE_REQUESTED\x10\t\x12\x16\n" +
 	"\x12ASK_STATE_IN_DOUBT\x10\n" +
-	"*y\n" +
+	"\x12\x16\n" +
+	"\x12ASK_STATE_ANSWERED\x10\v*y\n" +
 	"\aAskKind\x12\x18\n" +
 	"\x14ASK_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ASK_KIND_APPROVAL\x10\x01\x12\x13\n" +

@@ -1,0 +1,189 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+)
+
+// journal reads a run's whole journal.
+func (s *Services) journal(ctx context.Context, runID string) ([]store.JournalRecord, error) {
+	var all []store.JournalRecord
+	for {
+		page, err := s.cfg.Store.Journal(ctx, runID, int64(len(all)), 1000)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if len(page) < 1000 {
+			return all, nil
+		}
+	}
+}
+
+// forRuns calls f for one run, or for every run in the store.
+func (s *Services) forRuns(ctx context.Context, runID string, f func(store.Run) error) (int, error) {
+	if runID != "" {
+		sr, err := s.cfg.Store.GetRun(ctx, runID)
+		if err != nil {
+			return 0, err
+		}
+		return 1, f(sr)
+	}
+	n, tok := 0, ""
+	for {
+		runs, next, err := s.cfg.Store.ListRuns(ctx, store.RunQuery{Limit: 500, PageToken: tok})
+		if err != nil {
+			return n, err
+		}
+		for _, row := range runs {
+			n++
+			sr, err := s.cfg.Store.GetRun(ctx, row.ID) // listings may omit Data
+			if err != nil {
+				return n, err
+			}
+			if err := f(sr); err != nil {
+				return n, err
+			}
+		}
+		if next == "" {
+			return n, nil
+		}
+		tok = next
+	}
+}
+
+// VerifyJournal checks every hash chain (or one run's): each record
+// follows the one before and matches its hash, and the run row's head is
+// the last record.
+func (s *Services) VerifyJournal(ctx context.Context, req *tollgatev1.VerifyJournalRequest) (*tollgatev1.VerifyJournalResponse, error) {
+	if _, err := caller(ctx); err != nil {
+		return nil, err
+	}
+	out := &tollgatev1.VerifyJournalResponse{Ok: true}
+	_, err := s.forRuns(ctx, req.GetRunId(), func(sr store.Run) error {
+		recs, err := s.journal(ctx, sr.ID)
+		if err != nil {
+			return err
+		}
+		v := &tollgatev1.JournalVerification{RunId: sr.ID, Ok: true, Records: uint64(len(recs))}
+		if seq, err := store.VerifyChain(recs); err != nil {
+			v.Ok, v.FirstBrokenSeq, v.Reason = false, uint64(seq), err.Error()
+		} else if n := len(recs); n == 0 || recs[n-1].Hash != sr.JournalHead || recs[n-1].Seq != sr.JournalSeq {
+			v.Ok, v.Reason = false, "the run's recorded head is not the journal's last record"
+		}
+		out.Ok = out.Ok && v.Ok
+		out.Results = append(out.Results, v)
+		return nil
+	})
+	return out, err
+}
+
+// CheckInvariants runs the two audit queries of the field notes over the
+// store and returns the offending rows: asks still pending on terminal
+// runs (I3), and side-effecting steps started before their governing
+// approval was consumed (I1).
+func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInvariantsRequest) (*tollgatev1.CheckInvariantsResponse, error) {
+	if _, err := caller(ctx); err != nil {
+		return nil, err
+	}
+	out := &tollgatev1.CheckInvariantsResponse{}
+	n, err := s.forRuns(ctx, req.GetRunId(), func(sr store.Run) error {
+		var run engine.Run
+		if err := json.Unmarshal(sr.Data, &run); err != nil {
+			return fmt.Errorf("decode run %s: %w", sr.ID, err)
+		}
+		state := engine.State(sr.State)
+		// I3, from the ask rows the inbox reads as well as the run itself.
+		rows, _, err := s.cfg.Store.ListAsks(ctx, store.AskQuery{RunID: sr.ID, States: []string{string(engine.AskPending)}, Limit: 500})
+		if err != nil {
+			return err
+		}
+		if state.Terminal() {
+			for _, row := range rows {
+				out.Violations = append(out.Violations, &tollgatev1.InvariantViolation{Invariant: tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN,
+					RunId: sr.ID, RunState: runStateToProto[state], AskId: row.ID, AskState: tollgatev1.AskState_ASK_STATE_PENDING,
+					Detail: fmt.Sprintf("run is %s but ask %q is still pending", state, row.Title)})
+			}
+			for _, id := range slices.Sorted(maps.Keys(run.Asks)) {
+				if a := run.Asks[id]; a.State == engine.AskPending && !slices.ContainsFunc(rows, func(r store.Ask) bool { return r.ID == store.AskID(sr.ID, id) }) {
+					out.Violations = append(out.Violations, &tollgatev1.InvariantViolation{Invariant: tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN,
+						RunId: sr.ID, RunState: runStateToProto[state], AskId: store.AskID(sr.ID, id), AskState: tollgatev1.AskState_ASK_STATE_PENDING,
+						Detail: "the run record holds a pending ask on a terminal run"})
+				}
+			}
+		}
+		// I1, from the journal: every side-effecting dispatch and start
+		// names a grant that was consumed (or the start) before it.
+		recs, err := s.journal(ctx, sr.ID)
+		if err != nil {
+			return err
+		}
+		m, err := s.cfg.Runner.machine(ctx, sr.PlanDigest)
+		if err != nil {
+			return err
+		}
+		effects := map[string]bool{}
+		for _, st := range stepsOf(m) {
+			if st.SideEffect {
+				effects[st.ID] = true
+			}
+		}
+		consumed := map[string]store.JournalRecord{}
+		grants := map[string]string{}
+		for _, rec := range recs {
+			var p map[string]any
+			_ = json.Unmarshal(rec.Payload, &p)
+			step, _ := p["step"].(string)
+			switch rec.Kind {
+			case "approval.consumed":
+				consumed[fmt.Sprint(p["ask"])] = rec
+			case "step.dispatched":
+				grants[step], _ = p["grant"].(string)
+			case "step.started":
+				if !effects[step] {
+					continue
+				}
+				g := grants[step]
+				if _, ok := consumed[g]; ok || g == engine.GrantStart {
+					continue
+				}
+				out.Violations = append(out.Violations, &tollgatev1.InvariantViolation{Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL,
+					RunId: sr.ID, RunState: runStateToProto[state], StepId: step, StepStartedAt: ts(rec.Time), AskId: store.AskID(sr.ID, g),
+					Detail: fmt.Sprintf("side-effecting step %s started (journal seq %d) with no consumed approval before it", step, rec.Seq)})
+			}
+		}
+		return nil
+	})
+	out.RunsChecked = uint64(n)
+	return out, err
+}
+
+// ListJournal returns a run's journal records after a sequence number.
+func (s *Services) ListJournal(ctx context.Context, req *tollgatev1.ListJournalRequest) (*tollgatev1.ListJournalResponse, error) {
+	if _, err := caller(ctx); err != nil {
+		return nil, err
+	}
+	limit := store.Limit(int(req.GetPageSize()))
+	after := int64(req.GetAfterSeq())
+	recs, err := s.cfg.Store.Journal(ctx, req.GetRunId(), after, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	out := &tollgatev1.ListJournalResponse{}
+	if len(recs) > limit {
+		recs = recs[:limit]
+		out.NextPageToken = fmt.Sprint(recs[limit-1].Seq)
+	}
+	for _, r := range recs {
+		out.Records = append(out.Records, &tollgatev1.JournalRecord{RunId: r.RunID, Seq: uint64(r.Seq), Time: ts(r.Time), Actor: r.Actor,
+			Kind: r.Kind, PayloadJson: string(r.Payload), PrevHash: r.PrevHash, Hash: r.Hash})
+	}
+	return out, nil
+}

@@ -1,0 +1,275 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/store"
+)
+
+var bg = context.Background()
+
+func stepState(r *tollgatev1.Run, id string) tollgatev1.StepStatus {
+	for _, s := range r.GetSteps() {
+		if s.GetStepId() == id {
+			return s.GetState()
+		}
+	}
+	return tollgatev1.StepStatus_STEP_STATUS_UNSPECIFIED
+}
+
+func TestRunParksAndAnApprovalContinuesTheSameRun(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "graph-ask-demo")
+	if r.GetState() != tollgatev1.RunState_RUN_STATE_PARKED {
+		t.Fatalf("want parked, got %v (%s)", r.GetState(), r.GetStateReason())
+	}
+	askID := r.GetId() + "/ask_1"
+	if !strings.Contains(r.GetResumeCommand(), "approvectl approve "+askID) {
+		t.Fatalf("the run names the command that answers it: %q", r.GetResumeCommand())
+	}
+	// bob is not the requester: refused, and the refusal says why.
+	_, err := e.approvals("bob").Decide(bg, &tollgatev1.DecideRequest{AskId: askID, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("bob approving alice's ask: %v", err)
+	}
+	inbox, err := e.approvals("alice").ListAsks(bg, &tollgatev1.ListAsksRequest{})
+	if err != nil || len(inbox.GetItems()) != 1 || inbox.GetItems()[0].GetAsk().GetId() != askID {
+		t.Fatalf("alice's inbox: %v %v", inbox, err)
+	}
+	if other, _ := e.approvals("bob").ListAsks(bg, &tollgatev1.ListAsksRequest{}); len(other.GetItems()) != 0 {
+		t.Fatal("bob's inbox must not list alice's ask")
+	}
+	packet, err := e.approvals("alice").GetAsk(bg, &tollgatev1.GetAskRequest{AskId: askID})
+	if err != nil || !packet.GetMayDecide() || len(packet.GetAsk().GetActions()) != 1 || packet.GetAsk().GetActions()[0].GetServer() != "notes" {
+		t.Fatalf("packet: %v %v", packet, err)
+	}
+	dec, err := e.approvals("alice").Decide(bg, &tollgatev1.DecideRequest{AskId: askID, ExpectedPayloadDigest: packet.GetAsk().GetPayloadDigest(),
+		Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{OptionId: "1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := dec.GetDecision(); d.GetActor() != "alice" || d.GetTime() == nil {
+		t.Fatalf("the decision records the authenticated actor and time: %v", d)
+	}
+	e.settle()
+	r = e.get("alice", r.GetId())
+	if r.GetState() != tollgatev1.RunState_RUN_STATE_COMPLETE || stepState(r, "save") != tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED {
+		t.Fatalf("after approval the same run completes: %v %s", r.GetState(), r.GetStateReason())
+	}
+	audit, err := e.audit("alice").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{})
+	if err != nil || len(audit.GetViolations()) != 0 {
+		t.Fatalf("audit: %v %v", audit, err)
+	}
+	v, err := e.audit("alice").VerifyJournal(bg, &tollgatev1.VerifyJournalRequest{})
+	if err != nil || !v.GetOk() {
+		t.Fatalf("journal: %v %v", v, err)
+	}
+}
+
+// 1,000 concurrent approvals of one ask over gRPC: exactly one is
+// consumed, every other caller is told "already decided", and the journal
+// holds one decision.
+func TestConcurrentApprovalsConsumeOnce(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "graph-ask-demo")
+	askID := r.GetId() + "/ask_1"
+	client := e.approvals("alice")
+	const n = 1000
+	var wg sync.WaitGroup
+	codesSeen := make([]codes.Code, n)
+	msgs := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := client.Decide(bg, &tollgatev1.DecideRequest{AskId: askID, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}})
+			codesSeen[i] = status.Code(err)
+			if err != nil {
+				msgs[i] = status.Convert(err).Message()
+			}
+		}()
+	}
+	wg.Wait()
+	e.settle()
+	ok := 0
+	for i, c := range codesSeen {
+		switch {
+		case c == codes.OK:
+			ok++
+		case c == codes.FailedPrecondition && strings.Contains(msgs[i], "already decided"):
+		default:
+			t.Fatalf("caller %d: %v %q", i, c, msgs[i])
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d approvals succeeded, want exactly 1", ok)
+	}
+	recs, err := e.store.Journal(bg, r.GetId(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decided, consumed := 0, 0
+	for _, rec := range recs {
+		switch rec.Kind {
+		case "ask.decided":
+			decided++
+		case "approval.consumed":
+			consumed++
+		}
+	}
+	if decided != 1 || consumed != 1 {
+		t.Fatalf("journal: %d decisions, %d consumptions; want 1 and 1", decided, consumed)
+	}
+	if e.exec.ran[r.GetId()+"/save"] != 1 {
+		t.Fatalf("save ran %d times", e.exec.ran[r.GetId()+"/save"])
+	}
+}
+
+func TestNoExecutorMeansBlocked(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	r := e.start("alice", "graph-ask-demo")
+	if r.GetState() != tollgatev1.RunState_RUN_STATE_BLOCKED {
+		t.Fatalf("nobody offers mcp-monitor: want blocked, got %v", r.GetState())
+	}
+}
+
+func TestCancelClosesAsksAndAuditIsClean(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "pr-review")
+	if r.GetState() != tollgatev1.RunState_RUN_STATE_PARKED {
+		t.Fatalf("%v", r.GetState())
+	}
+	if _, err := e.runs("bob").CancelRun(bg, &tollgatev1.CancelRunRequest{RunId: r.GetId()}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("bob cancelling alice's run: %v", err)
+	}
+	resp, err := e.runs("alice").CancelRun(bg, &tollgatev1.CancelRunRequest{RunId: r.GetId(), Reason: "wrong PR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetRun().GetState() != tollgatev1.RunState_RUN_STATE_CANCELLED || len(resp.GetReport().GetClosedAsks()) != 1 {
+		t.Fatalf("%v %v", resp.GetRun().GetState(), resp.GetReport())
+	}
+	if !strings.Contains(resp.GetReport().GetText(), "Ran: claims, diff, pr") {
+		t.Fatalf("the report says what ran: %q", resp.GetReport().GetText())
+	}
+	asks, _, err := e.store.ListAsks(bg, store.AskQuery{RunID: r.GetId(), States: []string{"pending"}})
+	if err != nil || len(asks) != 0 {
+		t.Fatalf("pending asks after cancel: %v %v", asks, err)
+	}
+	audit, err := e.audit("alice").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{})
+	if err != nil || len(audit.GetViolations()) != 0 {
+		t.Fatalf("%v %v", audit, err)
+	}
+}
+
+func TestAnswerScriptOverGRPC(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "uml-diagram")
+	askID := r.GetId() + "/kind"
+	var kinds []tollgatev1.AnswerKind
+	for _, text := range []string{"pick the right one", "did it run?", "help", "what now", "cancel"} {
+		resp, err := e.approvals("alice").Answer(bg, &tollgatev1.AnswerRequest{AskId: askID, Text: text})
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if resp.GetResponseText() == "" {
+			t.Fatalf("%q: empty reply", text)
+		}
+		kinds = append(kinds, resp.GetKind())
+		if resp.GetKind() == tollgatev1.AnswerKind_ANSWER_KIND_DROPPED && !strings.Contains(resp.GetResponseText(), "Ran: source") {
+			t.Fatalf("dropping says what ran: %q", resp.GetResponseText())
+		}
+	}
+	want := []tollgatev1.AnswerKind{tollgatev1.AnswerKind_ANSWER_KIND_NO_MATCH, tollgatev1.AnswerKind_ANSWER_KIND_NO_MATCH,
+		tollgatev1.AnswerKind_ANSWER_KIND_ESCAPE_HINT, tollgatev1.AnswerKind_ANSWER_KIND_ESCAPE_HINT, tollgatev1.AnswerKind_ANSWER_KIND_DROPPED}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Fatalf("kinds %v", kinds)
+		}
+	}
+	if got := e.get("alice", r.GetId()).GetState(); got != tollgatev1.RunState_RUN_STATE_CANCELLED {
+		t.Fatalf("%v", got)
+	}
+}
+
+func TestRoleAskNeedsTheRole(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "vendor-payment")
+	askID := r.GetId() + "/ask_1"
+	for _, who := range []string{"alice", "bob"} {
+		if _, err := e.approvals(who).Decide(bg, &tollgatev1.DecideRequest{AskId: askID, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("%s is not in finance: %v", who, err)
+		}
+	}
+	inbox, _ := e.approvals("carol").ListAsks(bg, &tollgatev1.ListAsksRequest{})
+	if len(inbox.GetItems()) != 1 || !strings.Contains(inbox.GetItems()[0].GetWhy(), "finance") {
+		t.Fatalf("carol's inbox: %v", inbox)
+	}
+	if _, err := e.approvals("carol").Decide(bg, &tollgatev1.DecideRequest{AskId: askID, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	r = e.get("alice", r.GetId())
+	if r.GetState() != tollgatev1.RunState_RUN_STATE_COMPLETE {
+		t.Fatalf("%v %s", r.GetState(), r.GetStateReason())
+	}
+	for _, s := range r.GetSteps() {
+		if s.GetStepId() == "pay" {
+			var out map[string]any
+			_ = json.Unmarshal([]byte(s.GetAttempts()[0].GetOutputJson()), &out)
+			if !strings.Contains(s.GetAttempts()[0].GetOutputJson(), `"bank_account"`) {
+				t.Fatalf("pay ran with the resolved bank account: %s", s.GetAttempts()[0].GetOutputJson())
+			}
+		}
+	}
+}
+
+func TestUnauthenticatedIsRefusedOnUnaryAndStream(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "graph-ask-demo")
+	if _, err := e.runs("").GetRun(bg, &tollgatev1.GetRunRequest{RunId: r.GetId()}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("unary without a token: %v", err)
+	}
+	stream, err := e.runs("").WatchRun(bg, &tollgatev1.WatchRunRequest{RunId: r.GetId()})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("stream without a token: %v", err)
+	}
+	// With a token the stream starts with a snapshot.
+	stream, err = e.runs("alice").WatchRun(bg, &tollgatev1.WatchRunRequest{RunId: r.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := stream.Recv()
+	if err != nil || ev.GetEvent().GetKind() != tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT {
+		t.Fatalf("%v %v", ev, err)
+	}
+}
+
+func TestStartIsIdempotentPerRequestID(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	req := &tollgatev1.StartRunRequest{RequestId: "req-1", Source: &tollgatev1.StartRunRequest_Skill{Skill: "graph-ask-demo"}}
+	a, err := e.runs("alice").StartRun(bg, req)
+	if err != nil || !a.GetCreated() {
+		t.Fatalf("%v %v", a, err)
+	}
+	b, err := e.runs("alice").StartRun(bg, req)
+	if err != nil || b.GetCreated() || b.GetRun().GetId() != a.GetRun().GetId() {
+		t.Fatalf("the same request id must return the same run: %v %v", b, err)
+	}
+	c, err := e.runs("bob").StartRun(bg, req)
+	if err != nil || c.GetRun().GetId() == a.GetRun().GetId() {
+		t.Fatalf("request ids are scoped to the requester: %v", err)
+	}
+	e.settle()
+}

@@ -1,0 +1,213 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tollgate-dev/tollgate/examples"
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+)
+
+// testExec is an in-process executor behind the dispatch seam: it runs
+// each offered step in a goroutine it owns and reports through the Runner,
+// as a real executor's stream handler will.
+type testExec struct {
+	runner *Runner
+	tools  map[string]func(args json.RawMessage) (any, error) // "server.tool"
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	ran    map[string]int // run/step → times its tool was called
+}
+
+func (x *testExec) Offer(ctx context.Context, runID string, d engine.Dispatch) bool {
+	key := d.Server + "." + d.Tool
+	fn, ok := x.tools[key]
+	if d.Kind == "prose" {
+		fn, ok = func(json.RawMessage) (any, error) { return "prose: " + d.Prompt, nil }, true
+	}
+	if !ok {
+		return false
+	}
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		ctx := context.Background()
+		ev := func(build func(now time.Time) engine.Event) error {
+			_, err := x.runner.Event(ctx, runID, build)
+			return err
+		}
+		if ev(func(now time.Time) engine.Event {
+			return engine.StepLeased{Step: d.Step, Attempt: d.Attempt, Executor: "test-exec", LeaseID: fmt.Sprintf("%s/%s/%d", runID, d.Step, d.Attempt), At: now}
+		}) != nil {
+			return
+		}
+		if ev(func(now time.Time) engine.Event { return engine.StepStarted{Step: d.Step, Attempt: d.Attempt, At: now} }) != nil {
+			return
+		}
+		x.mu.Lock()
+		x.ran[runID+"/"+d.Step]++
+		x.mu.Unlock()
+		out, err := fn(json.RawMessage(d.Args))
+		if err != nil {
+			_ = ev(func(now time.Time) engine.Event {
+				return engine.StepFailed{Step: d.Step, Attempt: d.Attempt, Error: err.Error(), At: now}
+			})
+			return
+		}
+		b, _ := json.Marshal(out)
+		_ = ev(func(now time.Time) engine.Event {
+			return engine.StepSucceeded{Step: d.Step, Attempt: d.Attempt, Output: b, At: now}
+		})
+	}()
+	return true
+}
+
+func (x *testExec) Cancel(context.Context, string, engine.CancelStep) {}
+
+// idle waits until every step the executor took has reported.
+func (x *testExec) idle() { x.wg.Wait() }
+
+type env struct {
+	t       *testing.T
+	srv     *Server
+	addr    string
+	store   store.Store
+	exec    *testExec
+	priv    ed25519.PrivateKey
+	clients map[string]*grpc.ClientConn
+}
+
+const testIssuer, testAudience = "tollgate-test", "tollgate"
+
+func echoTools() map[string]func(json.RawMessage) (any, error) {
+	echo := func(args json.RawMessage) (any, error) { return map[string]any{"ok": true, "args": args}, nil }
+	out := map[string]func(json.RawMessage) (any, error){}
+	for _, k := range []string{"mcp-monitor.get_cpu_info", "mcp-monitor.get_memory_info", "notes.store", "notes.search",
+		"github.get_pull_request", "github.get_pull_request_diff", "github.get_file", "github.create_commit", "github.push_branch",
+		"erp.get_vendor", "erp.get_invoice", "erp.get_purchase_order", "payments.pay"} {
+		out[k] = echo
+	}
+	return out
+}
+
+// newEnv starts a real control plane on loopback with the memory store
+// (or st), real JWT authentication and the test executor (nil tools: no
+// executors at all).
+func newEnv(t *testing.T, st store.Store, tools map[string]func(json.RawMessage) (any, error)) *env {
+	t.Helper()
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	v, err := identity.NewVerifier(identity.Config{Issuer: testIssuer, Audience: testAudience, Keys: map[string]ed25519.PublicKey{"k": pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st == nil {
+		st = memstore.New(memstore.Config{})
+	}
+	cat, _ := compiler.ParseCatalog(examples.Catalog)
+	e := &env{t: t, store: st, priv: priv, clients: map[string]*grpc.ClientConn{}}
+	var disp Dispatcher = NoExecutors{}
+	if tools != nil {
+		e.exec = &testExec{tools: tools, ran: map[string]int{}}
+		disp = e.exec
+	}
+	e.srv = NewServer(Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Roles: map[string][]string{"carol": {"finance"}}, Dispatcher: disp})
+	if e.exec != nil {
+		e.exec.runner = e.srv.Runner
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.addr = lis.Addr().String()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.srv.Serve(lis) }()
+	t.Cleanup(func() {
+		for _, c := range e.clients {
+			c.Close()
+		}
+		if e.exec != nil {
+			e.exec.idle()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		e.srv.Shutdown(ctx)
+		<-done
+	})
+	return e
+}
+
+func (e *env) token(user string) string {
+	tok, err := identity.Mint(e.priv, "k", testIssuer, testAudience, user, time.Hour, time.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok
+}
+
+// conn is a client connection authenticated as user ("" for none).
+func (e *env) conn(user string) *grpc.ClientConn {
+	if c, ok := e.clients[user]; ok {
+		return c
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if user != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(identity.PerRPCCredentials{Token: e.token(user), Insecure: true}))
+	}
+	c, err := grpc.NewClient(e.addr, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.clients[user] = c
+	return c
+}
+
+func (e *env) runs(user string) tollgatev1.RunServiceClient {
+	return tollgatev1.NewRunServiceClient(e.conn(user))
+}
+func (e *env) approvals(user string) tollgatev1.ApprovalServiceClient {
+	return tollgatev1.NewApprovalServiceClient(e.conn(user))
+}
+func (e *env) audit(user string) tollgatev1.AuditServiceClient {
+	return tollgatev1.NewAuditServiceClient(e.conn(user))
+}
+
+// settle waits until the test executor has finished everything it took.
+func (e *env) settle() {
+	if e.exec != nil {
+		e.exec.idle()
+	}
+}
+
+func (e *env) start(user, skill string) *tollgatev1.Run {
+	e.t.Helper()
+	resp, err := e.runs(user).StartRun(context.Background(), &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: skill}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.settle()
+	return e.get(user, resp.GetRun().GetId())
+}
+
+func (e *env) get(user, id string) *tollgatev1.Run {
+	e.t.Helper()
+	resp, err := e.runs(user).GetRun(context.Background(), &tollgatev1.GetRunRequest{RunId: id})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.GetRun()
+}

@@ -1,0 +1,417 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// Runner is the one road (I2): every entry point — API, CLI, retries,
+// resumes — moves runs through it, and it moves them only through the
+// engine, committing each transition atomically before acting on it.
+type Runner struct {
+	store    store.Store
+	dispatch Dispatcher
+	log      *slog.Logger
+	engine   engine.Config
+	newID    func() string
+
+	mu       sync.Mutex
+	machines map[string]*engine.Machine // by plan digest; plans are immutable
+	watchers map[string]map[chan struct{}]bool
+	expiries atomic.Int64
+}
+
+// Watch returns a channel that receives a signal (coalesced) after each
+// commit this replica makes to the run, and a func to stop watching.
+// Other replicas' commits are seen by polling; watchers must poll too.
+func (r *Runner) Watch(runID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	r.mu.Lock()
+	if r.watchers[runID] == nil {
+		r.watchers[runID] = map[chan struct{}]bool{}
+	}
+	r.watchers[runID][ch] = true
+	r.mu.Unlock()
+	return ch, func() {
+		r.mu.Lock()
+		delete(r.watchers[runID], ch)
+		if len(r.watchers[runID]) == 0 {
+			delete(r.watchers, runID)
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (r *Runner) notify(runID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ch := range r.watchers[runID] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Expiries counts asks this replica saw expire.
+func (r *Runner) Expiries() int64 { return r.expiries.Load() }
+
+// Dispatcher is the seam between the engine and whatever runs steps.
+// Offer must not block on the step's work: it accepts the dispatch (and
+// later reports leases and results through Runner.Step) or refuses it
+// because no executor offers the tool, which makes the run blocked.
+type Dispatcher interface {
+	Offer(ctx context.Context, runID string, d engine.Dispatch) bool
+	Cancel(ctx context.Context, runID string, c engine.CancelStep)
+}
+
+// NoExecutors is the dispatcher before any executor is connected: every
+// runnable step is blocked.
+type NoExecutors struct{}
+
+// Offer implements Dispatcher.
+func (NoExecutors) Offer(context.Context, string, engine.Dispatch) bool { return false }
+
+// Cancel implements Dispatcher.
+func (NoExecutors) Cancel(context.Context, string, engine.CancelStep) {}
+
+// RunnerConfig configures a Runner.
+type RunnerConfig struct {
+	Store      store.Store
+	Dispatcher Dispatcher // nil means NoExecutors
+	Log        *slog.Logger
+	Engine     engine.Config
+	NewID      func() string // nil means random ids
+}
+
+// NewRunner returns a Runner.
+func NewRunner(cfg RunnerConfig) *Runner {
+	if cfg.Dispatcher == nil {
+		cfg.Dispatcher = NoExecutors{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = randomID
+	}
+	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID,
+		machines: map[string]*engine.Machine{}, watchers: map[string]map[chan struct{}]bool{}}
+}
+
+func randomID() string {
+	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "r_" + string(b)
+}
+
+// Errors the Runner adds to the engine's and the store's.
+var (
+	errBusy = errors.New("the run is changing too fast; try again")
+)
+
+// machine returns the engine for a plan, loading it from the store once.
+func (r *Runner) machine(ctx context.Context, digest string) (*engine.Machine, error) {
+	r.mu.Lock()
+	m, ok := r.machines[digest]
+	r.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	b, err := r.store.GetPlan(ctx, digest)
+	if err != nil {
+		return nil, fmt.Errorf("load plan %s: %w", digest, err)
+	}
+	var p plan.Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("decode plan %s: %w", digest, err)
+	}
+	if m, err = engine.New(&p, r.engine); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.machines[digest] = m
+	r.mu.Unlock()
+	return m, nil
+}
+
+// StartRequest starts a run of a compiled plan.
+type StartRequest struct {
+	Plan      *plan.Plan
+	Skill     string
+	Requester string // the authenticated caller
+	RequestID string // client idempotency key, scoped to the requester
+}
+
+// Start verifies the plan (engine.New), stores it, and creates the run.
+// A repeated RequestID returns the run it first created, and created =
+// false.
+func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, created bool, err error) {
+	m, err := engine.New(req.Plan, r.engine)
+	if err != nil {
+		return nil, false, fmt.Errorf("start: %w: %w", errInvalid, err)
+	}
+	b, err := plan.Canonical(req.Plan)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := r.store.PutPlan(ctx, m.Digest(), b); err != nil {
+		return nil, false, fmt.Errorf("store plan: %w", err)
+	}
+	r.mu.Lock()
+	r.machines[m.Digest()] = m
+	r.mu.Unlock()
+	now, err := r.store.Now(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	id := r.newID()
+	tr := m.Start(id, req.Requester, now)
+	c, err := commitFor(nil, store.Run{}, tr, req.Skill)
+	if err != nil {
+		return nil, false, err
+	}
+	if req.RequestID != "" {
+		c.RequestKey = req.Requester + "\x00" + req.RequestID
+	}
+	if err := r.store.Commit(ctx, c); err != nil {
+		var dup *store.DuplicateError
+		if errors.As(err, &dup) {
+			run, _, err := r.Get(ctx, dup.RunID)
+			return run, false, err
+		}
+		return nil, false, fmt.Errorf("create run: %w", err)
+	}
+	r.log.LogAttrs(ctx, slog.LevelInfo, "run started", slog.String("run", id), slog.String("requester", req.Requester), slog.String("plan", m.Digest()))
+	r.effects(ctx, id, tr)
+	return tr.Run, true, nil
+}
+
+// Get reads a run, applying any deadline that has passed (I4: readers
+// enforce the clock, whether or not a background pass ran).
+func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machine, error) {
+	sr, err := r.store.GetRun(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	run, m, err := r.decode(ctx, sr)
+	if err != nil {
+		return nil, nil, err
+	}
+	now, err := r.store.Now(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if dueAsk(run, now) {
+		tr, err := r.apply(ctx, id, func(time.Time) engine.Event { return engine.Tick{At: now} })
+		if err == nil {
+			return tr.Run, m, nil
+		}
+		if !errors.Is(err, errBusy) {
+			return nil, nil, err
+		}
+	}
+	return run, m, nil
+}
+
+func dueAsk(run *engine.Run, now time.Time) bool {
+	for _, a := range run.Asks {
+		if a.State == engine.AskPending && !now.Before(a.ExpiresAt) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Runner) decode(ctx context.Context, sr store.Run) (*engine.Run, *engine.Machine, error) {
+	var run engine.Run
+	if err := json.Unmarshal(sr.Data, &run); err != nil {
+		return nil, nil, fmt.Errorf("decode run %s: %w", sr.ID, err)
+	}
+	run.Version = sr.Version
+	m, err := r.machine(ctx, sr.PlanDigest)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &run, m, nil
+}
+
+// Event applies one event to a run and commits it. build receives the
+// store's clock. A refusal that still changed the run (an answer after the
+// deadline) is committed and then returned.
+func (r *Runner) Event(ctx context.Context, runID string, build func(now time.Time) engine.Event) (engine.Transition, error) {
+	tr, err := r.apply(ctx, runID, build)
+	if err != nil {
+		return tr, err
+	}
+	if tr.Refusal != nil {
+		return tr, tr.Refusal
+	}
+	return tr, nil
+}
+
+// apply is the commit loop: read, apply, commit against the version; on a
+// conflict read again. Effects run only after their commit.
+func (r *Runner) apply(ctx context.Context, runID string, build func(now time.Time) engine.Event) (engine.Transition, error) {
+	for range 50 {
+		sr, err := r.store.GetRun(ctx, runID)
+		if err != nil {
+			return engine.Transition{}, fmt.Errorf("run %s: %w", runID, err)
+		}
+		run, m, err := r.decode(ctx, sr)
+		if err != nil {
+			return engine.Transition{}, err
+		}
+		now, err := r.store.Now(ctx)
+		if err != nil {
+			return engine.Transition{}, err
+		}
+		ev := build(now)
+		tr, err := m.Apply(run, ev)
+		if err != nil {
+			return engine.Transition{}, err
+		}
+		c, err := commitFor(run, sr, tr, sr.Skill)
+		if err != nil {
+			return engine.Transition{}, err
+		}
+		c.Deadline = deadlineOf(run, ev)
+		err = r.store.Commit(ctx, c)
+		switch {
+		case err == nil:
+			r.effects(ctx, runID, tr)
+			return tr, nil
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrDeadline):
+			// Someone else moved the run, or the deadline passed between our
+			// read of the clock and the commit: read again; the engine then
+			// applies the expiry.
+			if err := ctx.Err(); err != nil {
+				return engine.Transition{}, err
+			}
+			continue
+		default:
+			return engine.Transition{}, fmt.Errorf("commit run %s: %w", runID, err)
+		}
+	}
+	return engine.Transition{}, errBusy
+}
+
+// deadlineOf is the deadline the store must still be before when a
+// decision commits: the decided ask's.
+func deadlineOf(run *engine.Run, ev engine.Event) time.Time {
+	var id string
+	switch e := ev.(type) {
+	case engine.Decide:
+		id = e.Ask
+	case engine.Answer:
+		id = e.Ask
+	default:
+		return time.Time{}
+	}
+	if a, ok := run.Asks[id]; ok && a.State == engine.AskPending {
+		return a.ExpiresAt
+	}
+	return time.Time{}
+}
+
+// commitFor turns a transition into a store commit: the run row, the ask
+// rows that changed, and the journal records chained after the head.
+func commitFor(before *engine.Run, prev store.Run, tr engine.Transition, skill string) (store.Commit, error) {
+	run := tr.Run
+	data, err := json.Marshal(run)
+	if err != nil {
+		return store.Commit{}, fmt.Errorf("encode run: %w", err)
+	}
+	sr := store.Run{ID: run.ID, Version: run.Version, State: string(run.State), Requester: run.Requester, Skill: skill,
+		PlanDigest: run.PlanDigest, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, Data: data}
+	var asks []store.Ask
+	for _, id := range slices.Sorted(maps.Keys(run.Asks)) {
+		a := run.Asks[id]
+		if before != nil {
+			if old, ok := before.Asks[id]; ok && old.State == a.State {
+				continue
+			}
+		}
+		asks = append(asks, askRow(run, a))
+	}
+	recs := make([]store.JournalRecord, 0, len(tr.Records))
+	for _, rec := range tr.Records {
+		payload, err := json.Marshal(rec.Payload)
+		if err != nil {
+			return store.Commit{}, fmt.Errorf("encode journal record: %w", err)
+		}
+		recs = append(recs, store.JournalRecord{Time: rec.At, Actor: rec.Actor, Kind: rec.Kind, Payload: payload})
+	}
+	sr.JournalSeq, sr.JournalHead = store.Chain(run.ID, prev.JournalSeq, prev.JournalHead, recs)
+	return store.Commit{Run: sr, ExpectVersion: run.Version - 1, Asks: asks, Journal: recs}, nil
+}
+
+func askRow(run *engine.Run, a *engine.AskRun) store.Ask {
+	return store.Ask{ID: store.AskID(run.ID, a.ID), RunID: run.ID, Title: a.Title, State: string(a.State),
+		Audience: audienceKey(run.Requester, a.Audience), Requester: run.Requester, CreatedAt: a.OpenedAt, ExpiresAt: a.ExpiresAt}
+}
+
+// audienceKey is how the inbox indexes who an ask is for.
+func audienceKey(requester, audience string) string {
+	if audience == "" || audience == plan.AudienceRequester {
+		return "user:" + requester
+	}
+	return "role:" + audience
+}
+
+// effects acts on a committed transition: dispatch runnable steps (a step
+// nobody can take makes the run blocked) and cancel abandoned attempts.
+func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition) {
+	r.notify(runID)
+	for _, e := range tr.Effects {
+		switch e := e.(type) {
+		case engine.Dispatch:
+			if r.dispatch.Offer(ctx, runID, e) {
+				continue
+			}
+			_, err := r.apply(ctx, runID, func(now time.Time) engine.Event {
+				return engine.StepBlocked{Step: e.Step, Attempt: e.Attempt, At: now}
+			})
+			if err != nil && !errors.Is(err, engine.ErrWrongTransition) && !errors.Is(err, engine.ErrStaleAttempt) {
+				r.log.LogAttrs(ctx, slog.LevelWarn, "could not mark step blocked", slog.String("run", runID), slog.String("step", e.Step), slog.String("error", err.Error()))
+			}
+		case engine.CancelStep:
+			r.dispatch.Cancel(ctx, runID, e)
+		case engine.RunEnded:
+			r.log.LogAttrs(ctx, slog.LevelInfo, "run ended", slog.String("run", runID), slog.String("state", string(e.State)), slog.String("reason", e.Reason))
+		}
+	}
+	for _, rec := range tr.Records {
+		if rec.Kind == "ask.expired" {
+			r.expiries.Add(1)
+			r.log.LogAttrs(ctx, slog.LevelInfo, "ask expired", slog.String("run", runID), slog.Any("ask", rec.Payload["ask"]), slog.Any("idle_ms", rec.Payload["idle_ms"]))
+		}
+	}
+}
+
+// splitAskID splits "RUN/STOP".
+func splitAskID(id string) (run, stop string, err error) {
+	run, stop, ok := strings.Cut(id, "/")
+	if !ok || run == "" || stop == "" {
+		return "", "", fmt.Errorf("ask id %q is not RUN/ASK: %w", id, errInvalid)
+	}
+	return run, stop, nil
+}

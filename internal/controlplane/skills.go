@@ -1,0 +1,20 @@
+package controlplane
+
+import (
+	"github.com/tollgate-dev/tollgate/examples"
+)
+
+// embeddedSkills serves the example skills built into the binary.
+type embeddedSkills struct{}
+
+// Skill implements Skills.
+func (embeddedSkills) Skill(name string) (string, bool) {
+	b, err := examples.Skills.ReadFile("skills/" + name + "/SKILL.md")
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// ExampleSkills returns the skills built into the binary (examples/skills).
+func ExampleSkills() Skills { return embeddedSkills{} }
