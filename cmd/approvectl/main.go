@@ -11,7 +11,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := approvectl.Run(ctx, os.Args[1:], approvectl.Config{Stdout: os.Stdout, Stderr: os.Stderr})
+	err := approvectl.Run(ctx, os.Args[1:], approvectl.Config{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin})
 	stop()
 	os.Exit(approvectl.ExitCode(err))
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
-func newPlanCmd(cfg Config) *cobra.Command {
-	var catalogPath, output string
+func newPlanCmd(g *globals) *cobra.Command {
+	cfg := g.cfg
+	var catalogPath string
 	cmd := &cobra.Command{
 		Use:   "plan PATH",
 		Short: "Compile a recipe or skill offline and show its plan card",
@@ -33,9 +34,6 @@ on stdout as JSON with -o json); 2 bad usage or an unreadable file.`,
   approvectl plan recipe.txt --catalog tools.yaml -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return usageErr("-o must be text or json, not %q", output)
-			}
 			src, file, name, err := readRecipe(args[0])
 			if err != nil {
 				return &exitError{code: ExitUsage, err: err}
@@ -45,11 +43,10 @@ on stdout as JSON with -o json); 2 bad usage or an unreadable file.`,
 				return &exitError{code: ExitUsage, err: err}
 			}
 			res := compiler.Compile(src, compiler.Options{Catalog: cat, Name: name})
-			return printPlan(cfg, output, file, res)
+			return printPlan(cfg, g.output, file, res)
 		},
 	}
 	cmd.Flags().StringVar(&catalogPath, "catalog", "", "tool catalog file (default: the built-in examples/catalog.yaml)")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text (the plan card) or json (the plan)")
 	return cmd
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -23,6 +24,8 @@ const (
 type Config struct {
 	Stdout io.Writer
 	Stderr io.Writer
+	Stdin  io.Reader           // for interactive answers; nil means none
+	Getenv func(string) string // nil means os.Getenv
 }
 
 // exitError carries an exit code; its message has already been printed
@@ -62,8 +65,14 @@ func Run(ctx context.Context, args []string, cfg Config) error {
 their plan card, and (with a control plane) starts runs, lists the asks you may
 decide, decides them and reads the journal.
 
-Exit codes: 0 success; 1 refused (e.g. the recipe does not compile);
-2 bad usage or unreadable input; 3 anything else.`,
+Global flags choose the server (--server, $TOLLGATE_SERVER, default
+127.0.0.1:7443) and who you are (--token, $TOLLGATE_TOKEN, or --as NAME for
+the tokens a --dev control plane mints). -o json prints JSON for scripts.
+
+Exit codes: 0 success; 1 refused (the recipe does not compile, the server
+said no: already decided, expired, permission denied…); 2 bad usage or
+unreadable input; 3 the call did not get through, or anything else;
+4 (run --wait) the run ended without completing.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -71,7 +80,21 @@ Exit codes: 0 success; 1 refused (e.g. the recipe does not compile);
 	root.SetOut(cfg.Stdout)
 	root.SetErr(cfg.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: ExitUsage, err: err} })
-	root.AddCommand(newPlanCmd(cfg))
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	g := &globals{cfg: cfg}
+	root.PersistentFlags().StringVar(&g.server, "server", "", "control plane address (default $TOLLGATE_SERVER or "+DefaultServer+")")
+	root.PersistentFlags().StringVar(&g.token, "token", "", "bearer token (default $TOLLGATE_TOKEN)")
+	root.PersistentFlags().StringVar(&g.as, "as", "", "use the dev token of this user (alice, bob, carol, dave)")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.output != "text" && g.output != "json" {
+			return usageErr("-o must be text or json, not %q", g.output)
+		}
+		return nil
+	}
+	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAnswerCmd(g), newAuditCmd(g))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return nil

@@ -166,15 +166,26 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.CancelRunResponse{Run: runToProto(tr.Run, m, ""), Report: report(run, tr.Run)}, nil
+	return &tollgatev1.CancelRunResponse{Run: runToProto(tr.Run, m, ""), Report: report(m, run, tr.Run)}, nil
 }
 
-// report says truthfully what did and did not run.
-func report(before, after *engine.Run) *tollgatev1.CancellationReport {
+// report says truthfully what did and did not run: every step of the
+// plan, whether or not its phase was ever reached. Joins are bookkeeping
+// and left out.
+func report(m *engine.Machine, before, after *engine.Run) *tollgatev1.CancellationReport {
 	r := &tollgatev1.CancellationReport{}
-	for _, id := range slices.Sorted(maps.Keys(after.Steps)) {
+	var ids []string
+	for _, st := range stepsOf(m) {
+		if st.Kind != plan.KindJoin {
+			ids = append(ids, st.ID)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
 		s, old := after.Steps[id], before.Steps[id]
 		switch {
+		case s == nil:
+			r.NotRun = append(r.NotRun, id)
 		case s.Status == engine.StatusSucceeded || s.Status == engine.StatusFailed:
 			r.Ran = append(r.Ran, id)
 		case old != nil && old.Status.InFlight():
@@ -407,7 +418,11 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 	out := &tollgatev1.AnswerResponse{Kind: answerKindToProto[r.Kind], ResponseText: r.Message, SelectedOptionId: r.Option.ID,
 		MissCount: int32(r.Misses), Ask: askSummary(tr.Run, tr.Run.Asks[a.ID], ""), RunState: runStateToProto[tr.Run.State]}
 	if r.Kind == answer.Dropped {
-		out.Report = report(run, tr.Run)
+		m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+		if err != nil {
+			return nil, err
+		}
+		out.Report = report(m, run, tr.Run)
 		out.ResponseText = r.Message + " " + out.Report.Text
 	}
 	return out, nil

@@ -1,0 +1,95 @@
+package approvectl
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+)
+
+func newAsksCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "asks",
+		Short: "Your inbox: the pending asks you may decide",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer c.conn.Close()
+			resp, err := c.approvals.ListAsks(cmd.Context(), &tollgatev1.ListAsksRequest{})
+			if err != nil {
+				return rpcErr(err)
+			}
+			if g.json() {
+				out := struct {
+					Asks []askJSON `json:"asks"`
+				}{Asks: []askJSON{}}
+				for _, it := range resp.GetItems() {
+					out.Asks = append(out.Asks, askSummaryJSON(it.GetAsk()))
+				}
+				return g.printJSON(out)
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(g.cfg.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ASK\tTITLE\tOPEN\tEXPIRES\tWHY YOU")
+			for _, it := range resp.GetItems() {
+				a := it.GetAsk()
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetTitle(), age(a.GetCreatedAt().AsTime(), now),
+					a.GetExpiresAt().AsTime().Local().Format("2006-01-02 15:04"), it.GetWhy())
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "show ASK",
+		Short: "Show an ask's decision packet: what exactly you would approve",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer c.conn.Close()
+			resp, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: args[0]})
+			if err != nil {
+				return rpcErr(err)
+			}
+			a := resp.GetAsk()
+			if g.json() {
+				return g.printJSON(struct {
+					askJSON
+					MayDecide bool   `json:"may_decide"`
+					Why       string `json:"why"`
+				}{askPacketJSON(a), resp.GetMayDecide(), resp.GetWhy()})
+			}
+			w := g.cfg.Stdout
+			fmt.Fprintf(w, "%s  %s\n  %s\n", a.GetId(), askWord(a.GetState()), a.GetTitle())
+			fmt.Fprintf(w, "  requested by %s · opened %s · expires %s\n", a.GetRequester(), a.GetCreatedAt().AsTime().Format(time.RFC3339), a.GetExpiresAt().AsTime().Format(time.RFC3339))
+			fmt.Fprintf(w, "  %s\n", a.GetConsequence())
+			for _, act := range a.GetActions() {
+				fmt.Fprintf(w, "  action %s: %s·%s %s\n    payload %s\n", act.GetStepId(), act.GetServer(), act.GetTool(), act.GetArgsJson(), act.GetPayloadDigest())
+			}
+			for _, o := range a.GetOptions() {
+				fmt.Fprintf(w, "  %s) %s\n", o.GetId(), o.GetLabel())
+			}
+			for _, d := range a.GetDecisions() {
+				fmt.Fprintf(w, "  %s by %s at %s %s\n", enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), d.GetTime().AsTime().Format(time.RFC3339), d.GetReason())
+			}
+			may := "you may not decide it: "
+			if resp.GetMayDecide() {
+				may = "you may decide it: "
+			}
+			fmt.Fprintf(w, "  %s%s\n", may, resp.GetWhy())
+			if a.GetAnswerCommand() != "" {
+				fmt.Fprintf(w, "  answer: %s\n", a.GetAnswerCommand())
+			}
+			return nil
+		},
+	})
+	return cmd
+}

@@ -1,0 +1,134 @@
+package approvectl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+)
+
+// globals are the flags every verb shares.
+type globals struct {
+	server string
+	token  string
+	as     string
+	output string
+	cfg    Config
+}
+
+// DefaultServer is where a --dev control plane listens.
+const DefaultServer = "127.0.0.1:7443"
+
+func (g *globals) json() bool { return g.output == "json" }
+
+// home is $TOLLGATE_HOME or ~/.tollgate.
+func (g *globals) home() string {
+	if h := g.cfg.Getenv("TOLLGATE_HOME"); h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return filepath.Join(h, ".tollgate")
+}
+
+// bearer finds the caller's token: --token, then TOLLGATE_TOKEN, then the
+// dev token of --as NAME.
+func (g *globals) bearer() (string, error) {
+	switch {
+	case g.token != "":
+		return g.token, nil
+	case g.as != "":
+		path := filepath.Join(g.home(), "dev", "tokens", g.as+".jwt")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", usageErr("--as %s: no dev token at %s (is a --dev control plane running with the same TOLLGATE_HOME?)", g.as, path)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case g.cfg.Getenv("TOLLGATE_TOKEN") != "":
+		return strings.TrimSpace(g.cfg.Getenv("TOLLGATE_TOKEN")), nil
+	}
+	return "", usageErr("who are you? pass --token, set TOLLGATE_TOKEN, or use --as NAME with a --dev control plane")
+}
+
+// client dials the control plane. Loopback servers are reached without
+// TLS; anything else requires it.
+type client struct {
+	conn      *grpc.ClientConn
+	runs      tollgatev1.RunServiceClient
+	approvals tollgatev1.ApprovalServiceClient
+	audit     tollgatev1.AuditServiceClient
+}
+
+func (g *globals) dial() (*client, error) {
+	tok, err := g.bearer()
+	if err != nil {
+		return nil, err
+	}
+	server := g.server
+	if server == "" {
+		server = g.cfg.Getenv("TOLLGATE_SERVER")
+	}
+	if server == "" {
+		server = DefaultServer
+	}
+	host, _, err := net.SplitHostPort(server)
+	if err != nil {
+		return nil, usageErr("--server %q: want HOST:PORT", server)
+	}
+	ip := net.ParseIP(host)
+	local := host == "localhost" || (ip != nil && ip.IsLoopback())
+	creds := insecure.NewCredentials()
+	if !local {
+		creds = credentials.NewClientTLSFromCert(nil, "")
+	}
+	conn, err := grpc.NewClient(server, grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(identity.PerRPCCredentials{Token: tok, Insecure: local}))
+	if err != nil {
+		return nil, &exitError{code: ExitInternal, err: fmt.Errorf("connect to %s: %w", server, err)}
+	}
+	return &client{conn: conn, runs: tollgatev1.NewRunServiceClient(conn),
+		approvals: tollgatev1.NewApprovalServiceClient(conn), audit: tollgatev1.NewAuditServiceClient(conn)}, nil
+}
+
+// rpcErr turns a gRPC error into an exit code scripts can trust: the
+// server said no (refused, 1) or the call did not get through (3).
+func rpcErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return &exitError{code: ExitInternal, err: err}
+	}
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Unknown:
+		return &exitError{code: ExitInternal, err: fmt.Errorf("%s: %s", strings.ToLower(st.Code().String()), st.Message())}
+	case codes.Unauthenticated:
+		return &exitError{code: ExitRefused, err: fmt.Errorf("not signed in: %s", st.Message())}
+	case codes.PermissionDenied:
+		return &exitError{code: ExitRefused, err: fmt.Errorf("permission denied: %s", st.Message())}
+	case codes.NotFound:
+		return &exitError{code: ExitRefused, err: fmt.Errorf("not found: %s", st.Message())}
+	}
+	return &exitError{code: ExitRefused, err: errors.New(st.Message())}
+}
+
+// printJSON writes v as indented JSON.
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.cfg.Stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -1,0 +1,134 @@
+package approvectl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+)
+
+// ExitNotComplete is run --wait's exit code when the run ended any way but
+// complete or partial.
+const ExitNotComplete = 4
+
+func newRunCmd(g *globals) *cobra.Command {
+	var wait bool
+	var requestID string
+	cmd := &cobra.Command{
+		Use:   "run PATH|SKILL",
+		Short: "Start a run of a recipe file, a skill folder, or a skill by name",
+		Long: `Start a run. PATH is a recipe file, a SKILL.md or a skill folder, compiled by the
+control plane against its live tool catalog; anything else is the name of a
+skill the control plane knows.
+
+With --wait, follow the run until it ends or stops to ask, printing each change;
+then print the commands that answer its asks. Exit code 4 when the run ended
+without completing (failed, rejected, expired, cancelled).`,
+		Example: `  approvectl --as alice run graph-ask-demo --wait
+  approvectl run ./my-skill --request-id deploy-42`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &tollgatev1.StartRunRequest{RequestId: requestID}
+			if _, err := os.Stat(args[0]); err == nil {
+				src, _, name, err := readRecipe(args[0])
+				if err != nil {
+					return &exitError{code: ExitUsage, err: err}
+				}
+				req.Source, req.Name = &tollgatev1.StartRunRequest_Recipe{Recipe: src}, name
+			} else {
+				req.Source = &tollgatev1.StartRunRequest_Skill{Skill: args[0]}
+			}
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer c.conn.Close()
+			ctx := cmd.Context()
+			resp, err := c.runs.StartRun(ctx, req)
+			if err != nil {
+				return rpcErr(err)
+			}
+			run := resp.GetRun()
+			if !wait {
+				if g.json() {
+					return g.printJSON(runJSON(run))
+				}
+				verb := "started"
+				if !resp.GetCreated() {
+					verb = "already started by this request id"
+				}
+				fmt.Fprintf(g.cfg.Stdout, "run %s %s: %s\n", run.GetId(), verb, stateWord(run.GetState()))
+				printResume(g.cfg.Stdout, run)
+				return nil
+			}
+			return g.follow(cmd, c, run.GetId())
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends or parks")
+	cmd.Flags().StringVar(&requestID, "request-id", "", "idempotency key: starting again with it returns the same run")
+	return cmd
+}
+
+// follow watches a run until it is terminal, parked or blocked.
+func (g *globals) follow(cmd *cobra.Command, c *client, id string) error {
+	stream, err := c.runs.WatchRun(cmd.Context(), &tollgatev1.WatchRunRequest{RunId: id})
+	if err != nil {
+		return rpcErr(err)
+	}
+	var last *tollgatev1.Run
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return rpcErr(err)
+		}
+		run := ev.GetEvent().GetRun()
+		last = run
+		if !g.json() {
+			done, total := progress(run)
+			fmt.Fprintf(g.cfg.Stdout, "%s  %s  %d/%d steps done\n", time.Now().Format("15:04:05"), stateWord(run.GetState()), done, total)
+		}
+		if st := run.GetState(); terminal(st) || st == tollgatev1.RunState_RUN_STATE_PARKED || st == tollgatev1.RunState_RUN_STATE_BLOCKED {
+			break
+		}
+	}
+	if last == nil {
+		return &exitError{code: ExitInternal, err: fmt.Errorf("the watch of %s ended without news", id)}
+	}
+	if g.json() {
+		if err := g.printJSON(runJSON(last)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(g.cfg.Stdout, "run %s: %s %s\n", last.GetId(), stateWord(last.GetState()), last.GetStateReason())
+		printResume(g.cfg.Stdout, last)
+	}
+	if st := last.GetState(); terminal(st) && st != tollgatev1.RunState_RUN_STATE_COMPLETE && st != tollgatev1.RunState_RUN_STATE_PARTIAL {
+		return &exitError{code: ExitNotComplete, err: fmt.Errorf("run %s ended %s", last.GetId(), stateWord(st)), printed: true}
+	}
+	return nil
+}
+
+func progress(r *tollgatev1.Run) (done, total int) {
+	for _, s := range r.GetSteps() {
+		total++
+		switch s.GetState() {
+		case tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, tollgatev1.StepStatus_STEP_STATUS_FAILED, tollgatev1.StepStatus_STEP_STATUS_SKIPPED, tollgatev1.StepStatus_STEP_STATUS_CANCELLED:
+			done++
+		}
+	}
+	return done, total
+}
+
+func printResume(w io.Writer, r *tollgatev1.Run) {
+	if r.GetResumeCommand() != "" {
+		fmt.Fprintf(w, "waiting on a person; to answer:\n  %s\n", r.GetResumeCommand())
+	}
+}

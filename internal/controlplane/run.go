@@ -1,0 +1,314 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+)
+
+// DevUsers get tokens minted by --dev.
+var DevUsers = []string{"alice", "bob", "carol", "dave"}
+
+// Options are the control plane's settings, from flags or a config file
+// (the same names in YAML).
+type Options struct {
+	Listen        string        `yaml:"listen"`
+	AdminListen   string        `yaml:"admin_listen"`
+	Redis         string        `yaml:"redis"`
+	AllowVolatile bool          `yaml:"allow_volatile_store"`
+	Dev           bool          `yaml:"dev"`
+	Home          string        `yaml:"home"`
+	Catalogs      []string      `yaml:"catalogs"`
+	Issuer        string        `yaml:"jwt_issuer"`
+	Audience      string        `yaml:"jwt_audience"`
+	JWTKeys       []string      `yaml:"jwt_keys"` // PEM public keys; the key id is the file name without extension
+	Roles         []string      `yaml:"roles"`    // USER=ROLE
+	AskExpiry     time.Duration `yaml:"ask_expiry"`
+	Reflection    bool          `yaml:"reflection"`
+	DrainTimeout  time.Duration `yaml:"drain_timeout"`
+}
+
+// StoreOpener opens the production store for a --redis URL; it is a
+// field so the binary wires the Redis store in and tests can substitute.
+type StoreOpener func(ctx context.Context, url string, allowVolatile bool, log *slog.Logger) (store.Store, error)
+
+// MainConfig carries what the binary needs from its process.
+type MainConfig struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	OpenRedis      StoreOpener
+	// Ready, if set, receives the gRPC address once the server listens.
+	Ready func(addr string)
+}
+
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string     { return strings.Join(*l.v, ",") }
+func (l listFlag) Set(s string) error { *l.v = append(*l.v, s); return nil }
+
+const usage = `controlplane serves the Tollgate API: plans, runs, approvals and audit.
+
+Usage:
+  controlplane --dev                       embedded store, dev identities, loopback only
+  controlplane --redis URL --listen ADDR --jwt-key FILE [flags]
+
+Flags:
+`
+
+// Run runs the control plane until ctx is cancelled, then drains.
+func Run(ctx context.Context, args []string, mc MainConfig) error {
+	if mc.Getenv == nil {
+		mc.Getenv = os.Getenv
+	}
+	var o Options
+	var configFile string
+	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
+	fs.SetOutput(mc.Stderr)
+	fs.Usage = func() { fmt.Fprint(mc.Stderr, usage); fs.PrintDefaults() }
+	fs.StringVar(&configFile, "config", "", "YAML config file (flags override it)")
+	fs.StringVar(&o.Listen, "listen", "", "gRPC listen address (default 127.0.0.1:7443 with --dev)")
+	fs.StringVar(&o.AdminListen, "admin-listen", "", "admin HTTP address for /healthz (empty: off)")
+	fs.StringVar(&o.Redis, "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock")
+	fs.BoolVar(&o.AllowVolatile, "allow-volatile-store", false, "accept a Redis that keeps nothing on disk (appendonly no)")
+	fs.BoolVar(&o.Dev, "dev", false, "development mode: memory store, dev key and tokens, loopback only")
+	fs.StringVar(&o.Home, "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)")
+	fs.Var(listFlag{&o.Catalogs}, "catalog", "tool catalog file (repeatable; default: the built-in example catalog)")
+	fs.StringVar(&o.Issuer, "jwt-issuer", "tollgate-dev", "required JWT issuer")
+	fs.StringVar(&o.Audience, "jwt-audience", "tollgate", "required JWT audience")
+	fs.Var(listFlag{&o.JWTKeys}, "jwt-key", "Ed25519 public key PEM that signs tokens (repeatable)")
+	fs.Var(listFlag{&o.Roles}, "role", "USER=ROLE: the user may decide asks for the role (repeatable)")
+	fs.DurationVar(&o.AskExpiry, "ask-expiry", engine.DefaultAskExpiry, "deadline of an ask whose recipe sets none")
+	fs.BoolVar(&o.Reflection, "reflection", false, "serve gRPC reflection")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for in-flight RPCs")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if configFile != "" {
+		if err := loadConfig(configFile, &o, fs); err != nil {
+			return err
+		}
+	}
+	log := slog.New(slog.NewTextHandler(mc.Stderr, nil))
+	if o.Home == "" {
+		o.Home = mc.Getenv("TOLLGATE_HOME")
+	}
+	if o.Home == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("find home directory: %w", err)
+		}
+		o.Home = filepath.Join(home, ".tollgate")
+	}
+
+	cat, err := loadCatalogs(o.Catalogs)
+	if err != nil {
+		return err
+	}
+	roles := map[string][]string{}
+	for _, r := range o.Roles {
+		user, role, ok := strings.Cut(r, "=")
+		if !ok || user == "" || role == "" {
+			return fmt.Errorf("--role %q: want USER=ROLE", r)
+		}
+		roles[user] = append(roles[user], role)
+	}
+
+	var st store.Store
+	keys := map[string]ed25519.PublicKey{}
+	switch {
+	case o.Dev && o.Redis != "":
+		return errors.New("--dev uses the embedded store; drop --redis, or drop --dev")
+	case o.Dev:
+		if o.Listen == "" {
+			o.Listen = "127.0.0.1:7443"
+		}
+		if !loopback(o.Listen) || (o.AdminListen != "" && !loopback(o.AdminListen)) {
+			return fmt.Errorf("--dev listens on loopback only; %s is not", o.Listen)
+		}
+		dir := filepath.Join(o.Home, "dev")
+		b, err := identity.MintDev(dir, DevUsers, o.Issuer, o.Audience, 30*24*time.Hour, time.Now())
+		if err != nil {
+			return fmt.Errorf("mint dev identities: %w", err)
+		}
+		keys[b.KeyID] = b.PublicKey
+		if len(roles) == 0 {
+			roles["carol"] = []string{"finance"}
+		}
+		st = memstore.New(memstore.Config{})
+		fmt.Fprintf(mc.Stdout, `Tollgate control plane (dev mode)
+  store:   in memory — nothing survives this process
+  tokens:  %s (users %s; carol holds role finance)
+  use:     approvectl --as alice run graph-ask-demo
+           TOLLGATE_TOKEN=$(cat %s) approvectl asks
+`, filepath.Join(dir, "tokens"), strings.Join(DevUsers, ", "), b.TokenPaths["alice"])
+	case o.Redis != "":
+		if mc.OpenRedis == nil {
+			return errors.New("this build has no Redis store")
+		}
+		if o.Listen == "" {
+			return errors.New("--listen is required with --redis")
+		}
+		if st, err = mc.OpenRedis(ctx, o.Redis, o.AllowVolatile, log); err != nil {
+			return err
+		}
+	default:
+		return errors.New("choose a store: --dev (embedded, for trying it out) or --redis URL")
+	}
+	defer st.Close()
+	for _, path := range o.JWTKeys {
+		k, err := identity.LoadPublicKeyPEM(path)
+		if err != nil {
+			return err
+		}
+		keys[strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))] = k
+	}
+	if len(keys) == 0 {
+		return errors.New("no JWT keys: pass --jwt-key FILE (or use --dev)")
+	}
+	verifier, err := identity.NewVerifier(identity.Config{Issuer: o.Issuer, Audience: o.Audience, Keys: keys, Leeway: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Roles: roles,
+		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection})
+
+	lis, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(lis) }()
+	var admin *http.Server
+	if o.AdminListen != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		admin = &http.Server{Addr: o.AdminListen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := admin.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("admin listener: %w", err)
+			}
+		}()
+	}
+	log.Info("serving", "listen", lis.Addr().String(), "admin", o.AdminListen, "dev", o.Dev)
+	if mc.Ready != nil {
+		mc.Ready(lis.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	log.Info("shutting down: NOT_SERVING, draining", "timeout", o.DrainTimeout)
+	drain, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
+	defer cancel()
+	if admin != nil {
+		_ = admin.Shutdown(drain)
+	}
+	srv.Shutdown(drain)
+	return nil
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// loadConfig reads a YAML config; flags given on the command line win.
+func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	var fromFile Options
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fromFile); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	merge := func(name string, apply func()) {
+		if !set[name] {
+			apply()
+		}
+	}
+	merge("listen", func() { setIf(&o.Listen, fromFile.Listen) })
+	merge("admin-listen", func() { setIf(&o.AdminListen, fromFile.AdminListen) })
+	merge("redis", func() { setIf(&o.Redis, fromFile.Redis) })
+	merge("home", func() { setIf(&o.Home, fromFile.Home) })
+	merge("jwt-issuer", func() { setIf(&o.Issuer, fromFile.Issuer) })
+	merge("jwt-audience", func() { setIf(&o.Audience, fromFile.Audience) })
+	merge("allow-volatile-store", func() { o.AllowVolatile = o.AllowVolatile || fromFile.AllowVolatile })
+	merge("dev", func() { o.Dev = o.Dev || fromFile.Dev })
+	merge("reflection", func() { o.Reflection = o.Reflection || fromFile.Reflection })
+	merge("ask-expiry", func() {
+		if fromFile.AskExpiry > 0 {
+			o.AskExpiry = fromFile.AskExpiry
+		}
+	})
+	o.Catalogs = append(o.Catalogs, fromFile.Catalogs...)
+	o.JWTKeys = append(o.JWTKeys, fromFile.JWTKeys...)
+	o.Roles = append(o.Roles, fromFile.Roles...)
+	return nil
+}
+
+func setIf(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}
+
+// loadCatalogs merges catalog files; none means the built-in one.
+func loadCatalogs(paths []string) (*compiler.Catalog, error) {
+	if len(paths) == 0 {
+		return compiler.ParseCatalog(examples.Catalog)
+	}
+	var tools []compiler.ToolInfo
+	for _, p := range slices.Compact(slices.Sorted(slices.Values(paths))) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read catalog: %w", err)
+		}
+		c, err := compiler.ParseCatalog(b)
+		if err != nil {
+			return nil, fmt.Errorf("catalog %s: %w", p, err)
+		}
+		for _, s := range c.Servers() {
+			for _, n := range c.Tools(s) {
+				t, _ := c.Lookup(s, n)
+				tools = append(tools, t)
+			}
+		}
+	}
+	return compiler.NewCatalog(tools), nil
+}
