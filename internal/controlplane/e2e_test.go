@@ -128,8 +128,8 @@ func TestConcurrentApprovalsConsumeOnce(t *testing.T) {
 	if decided != 1 || consumed != 1 {
 		t.Fatalf("journal: %d decisions, %d consumptions; want 1 and 1", decided, consumed)
 	}
-	if e.exec.ran[r.GetId()+"/save"] != 1 {
-		t.Fatalf("save ran %d times", e.exec.ran[r.GetId()+"/save"])
+	if n := e.exec.calls(r.GetId() + "/save"); n != 1 {
+		t.Fatalf("save ran %d times", n)
 	}
 }
 

@@ -1,11 +1,13 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -29,9 +31,25 @@ import (
 type testExec struct {
 	runner *Runner
 	tools  map[string]func(args json.RawMessage) (any, error) // "server.tool"
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	ran    map[string]int // run/step → times its tool was called
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inflight int
+	ran      map[string]int // run/step → times its tool was called
+}
+
+func (x *testExec) add(n int) {
+	x.mu.Lock()
+	x.inflight += n
+	if x.inflight == 0 {
+		x.cond.Broadcast()
+	}
+	x.mu.Unlock()
+}
+
+func (x *testExec) calls(key string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.ran[key]
 }
 
 func (x *testExec) Offer(ctx context.Context, runID string, d engine.Dispatch) bool {
@@ -43,9 +61,9 @@ func (x *testExec) Offer(ctx context.Context, runID string, d engine.Dispatch) b
 	if !ok {
 		return false
 	}
-	x.wg.Add(1)
+	x.add(1)
 	go func() {
-		defer x.wg.Done()
+		defer x.add(-1)
 		ctx := context.Background()
 		ev := func(build func(now time.Time) engine.Event) error {
 			_, err := x.runner.Event(ctx, runID, build)
@@ -79,8 +97,15 @@ func (x *testExec) Offer(ctx context.Context, runID string, d engine.Dispatch) b
 
 func (x *testExec) Cancel(context.Context, string, engine.CancelStep) {}
 
-// idle waits until every step the executor took has reported.
-func (x *testExec) idle() { x.wg.Wait() }
+// idle waits until every step the executor took has reported. Steps they
+// unblock are offered before the report returns, so zero means settled.
+func (x *testExec) idle() {
+	x.mu.Lock()
+	for x.inflight > 0 {
+		x.cond.Wait()
+	}
+	x.mu.Unlock()
+}
 
 type env struct {
 	t       *testing.T
@@ -89,7 +114,27 @@ type env struct {
 	store   store.Store
 	exec    *testExec
 	priv    ed25519.PrivateKey
+	mu      sync.Mutex
 	clients map[string]*grpc.ClientConn
+	logs    *lockedBuffer
+}
+
+// lockedBuffer collects log lines from many goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 const testIssuer, testAudience = "tollgate-test", "tollgate"
@@ -99,7 +144,8 @@ func echoTools() map[string]func(json.RawMessage) (any, error) {
 	out := map[string]func(json.RawMessage) (any, error){}
 	for _, k := range []string{"mcp-monitor.get_cpu_info", "mcp-monitor.get_memory_info", "notes.store", "notes.search",
 		"github.get_pull_request", "github.get_pull_request_diff", "github.get_file", "github.create_commit", "github.push_branch",
-		"erp.get_vendor", "erp.get_invoice", "erp.get_purchase_order", "payments.pay"} {
+		"erp.get_vendor", "erp.get_invoice", "erp.get_purchase_order", "payments.pay",
+		"google-calendar.list-events", "gmail.messages_list", "slack.slack_search_messages", "slack.slack_post_message"} {
 		out[k] = echo
 	}
 	return out
@@ -123,9 +169,12 @@ func newEnv(t *testing.T, st store.Store, tools map[string]func(json.RawMessage)
 	var disp Dispatcher = NoExecutors{}
 	if tools != nil {
 		e.exec = &testExec{tools: tools, ran: map[string]int{}}
+		e.exec.cond = sync.NewCond(&e.exec.mu)
 		disp = e.exec
 	}
-	e.srv = NewServer(Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Roles: map[string][]string{"carol": {"finance"}}, Dispatcher: disp})
+	e.logs = &lockedBuffer{}
+	e.srv = NewServer(Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Roles: map[string][]string{"carol": {"finance"}},
+		Dispatcher: disp, Log: slog.New(slog.NewTextHandler(e.logs, nil))})
 	if e.exec != nil {
 		e.exec.runner = e.srv.Runner
 	}
@@ -161,6 +210,8 @@ func (e *env) token(user string) string {
 
 // conn is a client connection authenticated as user ("" for none).
 func (e *env) conn(user string) *grpc.ClientConn {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if c, ok := e.clients[user]; ok {
 		return c
 	}

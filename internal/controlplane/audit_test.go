@@ -1,0 +1,55 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/examples"
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// The audit must find what it looks for: a record written around the
+// engine (a terminal run with a pending ask; a side effect started with no
+// consumed approval) and a journal altered after the fact.
+func TestAuditFindsViolations(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	src, _ := examples.Skills.ReadFile("skills/graph-ask-demo/SKILL.md")
+	cat, _ := compiler.ParseCatalog(examples.Catalog)
+	res := compiler.Compile(string(src), compiler.Options{Catalog: cat})
+	b, _ := plan.Canonical(res.Plan)
+	if err := e.store.PutPlan(bg, res.Digest, b); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	bad := engine.Run{ID: "bad", PlanDigest: res.Digest, Requester: "mallory", State: engine.Complete, Version: 1, CreatedAt: now, UpdatedAt: now,
+		Steps: map[string]*engine.StepRun{}, Asks: map[string]*engine.AskRun{"ask_1": {ID: "ask_1", Title: "save this reading?", State: engine.AskPending, ExpiresAt: now.Add(time.Hour)}}}
+	data, _ := json.Marshal(bad)
+	recs := []store.JournalRecord{
+		{Time: now, Actor: "system", Kind: "step.dispatched", Payload: json.RawMessage(`{"step":"save","grant":"ask_1"}`)},
+		{Time: now, Actor: "x1", Kind: "step.started", Payload: json.RawMessage(`{"step":"save"}`)},
+	}
+	seq, head := store.Chain("bad", 0, "", recs)
+	err := e.store.Commit(bg, store.Commit{Run: store.Run{ID: "bad", Version: 1, State: "complete", Requester: "mallory", PlanDigest: res.Digest,
+		CreatedAt: now, UpdatedAt: now, JournalSeq: seq, JournalHead: head, Data: data},
+		Asks:    []store.Ask{{ID: "bad/ask_1", RunID: "bad", Title: "save this reading?", State: "pending", Audience: "user:mallory", ExpiresAt: now.Add(time.Hour)}},
+		Journal: recs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := e.audit("alice").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{RunId: "bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[tollgatev1.Invariant]int{}
+	for _, v := range inv.GetViolations() {
+		found[v.GetInvariant()]++
+	}
+	if found[tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN] == 0 || found[tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL] != 1 {
+		t.Fatalf("the audit must report both: %v", inv.GetViolations())
+	}
+}
