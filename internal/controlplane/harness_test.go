@@ -29,8 +29,8 @@ import (
 // each offered step in a goroutine it owns and reports through the Runner,
 // as a real executor's stream handler will.
 type testExec struct {
-	runner *Runner
-	tools  map[string]func(args json.RawMessage) (any, error) // "server.tool"
+	runner   *Runner
+	tools    map[string]func(args json.RawMessage) (any, error) // "server.tool"
 	mu       sync.Mutex
 	cond     *sync.Cond
 	inflight int
