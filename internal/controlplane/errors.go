@@ -82,6 +82,9 @@ func streamErrors(log *slog.Logger) grpc.StreamServerInterceptor {
 		err := handler(srv, ss)
 		if err != nil {
 			st := toStatus(err)
+			if status.Code(st) == codes.Canceled {
+				return st // the client went away; nothing to report
+			}
 			log.LogAttrs(ss.Context(), slog.LevelInfo, "stream ended with error", slog.String("method", info.FullMethod), slog.String("code", status.Code(st).String()), slog.String("error", err.Error()))
 			return st
 		}

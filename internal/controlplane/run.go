@@ -161,7 +161,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		fmt.Fprintf(mc.Stdout, `Tollgate control plane (dev mode)
   store:   in memory — nothing survives this process
   tokens:  %s (users %s; carol holds role finance)
-  use:     approvectl --as alice run graph-ask-demo
+  use:     approvectl --as alice run examples/recipes/pick-diagram.recipe --wait
            TOLLGATE_TOKEN=$(cat %s) approvectl asks
 `, filepath.Join(dir, "tokens"), strings.Join(DevUsers, ", "), b.TokenPaths["alice"])
 	case o.Redis != "":
