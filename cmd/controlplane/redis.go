@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/store/redisstore"
 )
 
-// openRedis is replaced once the Redis store lands.
-func openRedis(context.Context, string, bool, *slog.Logger) (store.Store, error) {
-	return nil, errors.New("the Redis store is not built in yet")
+// openRedis opens the production store and says how durable it is.
+func openRedis(ctx context.Context, url string, allowVolatile bool, log *slog.Logger) (store.Store, error) {
+	s, err := redisstore.New(ctx, redisstore.Config{URL: url, AllowVolatile: allowVolatile})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("redis store", "durability", s.Durability())
+	return s, nil
 }

@@ -78,7 +78,11 @@ func TestRunParksAndAnApprovalContinuesTheSameRun(t *testing.T) {
 // consumed, every other caller is told "already decided", and the journal
 // holds one decision.
 func TestConcurrentApprovalsConsumeOnce(t *testing.T) {
-	e := newEnv(t, nil, echoTools())
+	concurrentApprovals(t, newEnv(t, nil, echoTools()))
+}
+
+func concurrentApprovals(t *testing.T, e *env) {
+	t.Helper()
 	r := e.start("alice", "graph-ask-demo")
 	askID := r.GetId() + "/ask_1"
 	client := e.approvals("alice")

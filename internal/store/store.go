@@ -125,7 +125,7 @@ type Store interface {
 	Commit(ctx context.Context, c Commit) error
 	// GetRun returns a run or ErrNotFound.
 	GetRun(ctx context.Context, id string) (Run, error)
-	// ListRuns returns runs newest first, and a token for the next page
+	// ListRuns returns runs newest first (Data may be left out), and a token for the next page
 	// ("" at the end).
 	ListRuns(ctx context.Context, q RunQuery) ([]Run, string, error)
 	// GetAsk returns an ask or ErrNotFound.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,8 +45,27 @@ type plane struct {
 	cmd    *exec.Cmd
 	addr   string
 	home   string
-	stderr *bytes.Buffer
+	stderr *logBuffer
 	done   chan error
+}
+
+// logBuffer holds a process's stderr, written by one goroutine and read
+// by the test.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 var listenRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
@@ -56,7 +76,7 @@ func startPlane(t *testing.T, home string, args ...string) *plane {
 	cmd := exec.Command(filepath.Join(bin, "controlplane"), args...)
 	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+home)
 	pr, pw := io.Pipe()
-	p := &plane{cmd: cmd, home: home, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &plane{cmd: cmd, home: home, stderr: &logBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = pw
 	cmd.Stdout = io.Discard
 	if err := cmd.Start(); err != nil {
@@ -157,9 +177,10 @@ type runOut struct {
 		State string `json:"state"`
 	} `json:"steps"`
 	Asks []struct {
-		AskID string `json:"ask_id"`
-		State string `json:"state"`
-		Title string `json:"title"`
+		AskID     string    `json:"ask_id"`
+		State     string    `json:"state"`
+		Title     string    `json:"title"`
+		ExpiresAt time.Time `json:"expires_at"`
 	} `json:"asks"`
 }
 

@@ -1,0 +1,313 @@
+// Package redisstore is the production store.Store, on Redis (go-redis v9).
+//
+// Key layout (prefix p, default "tg"). Every key of one run carries the
+// same hash tag, its shard, so each commit's Lua script touches one Redis
+// Cluster slot. Runs are spread over Shards shards by FNV-1a of the run id.
+//
+//	p:{s07}:run:<id>                 hash: version state requester skill plan_digest created_ns
+//	                                 updated_ns journal_seq journal_head data asks [request_key]
+//	p:{s07}:journal:<id>             list: one JSON record per journal entry, in seq order
+//	p:{s07}:ask:<askid>              hash: run_id title state audience requester created_ns expires_ns
+//	p:{s07}:runs                     zset of every run of the shard
+//	p:{s07}:runs:state:<state>       zset of the shard's runs in a state
+//	p:{s07}:runs:req:<req>:<state>   zset of a requester's runs in a state
+//	p:{s07}:asks:state:<state>       zset of the shard's asks in a state
+//	p:{s07}:asks:aud:<aud>:<state>   zset of an audience's asks in a state
+//	p:{s07}:runstates, :askstates    sets of the states the shard has seen (for queries without States)
+//	p:{s07}:reqkey:<key>             hash {run, at}: the run an idempotent create made; shard of the key
+//	p:plan:<digest>                  string, written once (plans are immutable)
+//	p:config                         hash {shards}: the shard count is fixed for a keyspace
+//
+// Sorted-set scores are milliseconds since the epoch (exact in a float64);
+// the member is the 6-digit sub-millisecond remainder followed by the id,
+// so Redis orders equal scores exactly as the store does (by time in
+// nanoseconds, then id) and pages never need the hashes to sort. Run zsets
+// are scored by CreatedAt, ask zsets by ExpiresAt (the ask's deadline).
+// In a state key the state is escaped (":" and "%"), so an audience or a
+// requester that contains ":" cannot make two index keys collide.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/tollgate-dev/tollgate/internal/store"
+)
+
+// Config configures the store.
+type Config struct {
+	// Addr is host:port, or the path of a unix socket (starting with "/").
+	Addr string
+	// URL is redis://[user:pass@]host:port[/db], rediss://… or unix:///path
+	// (as redis.ParseURL reads it). Set Addr or URL, not both.
+	URL string
+	// AllowVolatile accepts a server that keeps no append-only file
+	// (--allow-volatile-store): everything is lost when Redis restarts.
+	AllowVolatile bool
+	// Shards is the number of hash-tag shards runs are spread over
+	// (default 16). It is recorded in Redis on first use and cannot change
+	// for a keyspace afterwards.
+	Shards int
+	// KeyPrefix starts every key (default "tg").
+	KeyPrefix string
+}
+
+// Durability levels, as Durability reports them.
+const (
+	DurabilityAlways   = "always"   // AOF, fsync before every reply
+	DurabilityEverysec = "everysec" // AOF, fsync once a second: up to a second of writes may be lost
+	DurabilityNo       = "no"       // AOF, fsync left to the OS
+	DurabilityVolatile = "volatile" // no AOF: a restart loses everything
+	DurabilityUnknown  = "unknown"  // CONFIG GET is not allowed on this server
+)
+
+// Store is a Redis store.Store.
+type Store struct {
+	rdb        *redis.Client
+	prefix     string
+	shards     int
+	width      int
+	durability string
+	addr       string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New connects to Redis and checks that it keeps an append-only file.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Shards == 0 {
+		cfg.Shards = 16
+	}
+	if cfg.Shards < 1 || cfg.Shards > 16384 {
+		return nil, fmt.Errorf("redisstore: shards must be between 1 and 16384, not %d", cfg.Shards)
+	}
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "tg"
+	}
+	if strings.ContainsAny(cfg.KeyPrefix, "{}") {
+		return nil, fmt.Errorf("redisstore: the key prefix %q must not contain { or } (they would change the hash tag)", cfg.KeyPrefix)
+	}
+	var opt *redis.Options
+	switch {
+	case cfg.Addr != "" && cfg.URL != "":
+		return nil, errors.New("redisstore: set the address or the URL of Redis, not both")
+	case cfg.URL != "":
+		var err error
+		if opt, err = redis.ParseURL(cfg.URL); err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+	case strings.HasPrefix(cfg.Addr, "/"):
+		opt = &redis.Options{Network: "unix", Addr: cfg.Addr}
+	case cfg.Addr != "":
+		opt = &redis.Options{Addr: cfg.Addr}
+	default:
+		return nil, errors.New("redisstore: no Redis address or URL")
+	}
+	if opt.MaintNotificationsConfig == nil {
+		// Maintenance notifications are a Redis Cloud feature; a self-run
+		// server answers the handshake with an error.
+		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
+	opt.DisableIdentity = true
+	s := &Store{rdb: redis.NewClient(opt), prefix: cfg.KeyPrefix, shards: cfg.Shards, addr: opt.Network + ":" + opt.Addr}
+	s.width = max(2, len(strconv.Itoa(cfg.Shards-1)))
+	if err := s.start(ctx, cfg.AllowVolatile); err != nil {
+		s.rdb.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) start(ctx context.Context, allowVolatile bool) error {
+	conf, err := s.rdb.ConfigGet(ctx, "append*").Result()
+	if err != nil {
+		switch {
+		case !isRedisError(err):
+			return fmt.Errorf("redisstore: connecting to Redis at %s: %w", s.addr, err)
+		case !allowVolatile:
+			return fmt.Errorf("redisstore: cannot check that Redis at %s keeps an append-only file (CONFIG GET failed: %w); "+
+				"allow CONFIG for this user, or pass --allow-volatile-store to start without that check", s.addr, err)
+		}
+		s.durability = DurabilityUnknown
+	} else {
+		switch {
+		case conf["appendonly"] != "yes":
+			if !allowVolatile {
+				return fmt.Errorf("redisstore: Redis at %s keeps no append-only file (appendonly is %q), so a restart would lose "+
+					"every run and parked ask; enable it (appendonly yes and appendfsync always in redis.conf, or "+
+					"CONFIG SET appendonly yes then CONFIG REWRITE), or pass --allow-volatile-store to accept the loss",
+					s.addr, conf["appendonly"])
+			}
+			s.durability = DurabilityVolatile
+		case conf["appendfsync"] != "":
+			s.durability = conf["appendfsync"]
+		default:
+			s.durability = DurabilityUnknown
+		}
+	}
+	// The shard of a run is part of its keys: a keyspace keeps its count.
+	cfgKey := s.prefix + ":config"
+	if err := s.rdb.HSetNX(ctx, cfgKey, "shards", s.shards).Err(); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	got, err := s.rdb.HGet(ctx, cfgKey, "shards").Int()
+	if err != nil {
+		return fmt.Errorf("redisstore: reading %s: %w", cfgKey, err)
+	}
+	if got != s.shards {
+		return fmt.Errorf("redisstore: the keyspace %q was laid out over %d shards, not %d: configure the store with %d shards (or use another key prefix)",
+			s.prefix, got, s.shards, got)
+	}
+	for _, sc := range []*redis.Script{commitScript, claimScript, takeoverScript, releaseScript} {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("redisstore: loading a script: %w", err)
+		}
+	}
+	return nil
+}
+
+func isRedisError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// Durability says how much of what was acknowledged survives a crash of
+// Redis: "always", "everysec", "no" (the server's appendfsync), "volatile"
+// (no append-only file) or "unknown".
+func (s *Store) Durability() string { return s.durability }
+
+// Close implements store.Store.
+func (s *Store) Close() error { return s.rdb.Close() }
+
+// Now implements store.Store: the Redis server's clock (TIME), the clock
+// the commit script judges deadlines by.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redisstore: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// --- keys ---
+
+func (s *Store) shardOf(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(s.shards))
+}
+
+// tag is the key prefix of shard n: "p:{s07}".
+func (s *Store) tag(n int) string { return fmt.Sprintf("%s:{s%0*d}", s.prefix, s.width, n) }
+
+func (s *Store) runTag(runID string) string { return s.tag(s.shardOf(runID)) }
+
+func runKey(tag, id string) string     { return tag + ":run:" + id }
+func journalKey(tag, id string) string { return tag + ":journal:" + id }
+func askKey(tag, id string) string     { return tag + ":ask:" + id }
+func runsKey(tag string) string        { return tag + ":runs" }
+func runStatesKey(tag string) string   { return tag + ":runstates" }
+func askStatesKey(tag string) string   { return tag + ":askstates" }
+func runStateKey(tag, state string) string {
+	return tag + ":runs:state:" + escape(state)
+}
+func runReqKey(tag, requester, state string) string {
+	return tag + ":runs:req:" + requester + ":" + escape(state)
+}
+func askStateKey(tag, state string) string { return tag + ":asks:state:" + escape(state) }
+func askAudKey(tag, audience, state string) string {
+	return tag + ":asks:aud:" + audience + ":" + escape(state)
+}
+func (s *Store) reqKey(key string) string { return s.tag(s.shardOf(key)) + ":reqkey:" + key }
+func (s *Store) planKey(digest string) string {
+	return s.prefix + ":plan:" + digest
+}
+
+// escape makes a state safe as the last component of a key: it never
+// contains ":", so "req:a:b" + ":" + state splits only one way.
+func escape(state string) string {
+	if !strings.ContainsAny(state, ":%") {
+		return state
+	}
+	return strings.NewReplacer("%", "%25", ":", "%3A").Replace(state)
+}
+
+// --- encodings ---
+
+// timeNS is how a time is kept in a hash: nanoseconds since the epoch, ""
+// for the zero time.
+func timeNS(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixNano(), 10)
+}
+
+func parseNS(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redisstore: bad time %q", v)
+	}
+	return time.Unix(0, n).UTC(), nil
+}
+
+// scoreMember is a sorted-set entry for time t and id: the score in whole
+// milliseconds (exact as a float64) and the member "NNNNNN<id>" where
+// NNNNNN is the rest of t below the millisecond, in nanoseconds.
+func scoreMember(t time.Time, id string) (int64, string) {
+	return t.UnixMilli(), fmt.Sprintf("%06d", t.Nanosecond()%1_000_000) + id
+}
+
+// memberOf recomputes the member for a time kept with timeNS.
+func memberOf(ns, id string) string {
+	t, err := parseNS(ns)
+	if err != nil {
+		return ""
+	}
+	_, m := scoreMember(t, id)
+	return m
+}
+
+// entry is one sorted-set element as read back.
+type entry struct {
+	ms     int64
+	member string
+	tag    string // the shard it was read from
+}
+
+func (e entry) id() string {
+	if len(e.member) < 6 {
+		return ""
+	}
+	return e.member[6:]
+}
+
+func (e entry) time() time.Time {
+	sub := 0
+	if len(e.member) >= 6 {
+		sub, _ = strconv.Atoi(e.member[:6])
+	}
+	return time.UnixMilli(e.ms).Add(time.Duration(sub)).UTC()
+}
+
+// cmpEntry orders entries as the store does: by time, then id.
+func cmpEntry(a, b entry) int {
+	switch {
+	case a.ms < b.ms:
+		return -1
+	case a.ms > b.ms:
+		return 1
+	}
+	return strings.Compare(a.member, b.member)
+}
