@@ -228,12 +228,15 @@ func TestDevPlaneWithApprovectl(t *testing.T) {
 		t.Fatalf("bad token: %d %q", r.code, r.stderr)
 	}
 
-	// The seed's reply script: the response changes by the third miss, no
-	// reply is ever empty, /menu and menu behave the same.
+	// The seed's reply script, on its own run: the response changes by the
+	// third miss, no reply is ever empty, cancel drops the run and says
+	// what ran.
+	var seed runOut
+	p.ctl(t, "", "--as", "alice", "run", recipe, "-o", "json").json(t, &seed)
 	var kinds []string
-	for _, text := range []string{"pick the right one", "did it run?", "help", "menu", "/menu"} {
+	for _, text := range []string{"pick the right one", "did it run?", "help", "what now", "cancel"} {
 		var a struct{ Kind, Message string }
-		r := p.ctl(t, "", "--as", "alice", "answer", askID, text, "-o", "json")
+		r := p.ctl(t, "", "--as", "alice", "answer", seed.Asks[0].AskID, text, "-o", "json")
 		if r.code != 0 {
 			t.Fatalf("answer %q: %d %s", text, r.code, r.stderr)
 		}
@@ -241,10 +244,20 @@ func TestDevPlaneWithApprovectl(t *testing.T) {
 		if a.Message == "" {
 			t.Fatalf("empty reply to %q", text)
 		}
+		if text == "cancel" && !strings.Contains(a.Message, "Did not run: drawing") {
+			t.Fatalf("cancel says what ran: %q", a.Message)
+		}
 		kinds = append(kinds, a.Kind)
 	}
-	if strings.Join(kinds, ",") != "no_match,no_match,escape_hint,reshown,reshown" {
+	if strings.Join(kinds, ",") != "no_match,no_match,escape_hint,escape_hint,dropped" {
 		t.Fatalf("kinds: %v", kinds)
+	}
+	// /menu and menu behave the same.
+	var m1, m2 struct{ Kind, Message string }
+	p.ctl(t, "", "--as", "alice", "answer", askID, "menu", "-o", "json").json(t, &m1)
+	p.ctl(t, "", "--as", "alice", "answer", askID, "/menu", "-o", "json").json(t, &m2)
+	if m1 != m2 || m1.Kind != "reshown" {
+		t.Fatalf("menu %+v vs /menu %+v", m1, m2)
 	}
 	// Interactive: one miss, then a label.
 	r = p.ctl(t, "what now\nclass\n", "--as", "alice", "answer", askID)
@@ -266,13 +279,7 @@ func TestDevPlaneWithApprovectl(t *testing.T) {
 		}
 	}
 
-	// Cancel a second parked run by answering "cancel": it says what ran.
-	var run2 runOut
-	p.ctl(t, "", "--as", "alice", "run", recipe, "-o", "json").json(t, &run2)
-	r = p.ctl(t, "", "--as", "alice", "answer", run2.Asks[0].AskID, "cancel")
-	if r.code != 0 || !strings.Contains(r.stdout, "Did not run: drawing") {
-		t.Fatalf("cancel: %q %q", r.stdout, r.stderr)
-	}
+	run2 := seed
 	var runs struct {
 		Runs []struct {
 			RunID string `json:"run_id"`
