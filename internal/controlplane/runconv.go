@@ -30,7 +30,7 @@ var stepStatusToProto = map[engine.StepStatus]tollgatev1.StepStatus{
 	engine.StatusWaiting: tollgatev1.StepStatus_STEP_STATUS_WAITING, engine.StatusQueued: tollgatev1.StepStatus_STEP_STATUS_RUNNABLE,
 	engine.StatusLeased: tollgatev1.StepStatus_STEP_STATUS_LEASED, engine.StatusStarted: tollgatev1.StepStatus_STEP_STATUS_STARTED,
 	engine.StatusSucceeded: tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, engine.StatusFailed: tollgatev1.StepStatus_STEP_STATUS_FAILED,
-	engine.StatusCancelled: tollgatev1.StepStatus_STEP_STATUS_CANCELLED,
+	engine.StatusCancelled: tollgatev1.StepStatus_STEP_STATUS_CANCELLED, engine.StatusInDoubt: tollgatev1.StepStatus_STEP_STATUS_IN_DOUBT,
 }
 
 var askStateToProto = map[engine.AskState]tollgatev1.AskState{
@@ -44,6 +44,7 @@ var askStateFromProto = invert(askStateToProto)
 
 var askKindToProto = map[plan.StopType]tollgatev1.AskKind{
 	plan.StopMenu: tollgatev1.AskKind_ASK_KIND_APPROVAL, plan.StopChoice: tollgatev1.AskKind_ASK_KIND_CHOICE, plan.StopText: tollgatev1.AskKind_ASK_KIND_TEXT,
+	engine.InDoubt: tollgatev1.AskKind_ASK_KIND_IN_DOUBT,
 }
 
 var decisionKindToProto = map[string]tollgatev1.DecisionKind{
@@ -128,6 +129,8 @@ func consequence(a *engine.AskRun) string {
 		return "your choice is passed to the steps that follow"
 	case plan.StopText:
 		return "your answer is passed to the steps that follow"
+	case engine.InDoubt:
+		return "retry runs " + a.Step + " again (it may then have happened twice); it ran treats it as done; stop ends the run"
 	}
 	if len(a.Payload) == 0 {
 		return "approving lets the run continue; No ends it rejected"
@@ -172,7 +175,7 @@ func answerCommand(run *engine.Run, a *engine.AskRun) string {
 	switch a.Type {
 	case plan.StopText:
 		return fmt.Sprintf("approvectl answer %s 'your answer'", id)
-	case plan.StopChoice:
+	case plan.StopChoice, engine.InDoubt:
 		return fmt.Sprintf("approvectl approve %s --option N   (options: %s)", id, optionWords(a))
 	}
 	return fmt.Sprintf("approvectl approve %s   or   approvectl reject %s --reason TEXT", id, id)

@@ -206,7 +206,7 @@ func (t *tx) derive() {
 		return
 	}
 	inflight, queued, blocked, pending, failedSkip := 0, 0, 0, 0, 0
-	waiting := 0
+	waiting, doubt := 0, 0
 	for id, s := range r.Steps {
 		switch s.Status {
 		case StatusLeased, StatusStarted:
@@ -218,6 +218,8 @@ func (t *tx) derive() {
 			}
 		case StatusWaiting:
 			waiting++
+		case StatusInDoubt:
+			doubt++
 		case StatusFailed:
 			if t.m.steps[id].step.OnFail == plan.OnFailSkip {
 				failedSkip++
@@ -263,7 +265,7 @@ func (t *tx) derive() {
 		r.State = Blocked
 	case pending > 0:
 		r.State = Parked
-	case waiting == 0 && unopened == 0:
+	case waiting == 0 && unopened == 0 && doubt == 0:
 		if failedSkip > 0 {
 			t.end(Partial, "finished; some branches failed but every join held")
 		} else {

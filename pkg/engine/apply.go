@@ -134,6 +134,13 @@ func (t *tx) decide(e Decide, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if a.Type == InDoubt {
+		opt := e.Option
+		if e.Reject {
+			opt = DoubtStop
+		}
+		return t.resolveDoubt(a, e.Actor, opt, e.Reason)
+	}
 	if e.Reject {
 		if strings.TrimSpace(e.Reason) == "" {
 			return ErrReasonRequired
@@ -172,6 +179,9 @@ func (t *tx) answer(e Answer, expired bool) error {
 	t.record("ask.reply", e.Actor, map[string]any{"ask": a.ID, "kind": string(r.Kind), "misses": r.Misses})
 	switch r.Kind {
 	case answer.Selected:
+		if a.Type == InDoubt {
+			return t.resolveDoubt(a, e.Actor, r.Option.ID, "")
+		}
 		if a.Type == plan.StopText {
 			t.choose(a, e.Actor, plan.Option{}, r.Text, "answer")
 			return nil
@@ -405,13 +415,10 @@ func (t *tx) leaseLost(e LeaseLost) error {
 	a.Error, a.FinishedAt = "lease lost", t.at
 	t.record("step.lease_lost", a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "status": string(s.Status)})
 	if s.Status == StatusStarted && info.SideEffect && !info.Idempotent {
-		// I7: the effect may have happened. Never retry blindly; the
-		// in-doubt question comes with executors (DESIGN.md §6). Until
-		// then the step fails and says why.
-		s.Status, s.Error = StatusFailed, "outcome unknown: the executor was lost after it started a side effect"
-		if t.run.Failing == "" {
-			t.run.Failing = e.Step
-		}
+		// I7: the effect may have happened. Never retry blindly: a
+		// person says what happened (DESIGN.md §6).
+		s.Status = StatusInDoubt
+		t.openDoubt(e.Step, s.Attempt)
 		return nil
 	}
 	t.queue(e.Step, s, "re-lease")
@@ -429,6 +436,43 @@ func (t *tx) blocked(e StepBlocked) error {
 	if !s.Blocked {
 		s.Blocked = true
 		t.record("step.blocked", "system", map[string]any{"step": e.Step})
+	}
+	return nil
+}
+
+// openDoubt asks the requester what happened to a side effect whose
+// executor was lost after Start.
+func (t *tx) openDoubt(step string, attempt int) {
+	st := t.m.steps[step].step
+	a := &AskRun{ID: fmt.Sprintf("doubt_%s_%d", step, attempt), Type: InDoubt, Step: step, Audience: plan.AudienceRequester,
+		Title: fmt.Sprintf("did %s (%s·%s) happen? Its executor was lost after it started, so nobody knows", step, st.Server, st.Tool),
+		State: AskPending, OpenedAt: t.at, ExpiresAt: t.at.Add(t.m.cfg.DefaultExpiry),
+		Options: []plan.Option{{ID: DoubtRetry, Label: "retry"}, {ID: DoubtRan, Label: "it ran"}, {ID: DoubtStop, Label: "stop"}}}
+	t.run.Asks[a.ID] = a
+	t.effects = append(t.effects, AskOpened{Ask: a.ID})
+	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "in_doubt": step, "expires_at": a.ExpiresAt})
+}
+
+// resolveDoubt applies a person's word on an in-doubt side effect.
+func (t *tx) resolveDoubt(a *AskRun, actor, option, reason string) error {
+	opt, ok := findOption(a, option)
+	if !ok {
+		return fmt.Errorf("%w: %q has options %s", ErrBadOption, a.Title, optionList(a))
+	}
+	s := t.run.Steps[a.Step]
+	a.Option, a.Label = opt.ID, opt.Label
+	t.closeAsk(a, AskAnswered, Decision{Kind: "answer", Actor: actor, At: t.at, Option: opt.ID, Reason: reason})
+	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": "in_doubt", "option": opt.ID, "label": opt.Label})
+	switch opt.ID {
+	case DoubtRetry:
+		s.Grant = a.ID // a person's explicit decision is the approval of the second try
+		t.queue(a.Step, s, "retry after doubt")
+	case DoubtRan:
+		s.Status, s.Output = StatusSucceeded, []byte("null")
+		t.record("step.succeeded", actor, map[string]any{"step": a.Step, "attempt": s.Attempt, "by": "in-doubt answer"})
+	default:
+		s.Status, s.Error = StatusFailed, "stopped: the outcome of a side effect was unknown"
+		t.end(Failed, fmt.Sprintf("%s stopped the run: %s may or may not have happened", actor, a.Step))
 	}
 	return nil
 }

@@ -260,18 +260,45 @@ func TestRetryAndLeaseLoss(t *testing.T) {
 }
 
 func TestStartedSideEffectIsNeverRetriedBlindly(t *testing.T) {
-	s := newSim(t, compile(t, "w: notes.store {} without asking\n"))
-	d := s.queued["w"]
-	if d.Grant != GrantStart {
-		t.Fatalf("without asking: the start is the approval: %+v", d)
+	for _, c := range []struct {
+		option     string
+		dispatched int
+		want       State
+	}{{DoubtRan, 1, Complete}, {DoubtStop, 1, Failed}, {DoubtRetry, 2, Complete}} {
+		s := newSim(t, compile(t, "w: notes.store {} without asking\nr: summarise {w}\n"))
+		d := s.queued["w"]
+		if d.Grant != GrantStart {
+			t.Fatalf("without asking: the start is the approval: %+v", d)
+		}
+		s.apply(StepLeased{Step: "w", Attempt: 1, Executor: "x1", At: s.tick(time.Second)})
+		s.apply(StepStarted{Step: "w", Attempt: 1, At: s.tick(time.Second)})
+		s.apply(LeaseLost{Step: "w", Attempt: 1, At: s.tick(time.Second)})
+		if s.dispatched()["w"] != 1 || s.run.Steps["w"].Status != StatusInDoubt {
+			t.Fatal("I7: a started side effect with an unknown outcome is not dispatched again")
+		}
+		s.want(Parked)
+		a := s.run.Asks["doubt_w_1"]
+		if a == nil || a.Type != InDoubt || a.Step != "w" || len(a.Options) != 3 {
+			t.Fatalf("an in-doubt ask opens: %+v", a)
+		}
+		if _, err := s.m.Apply(s.run, Decide{Ask: a.ID, Actor: "bob", Option: c.option, At: s.now}); !errors.Is(err, ErrForbidden) {
+			t.Fatalf("only the requester answers: %v", err)
+		}
+		s.apply(Decide{Ask: a.ID, Actor: "alice", Option: c.option, At: s.tick(time.Second)})
+		if c.option == DoubtRetry {
+			if s.queued["w"].Attempt != 2 || s.queued["w"].Grant != a.ID {
+				t.Fatalf("a retry runs under the person's decision: %+v", s.queued["w"])
+			}
+			s.succeed("w", "ok")
+		}
+		if c.want != Failed {
+			s.succeed("r", "ok")
+		}
+		if got := s.dispatched()["w"]; got != c.dispatched {
+			t.Fatalf("%s: w dispatched %d times", c.option, got)
+		}
+		s.want(c.want)
 	}
-	s.apply(StepLeased{Step: "w", Attempt: 1, Executor: "x1", At: s.tick(time.Second)})
-	s.apply(StepStarted{Step: "w", Attempt: 1, At: s.tick(time.Second)})
-	s.apply(LeaseLost{Step: "w", Attempt: 1, At: s.tick(time.Second)})
-	if s.dispatched()["w"] != 1 {
-		t.Fatal("I7: a started side effect with an unknown outcome is not dispatched again")
-	}
-	s.want(Failed)
 }
 
 func TestBlocked(t *testing.T) {

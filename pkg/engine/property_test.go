@@ -52,7 +52,7 @@ func TestInvariantsUnderRandomEvents(t *testing.T) {
 	t.Logf("coverage: %+v", cov)
 }
 
-type coverage struct{ effects, terminal, complete, expired, refused int }
+type coverage struct{ effects, terminal, complete, expired, refused, doubts int }
 
 func fuzzRun(t *testing.T, name string, m *Machine, rng *rand.Rand, cov *coverage) {
 	now := t0
@@ -74,6 +74,13 @@ func fuzzRun(t *testing.T, name string, m *Machine, rng *rand.Rand, cov *coverag
 			}
 			cov.effects++
 			info := m.steps[d.Step]
+			if a := tr.Run.Asks[d.Grant]; a != nil && a.Type == InDoubt {
+				if a.Step != d.Step || a.State != AskAnswered || a.Option != DoubtRetry || a.Decisions[len(a.Decisions)-1].Actor == "system" {
+					t.Fatalf("%s: I1: %s retried under in-doubt ask %+v", name, d.Step, a)
+				}
+				cov.doubts++
+				continue
+			}
 			if info.step.WithoutAsking {
 				if d.Grant != GrantStart {
 					t.Fatalf("%s: without asking step %s dispatched with grant %q", name, d.Step, d.Grant)

@@ -49,6 +49,19 @@ const (
 	StatusSucceeded StepStatus = "succeeded" // done, output recorded
 	StatusFailed    StepStatus = "failed"    // done, error recorded, no retries left
 	StatusCancelled StepStatus = "cancelled" // never finished: the run ended first
+	StatusInDoubt   StepStatus = "in_doubt"  // a started side effect whose outcome is unknown; a person must say
+)
+
+// InDoubt is the type of the ask the engine opens when a side effect's
+// outcome is unknown (the executor was lost after Start). It is not in the
+// plan; its options are retry, it ran, stop.
+const InDoubt plan.StopType = "in_doubt"
+
+// In-doubt ask options.
+const (
+	DoubtRetry = "1" // run it again, knowing it may run twice
+	DoubtRan   = "2" // it happened: treat the step as succeeded
+	DoubtStop  = "3" // stop the run
 )
 
 // Done reports whether the step will change no more.
@@ -123,7 +136,8 @@ type Attempt struct {
 
 // AskRun is an opened stopping point: a gate or a question.
 type AskRun struct {
-	ID        string        `json:"id"` // the stopping point id
+	ID        string        `json:"id"`             // the stopping point id
+	Step      string        `json:"step,omitempty"` // the step an in-doubt ask is about
 	Type      plan.StopType `json:"type"`
 	Title     string        `json:"title"`
 	Audience  string        `json:"audience"`
