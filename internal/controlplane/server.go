@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"net"
 	"time"
@@ -40,6 +41,12 @@ type Config struct {
 	Log        *slog.Logger
 	Engine     engine.Config
 	Reflection bool
+	// SigningKey signs grants for side-effecting leases (KeyID names it to
+	// executors). With no Dispatcher set, the server serves
+	// ExecutorService.Connect and leases steps to connected executors.
+	SigningKey ed25519.PrivateKey
+	KeyID      string
+	LeaseTTL   time.Duration
 }
 
 // Server is a control plane's gRPC server with its handlers.
@@ -48,6 +55,7 @@ type Server struct {
 	Runner *Runner
 	health *health.Server
 	log    *slog.Logger
+	execs  *ExecDispatcher
 }
 
 // healthMethods skip authentication so load balancers can probe.
@@ -59,6 +67,11 @@ var healthMethods = []string{"/grpc.health.v1.Health/Check", "/grpc.health.v1.He
 func NewServer(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	var execs *ExecDispatcher
+	if cfg.Dispatcher == nil {
+		execs = NewExecDispatcher(DispatcherConfig{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL})
+		cfg.Dispatcher = execs
 	}
 	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
@@ -78,12 +91,16 @@ func NewServer(cfg Config) *Server {
 	tollgatev1.RegisterRunServiceServer(gs, svc)
 	tollgatev1.RegisterApprovalServiceServer(gs, svc)
 	tollgatev1.RegisterAuditServiceServer(gs, svc)
+	if execs != nil {
+		execs.runner = runner
+		tollgatev1.RegisterExecutorServiceServer(gs, execs)
+	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	return &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log}
+	return &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log, execs: execs}
 }
 
 // Serve serves on lis until Shutdown. It blocks.
@@ -107,5 +124,8 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.log.Warn("drain deadline passed; stopping hard")
 		s.GRPC.Stop()
 		<-done
+	}
+	if s.execs != nil {
+		s.execs.closeOnce.Do(s.execs.Close)
 	}
 }

@@ -1,0 +1,473 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// ExecDispatcher leases steps to executors connected over
+// ExecutorService.Connect. Credits bound what each executor holds; a lease
+// lives while heartbeats arrive; every re-lease has a higher fence (the
+// attempt), and anything carrying a stale fence is refused by the engine.
+//
+// This dispatcher keeps offers in the memory of one replica; steps queued
+// in the store are offered again at start-up (Recover).
+type ExecDispatcher struct {
+	tollgatev1.UnimplementedExecutorServiceServer
+	cfg    DispatcherConfig
+	runner *Runner
+
+	mu       sync.Mutex
+	sessions map[*session]bool
+	waiting  []offer
+	leases   map[string]*lease
+	seq      int
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// DispatcherConfig configures an ExecDispatcher.
+type DispatcherConfig struct {
+	Log        *slog.Logger
+	SigningKey ed25519.PrivateKey // signs grants for side-effecting leases
+	KeyID      string
+	LeaseTTL   time.Duration // default 10s
+	GrantTTL   time.Duration // default 5m
+	Now        func() time.Time
+}
+
+type offer struct {
+	runID string
+	d     engine.Dispatch
+}
+
+type lease struct {
+	id       string
+	offer    offer
+	s        *session
+	deadline time.Time
+	acked    bool
+}
+
+type session struct {
+	id       string
+	executor string
+	labels   []string
+	tools    map[string]bool // "server.tool"
+	prose    bool
+	credits  int
+	out      chan *tollgatev1.ControlMessage
+}
+
+// NewExecDispatcher returns a dispatcher; call Close to stop its reaper.
+func NewExecDispatcher(cfg DispatcherConfig) *ExecDispatcher {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.GrantTTL <= 0 {
+		cfg.GrantTTL = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &ExecDispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{})}
+	d.wg.Add(1)
+	go d.reap()
+	return d
+}
+
+// Close stops the reaper and waits for it.
+func (d *ExecDispatcher) Close() {
+	close(d.stop)
+	d.wg.Wait()
+}
+
+func (s *session) takes(o offer) bool {
+	if o.d.On != "" && !slices.Contains(s.labels, o.d.On) {
+		return false
+	}
+	if o.d.Kind == plan.KindProse {
+		return s.prose
+	}
+	return s.tools[o.d.Server+"."+o.d.Tool]
+}
+
+// Offer implements Dispatcher. It never blocks: the lease is queued to the
+// executor's send loop. It reports false when no connected executor offers
+// the tool at all (the run is then blocked until one connects).
+func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispatch) bool {
+	o := offer{runID: runID, d: dsp}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.assign(o) {
+		return true
+	}
+	d.waiting = append(d.waiting, o)
+	for s := range d.sessions {
+		if s.takes(o) {
+			return true // someone offers it; it waits for a credit
+		}
+	}
+	return false
+}
+
+// assign leases o to a session with a free credit. d.mu is held.
+func (d *ExecDispatcher) assign(o offer) bool {
+	var best *session
+	for s := range d.sessions {
+		if s.credits > 0 && s.takes(o) && (best == nil || s.credits > best.credits) {
+			best = s
+		}
+	}
+	if best == nil {
+		return false
+	}
+	msg, l, err := d.leaseFor(o, best)
+	if err != nil {
+		d.cfg.Log.Error("cannot lease", "run", o.runID, "step", o.d.Step, "error", err)
+		return false
+	}
+	select {
+	case best.out <- msg:
+	default:
+		return false // the executor is not reading; leave it waiting
+	}
+	best.credits--
+	d.leases[l.id] = l
+	return true
+}
+
+// drain hands waiting offers to sessions with credits. d.mu is held.
+func (d *ExecDispatcher) drain() {
+	kept := d.waiting[:0]
+	for _, o := range d.waiting {
+		if !d.assign(o) {
+			kept = append(kept, o)
+		}
+	}
+	d.waiting = kept
+}
+
+func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessage, *lease, error) {
+	now := d.cfg.Now()
+	id := fmt.Sprintf("%s/%s/%d", o.runID, o.d.Step, o.d.Attempt)
+	kind := tollgatev1.StepKind_STEP_KIND_TOOL
+	if o.d.Kind == plan.KindProse {
+		kind = tollgatev1.StepKind_STEP_KIND_PROSE
+	}
+	pl := &tollgatev1.Lease{LeaseId: id, Fence: uint64(o.d.Attempt), RunId: o.runID, StepId: o.d.Step, Attempt: int32(o.d.Attempt),
+		Kind: kind, Server: o.d.Server, Tool: o.d.Tool, ArgsJson: string(o.d.Args), Prompt: o.d.Prompt, SideEffect: o.d.SideEffect,
+		Idempotent: o.d.Idempotent, Deadline: timestamppb.New(now.Add(d.cfg.LeaseTTL)), IdempotencyKey: o.runID + "/" + o.d.Step}
+	if o.d.SideEffect {
+		if d.cfg.SigningKey == nil {
+			return nil, nil, errors.New("no grant signing key configured")
+		}
+		digest, err := grant.PayloadDigest(o.d.Args)
+		if err != nil {
+			return nil, nil, err
+		}
+		ask := o.d.Grant
+		if ask == engine.GrantStart {
+			ask = ""
+		}
+		g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
+		grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
+		pl.Grant = &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
+			ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
+	}
+	return &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL)}, nil
+}
+
+// Cancel implements Dispatcher.
+func (d *ExecDispatcher) Cancel(_ context.Context, runID string, c engine.CancelStep) {
+	id := fmt.Sprintf("%s/%s/%d", runID, c.Step, c.Attempt)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if l, ok := d.leases[id]; ok {
+		select {
+		case l.s.out <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Cancel{Cancel: &tollgatev1.Cancel{LeaseId: id, Reason: "the run ended"}}}:
+		default:
+		}
+	}
+	d.waiting = slices.DeleteFunc(d.waiting, func(o offer) bool { return o.runID == runID && o.d.Step == c.Step })
+}
+
+// lost handles leases whose executor went away: an acknowledged lease is
+// reported lost to the engine (which re-leases or asks, I7); one never
+// acknowledged is simply offered again.
+func (d *ExecDispatcher) lost(ctx context.Context, ls []*lease) {
+	for _, l := range ls {
+		if !l.acked {
+			d.mu.Lock()
+			if !d.assign(l.offer) {
+				d.waiting = append(d.waiting, l.offer)
+			}
+			d.mu.Unlock()
+			continue
+		}
+		_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+			return engine.LeaseLost{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
+		})
+		if err != nil && !errors.Is(err, engine.ErrStaleAttempt) && !errors.Is(err, engine.ErrWrongTransition) {
+			d.cfg.Log.Warn("lease lost, not recorded", "lease", l.id, "error", err)
+		}
+	}
+}
+
+func (d *ExecDispatcher) reap() {
+	defer d.wg.Done()
+	t := time.NewTicker(d.cfg.LeaseTTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		now := d.cfg.Now()
+		var gone []*lease
+		d.mu.Lock()
+		for id, l := range d.leases {
+			if now.After(l.deadline) {
+				delete(d.leases, id)
+				l.s.credits++
+				gone = append(gone, l)
+			}
+		}
+		d.mu.Unlock()
+		if len(gone) > 0 {
+			d.cfg.Log.Info("leases expired without heartbeat", "count", len(gone))
+			d.lost(context.Background(), gone)
+		}
+	}
+}
+
+// Connect serves one executor's stream: hello, then leases down and
+// acks, starts, heartbeats and results up.
+func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) error {
+	ctx := stream.Context()
+	who, err := caller(ctx)
+	if err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return fmt.Errorf("the first message must be hello: %w", errInvalid)
+	}
+	d.mu.Lock()
+	d.seq++
+	s := &session{id: fmt.Sprintf("%s#%d", hello.GetExecutorId(), d.seq), executor: hello.GetExecutorId(), labels: hello.GetLabels(),
+		tools: map[string]bool{}, prose: hello.GetProse() != nil, credits: int(hello.GetCapacityCredits()),
+		out: make(chan *tollgatev1.ControlMessage, 1024)}
+	d.mu.Unlock()
+	if s.executor == "" {
+		s.executor = who
+	}
+	for _, t := range hello.GetTools() {
+		s.tools[t.GetServer()+"."+t.GetTool()] = true
+	}
+	welcome := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Welcome{Welcome: &tollgatev1.Welcome{SessionId: s.id,
+		HeartbeatInterval: durationpb.New(d.cfg.LeaseTTL / 3), LeaseTtl: durationpb.New(d.cfg.LeaseTTL)}}}
+	if err := stream.Send(welcome); err != nil {
+		return err
+	}
+	d.cfg.Log.Info("executor connected", "executor", s.executor, "principal", who, "tools", len(s.tools), "credits", s.credits)
+
+	// One goroutine sends; this one receives. The sender ends when ctx
+	// does (the stream is over) or when the session is closed below.
+	sendCtx, cancel := context.WithCancel(ctx)
+	var senders sync.WaitGroup
+	senders.Add(1)
+	go func() {
+		defer senders.Done()
+		for {
+			select {
+			case <-sendCtx.Done():
+				return
+			case m := <-s.out:
+				if err := stream.Send(m); err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	d.mu.Lock()
+	d.sessions[s] = true
+	d.drain()
+	d.mu.Unlock()
+
+	err = d.serve(ctx, stream, s)
+
+	cancel()
+	senders.Wait()
+	d.mu.Lock()
+	delete(d.sessions, s)
+	var gone []*lease
+	for id, l := range d.leases {
+		if l.s == s {
+			delete(d.leases, id)
+			gone = append(gone, l)
+		}
+	}
+	d.mu.Unlock()
+	d.cfg.Log.Info("executor disconnected", "executor", s.executor, "leases_lost", len(gone))
+	d.lost(context.WithoutCancel(ctx), gone)
+	if errors.Is(err, io.EOF) || errors.Is(ctx.Err(), context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (d *ExecDispatcher) take(s *session, id string, fence uint64) (*lease, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l, ok := d.leases[id]
+	if !ok || l.s != s || uint64(l.offer.d.Attempt) != fence {
+		return nil, false
+	}
+	return l, true
+}
+
+func (d *ExecDispatcher) refuse(s *session, id string, fence uint64, why string) {
+	select {
+	case s.out <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Refused{Refused: &tollgatev1.Refused{LeaseId: id, Fence: fence, Message: why}}}:
+	default:
+	}
+}
+
+func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorService_ConnectServer, s *session) error {
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch x := m.GetMessage().(type) {
+		case *tollgatev1.ExecutorMessage_Ack:
+			l, ok := d.take(s, x.Ack.GetLeaseId(), x.Ack.GetFence())
+			if !ok {
+				d.refuse(s, x.Ack.GetLeaseId(), x.Ack.GetFence(), "no such lease or a stale fence")
+				continue
+			}
+			_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+				return engine.StepLeased{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Executor: s.executor, LeaseID: l.id, At: now}
+			})
+			if err != nil {
+				d.drop(l)
+				d.refuse(s, l.id, x.Ack.GetFence(), err.Error())
+				continue
+			}
+			d.mu.Lock()
+			l.acked = true
+			l.deadline = d.cfg.Now().Add(d.cfg.LeaseTTL)
+			d.mu.Unlock()
+		case *tollgatev1.ExecutorMessage_Start:
+			l, ok := d.take(s, x.Start.GetLeaseId(), x.Start.GetFence())
+			durable := false
+			if ok {
+				_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+					return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
+				})
+				durable = err == nil
+			}
+			// Acknowledged only after the store committed it (I7).
+			ack := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_StartAck{StartAck: &tollgatev1.StartAck{LeaseId: x.Start.GetLeaseId(), Fence: x.Start.GetFence(), Durable: durable}}}
+			select {
+			case s.out <- ack:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case *tollgatev1.ExecutorMessage_Heartbeat:
+			now := d.cfg.Now()
+			d.mu.Lock()
+			for _, ref := range x.Heartbeat.GetLeases() {
+				if l, ok := d.leases[ref.GetLeaseId()]; ok && l.s == s && uint64(l.offer.d.Attempt) == ref.GetFence() {
+					l.deadline = now.Add(d.cfg.LeaseTTL)
+				}
+			}
+			d.mu.Unlock()
+		case *tollgatev1.ExecutorMessage_Result:
+			d.result(ctx, s, x.Result)
+		case *tollgatev1.ExecutorMessage_Credit:
+			d.mu.Lock()
+			s.credits += int(x.Credit.GetCredits())
+			d.drain()
+			d.mu.Unlock()
+		case *tollgatev1.ExecutorMessage_Drained:
+			return nil
+		}
+	}
+}
+
+// drop forgets a lease and returns its credit.
+func (d *ExecDispatcher) drop(l *lease) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.leases[l.id] == l {
+		delete(d.leases, l.id)
+		l.s.credits++
+		d.drain()
+	}
+}
+
+func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.Result) {
+	l, ok := d.take(s, r.GetLeaseId(), r.GetFence())
+	if !ok {
+		d.refuse(s, r.GetLeaseId(), r.GetFence(), "no such lease or a stale fence: the result is not recorded")
+		return
+	}
+	d.drop(l)
+	step, attempt := l.offer.d.Step, l.offer.d.Attempt
+	var build func(now time.Time) engine.Event
+	switch o := r.GetOutcome().(type) {
+	case *tollgatev1.Result_OutputJson:
+		build = func(now time.Time) engine.Event {
+			return engine.StepSucceeded{Step: step, Attempt: attempt, Output: []byte(o.OutputJson), At: now}
+		}
+	case *tollgatev1.Result_ToolError:
+		build = func(now time.Time) engine.Event {
+			return engine.StepFailed{Step: step, Attempt: attempt, Error: "tool error: " + o.ToolError.GetMessage(), At: now}
+		}
+	case *tollgatev1.Result_TransportError:
+		if o.TransportError.GetOutcomeUnknown() {
+			build = func(now time.Time) engine.Event { return engine.LeaseLost{Step: step, Attempt: attempt, At: now} }
+		} else {
+			build = func(now time.Time) engine.Event {
+				return engine.StepFailed{Step: step, Attempt: attempt, Error: "transport: " + o.TransportError.GetMessage(), At: now}
+			}
+		}
+	case *tollgatev1.Result_Refusal:
+		build = func(now time.Time) engine.Event {
+			return engine.StepFailed{Step: step, Attempt: attempt, Error: "executor refused: " + o.Refusal.GetMessage(), At: now}
+		}
+	default:
+		return
+	}
+	if _, err := d.runner.Event(ctx, l.offer.runID, build); err != nil {
+		d.refuse(s, l.id, r.GetFence(), err.Error())
+	}
+}

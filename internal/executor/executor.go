@@ -1,0 +1,357 @@
+// Package executor is the agent that runs leased steps: it connects out to
+// a control plane, advertises the tools it hosts, and runs each lease in a
+// goroutine of its own so a slow tool never holds up another branch. It
+// verifies every side-effecting lease's grant itself and records Start
+// durably before invoking the tool, so a gate holds even against a control
+// plane bug (I1, I2, I7).
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/grant"
+)
+
+// ToolSpec is one hosted tool with its MCP annotations.
+type ToolSpec struct {
+	Server, Name, Description string
+	ReadOnly, Idempotent      bool
+	Destructive, OpenWorld    *bool
+}
+
+// Host calls tools. Call returns the tool's JSON output, or a *ToolError
+// (the tool ran and said no) or a *TransportError (the call may not have
+// reached it, or its answer was lost).
+type Host interface {
+	Tools() []ToolSpec
+	Call(ctx context.Context, server, tool string, args json.RawMessage, idempotencyKey string) (json.RawMessage, error)
+}
+
+// ToolError is a tool's own failure.
+type ToolError struct{ Message string }
+
+func (e *ToolError) Error() string { return e.Message }
+
+// TransportError is a failure to reach the tool or to hear back.
+// OutcomeUnknown is true when the call may have run.
+type TransportError struct {
+	Message        string
+	OutcomeUnknown bool
+}
+
+func (e *TransportError) Error() string { return e.Message }
+
+// Prose runs prose steps.
+type Prose interface {
+	Complete(ctx context.Context, prompt string) (string, error)
+	Name() (provider, model string)
+}
+
+// Template is the prose provider used when no model is configured: it
+// returns the prompt with its inputs filled in, and says plainly that no
+// model ran.
+type Template struct{}
+
+// Complete implements Prose.
+func (Template) Complete(_ context.Context, prompt string) (string, error) {
+	return "[template provider: no model ran] " + prompt, nil
+}
+
+// Name implements Prose.
+func (Template) Name() (string, string) { return "template", "" }
+
+// Config configures an executor.
+type Config struct {
+	ID       string
+	Labels   []string
+	Capacity int
+	Host     Host
+	Prose    Prose // nil: no prose steps
+	Grants   *grant.Verifier
+	// Connect opens the stream to a control plane.
+	Connect func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error)
+	Log     *slog.Logger
+	Now     func() time.Time
+	// MinBackoff and MaxBackoff bound reconnect delays.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Run connects, serves leases, and reconnects with backoff until ctx ends.
+// It returns when ctx is done and every lease goroutine has returned.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Capacity <= 0 {
+		cfg.Capacity = 16
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 10 * time.Second
+	}
+	backoff := cfg.MinBackoff
+	for {
+		start := cfg.Now()
+		err := session(ctx, cfg)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if cfg.Now().Sub(start) > 30*time.Second {
+			backoff = cfg.MinBackoff
+		}
+		cfg.Log.Warn("control plane stream ended; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, cfg.MaxBackoff)
+	}
+}
+
+type conn struct {
+	cfg    Config
+	stream tollgatev1.ExecutorService_ConnectClient
+	sendMu sync.Mutex
+
+	mu     sync.Mutex
+	held   map[string]*work // by lease id
+	starts map[string]chan bool
+}
+
+type work struct {
+	lease  *tollgatev1.Lease
+	cancel context.CancelFunc
+}
+
+func (c *conn) send(m *tollgatev1.ExecutorMessage) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.stream.Send(m)
+}
+
+func session(ctx context.Context, cfg Config) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := cfg.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan bool{}}
+	hello := &tollgatev1.Hello{ExecutorId: cfg.ID, Labels: cfg.Labels, CapacityCredits: uint32(cfg.Capacity), Version: "dev"}
+	if cfg.Host != nil {
+		for _, t := range cfg.Host.Tools() {
+			hello.Tools = append(hello.Tools, &tollgatev1.Tool{Server: t.Server, Tool: t.Name, Description: t.Description,
+				Annotations: &tollgatev1.ToolAnnotations{ReadOnlyHint: t.ReadOnly, IdempotentHint: t.Idempotent, DestructiveHint: t.Destructive, OpenWorldHint: t.OpenWorld}})
+		}
+	}
+	if cfg.Prose != nil {
+		p, m := cfg.Prose.Name()
+		hello.Prose = &tollgatev1.ProseProvider{Provider: p, Model: m}
+	}
+	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Hello{Hello: hello}}); err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	w := first.GetWelcome()
+	if w == nil {
+		return errors.New("the control plane did not welcome us")
+	}
+	cfg.Log.Info("connected", "session", w.GetSessionId(), "tools", len(hello.Tools))
+
+	var workers sync.WaitGroup
+	defer workers.Wait()
+	defer cancel()
+	interval := w.GetHeartbeatInterval().AsDuration()
+	if interval <= 0 {
+		interval = 3 * time.Second
+	}
+	workers.Add(1)
+	go func() {
+		defer workers.Done()
+		c.heartbeat(ctx, interval)
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch x := m.GetMessage().(type) {
+		case *tollgatev1.ControlMessage_Lease:
+			lctx, lcancel := context.WithCancel(ctx)
+			c.mu.Lock()
+			c.held[x.Lease.GetLeaseId()] = &work{lease: x.Lease, cancel: lcancel}
+			c.mu.Unlock()
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				defer lcancel()
+				c.run(lctx, x.Lease)
+			}()
+		case *tollgatev1.ControlMessage_StartAck:
+			c.mu.Lock()
+			ch := c.starts[x.StartAck.GetLeaseId()]
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- x.StartAck.GetDurable()
+			}
+		case *tollgatev1.ControlMessage_Cancel:
+			c.stop(x.Cancel.GetLeaseId())
+		case *tollgatev1.ControlMessage_Refused:
+			cfg.Log.Warn("control plane refused", "lease", x.Refused.GetLeaseId(), "why", x.Refused.GetMessage())
+			c.stop(x.Refused.GetLeaseId())
+		case *tollgatev1.ControlMessage_Drain:
+			return nil
+		}
+	}
+}
+
+func (c *conn) stop(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.held[id]; ok {
+		w.cancel()
+	}
+}
+
+func (c *conn) heartbeat(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hb := &tollgatev1.Heartbeat{}
+		c.mu.Lock()
+		for id, w := range c.held {
+			hb.Leases = append(hb.Leases, &tollgatev1.LeaseRef{LeaseId: id, Fence: w.lease.GetFence()})
+		}
+		c.mu.Unlock()
+		if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Heartbeat{Heartbeat: hb}}); err != nil {
+			return
+		}
+	}
+}
+
+func refusal(reason tollgatev1.RefusalReason, msg string) *tollgatev1.Result {
+	return &tollgatev1.Result{Outcome: &tollgatev1.Result_Refusal{Refusal: &tollgatev1.Refusal{Reason: reason, Message: msg}}}
+}
+
+var grantReasons = map[error]tollgatev1.RefusalReason{
+	grant.ErrMissing: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_MISSING, grant.ErrUnknownKey: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY,
+	grant.ErrBadSignature: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_BAD_SIGNATURE, grant.ErrExpired: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_EXPIRED,
+	grant.ErrMismatch: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_MISMATCH, grant.ErrPayload: tollgatev1.RefusalReason_REFUSAL_REASON_PAYLOAD_DIGEST_MISMATCH,
+	grant.ErrReused: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_REUSED,
+}
+
+// run executes one lease and reports its result.
+func (c *conn) run(ctx context.Context, l *tollgatev1.Lease) {
+	defer func() {
+		c.mu.Lock()
+		delete(c.held, l.GetLeaseId())
+		delete(c.starts, l.GetLeaseId())
+		c.mu.Unlock()
+	}()
+	res := c.execute(ctx, l)
+	res.LeaseId, res.Fence = l.GetLeaseId(), l.GetFence()
+	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: res}}); err != nil {
+		c.cfg.Log.Warn("result not delivered", "lease", l.GetLeaseId(), "error", err)
+	}
+}
+
+func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Result {
+	if l.GetSideEffect() {
+		if c.cfg.Grants == nil {
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY, "this executor trusts no grant key")
+		}
+		var g *grant.Grant
+		if pg := l.GetGrant(); pg != nil {
+			g = &grant.Grant{RunID: pg.GetRunId(), StepID: pg.GetStepId(), AskID: pg.GetAskId(), PayloadDigest: pg.GetPayloadDigest(),
+				Fence: pg.GetFence(), ExpiresAt: pg.GetExpiresAt().AsTime(), KeyID: pg.GetKeyId(), Signature: pg.GetSignature()}
+		}
+		err := c.cfg.Grants.Verify(g, grant.Lease{RunID: l.GetRunId(), StepID: l.GetStepId(), Fence: l.GetFence(), Args: []byte(l.GetArgsJson())}, c.cfg.Now())
+		if err != nil {
+			reason := tollgatev1.RefusalReason_REFUSAL_REASON_UNSPECIFIED
+			for kind, r := range grantReasons {
+				if errors.Is(err, kind) {
+					reason = r
+				}
+			}
+			c.cfg.Log.Warn("refused a side-effecting lease", "lease", l.GetLeaseId(), "why", err)
+			return refusal(reason, err.Error())
+		}
+	}
+	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Ack{Ack: &tollgatev1.Ack{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}); err != nil {
+		return &tollgatev1.Result{Outcome: &tollgatev1.Result_TransportError{TransportError: &tollgatev1.TransportError{Kind: tollgatev1.TransportErrorKind_TRANSPORT_ERROR_KIND_CONNECTION_LOST, Message: err.Error()}}}
+	}
+	if l.GetSideEffect() {
+		// Start is recorded durably before the tool is invoked (I7).
+		ch := make(chan bool, 1)
+		c.mu.Lock()
+		c.starts[l.GetLeaseId()] = ch
+		c.mu.Unlock()
+		if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Start{Start: &tollgatev1.Start{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}); err != nil {
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, err.Error())
+		}
+		select {
+		case durable := <-ch:
+			if !durable {
+				return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "the control plane did not record the start")
+			}
+		case <-ctx.Done():
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
+		}
+	}
+	started := c.cfg.Now()
+	var out json.RawMessage
+	var err error
+	if l.GetKind() == tollgatev1.StepKind_STEP_KIND_PROSE {
+		if c.cfg.Prose == nil {
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_TOOL_NOT_HOSTED, "this executor runs no prose")
+		}
+		var text string
+		if text, err = c.cfg.Prose.Complete(ctx, l.GetPrompt()); err == nil {
+			out, _ = json.Marshal(text)
+		}
+	} else {
+		out, err = c.cfg.Host.Call(ctx, l.GetServer(), l.GetTool(), json.RawMessage(l.GetArgsJson()), l.GetIdempotencyKey())
+	}
+	res := &tollgatev1.Result{StartedAt: timestamppb.New(started), FinishedAt: timestamppb.New(c.cfg.Now())}
+	var te *ToolError
+	var tr *TransportError
+	switch {
+	case err == nil:
+		if len(out) == 0 || !json.Valid(out) {
+			out, _ = json.Marshal(string(out))
+		}
+		res.Outcome = &tollgatev1.Result_OutputJson{OutputJson: string(out)}
+	case errors.As(err, &te):
+		res.Outcome = &tollgatev1.Result_ToolError{ToolError: &tollgatev1.ToolError{Message: te.Message}}
+	case errors.As(err, &tr):
+		res.Outcome = &tollgatev1.Result_TransportError{TransportError: &tollgatev1.TransportError{Kind: tollgatev1.TransportErrorKind_TRANSPORT_ERROR_KIND_CONNECTION_LOST,
+			Message: tr.Message, OutcomeUnknown: tr.OutcomeUnknown && l.GetSideEffect()}}
+	default:
+		res.Outcome = &tollgatev1.Result_TransportError{TransportError: &tollgatev1.TransportError{Kind: tollgatev1.TransportErrorKind_TRANSPORT_ERROR_KIND_UNSPECIFIED,
+			Message: err.Error(), OutcomeUnknown: l.GetSideEffect()}}
+	}
+	return res
+}
