@@ -43,7 +43,8 @@ func toStatus(err error) error {
 	case errors.Is(err, errDenied), errors.Is(err, engine.ErrForbidden):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, engine.ErrAlreadyDecided), errors.Is(err, engine.ErrExpired), errors.Is(err, engine.ErrRunEnded),
-		errors.Is(err, errStalePayload):
+		errors.Is(err, errStalePayload), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
+		errors.Is(err, engine.ErrUnknownStep):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, errBusy):
 		return status.Error(codes.Aborted, err.Error())

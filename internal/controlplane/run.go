@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +26,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // DevUsers get tokens minted by --dev.
@@ -41,11 +44,13 @@ type Options struct {
 	Catalogs      []string      `yaml:"catalogs"`
 	Issuer        string        `yaml:"jwt_issuer"`
 	Audience      string        `yaml:"jwt_audience"`
-	JWTKeys       []string      `yaml:"jwt_keys"` // PEM public keys; the key id is the file name without extension
-	Roles         []string      `yaml:"roles"`    // USER=ROLE
+	JWTKeys       []string      `yaml:"jwt_keys"`             // PEM public keys; the key id is the file name without extension
+	Roles         []string      `yaml:"roles"`                // USER=ROLE
+	WithoutAsking []string      `yaml:"allow_without_asking"` // users who may approve `without asking` steps by starting a run; "*" for all
 	AskExpiry     time.Duration `yaml:"ask_expiry"`
 	Reflection    bool          `yaml:"reflection"`
 	DrainTimeout  time.Duration `yaml:"drain_timeout"`
+	GrantKey      string        `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
 }
 
 // StoreOpener opens the production store for a --redis URL; it is a
@@ -97,8 +102,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&o.Audience, "jwt-audience", "tollgate", "required JWT audience")
 	fs.Var(listFlag{&o.JWTKeys}, "jwt-key", "Ed25519 public key PEM that signs tokens (repeatable)")
 	fs.Var(listFlag{&o.Roles}, "role", "USER=ROLE: the user may decide asks for the role (repeatable)")
+	fs.Var(listFlag{&o.WithoutAsking}, "allow-without-asking", "USER (or *) may approve `without asking` steps by starting a run (repeatable; default nobody)")
 	fs.DurationVar(&o.AskExpiry, "ask-expiry", engine.DefaultAskExpiry, "deadline of an ask whose recipe sets none")
 	fs.BoolVar(&o.Reflection, "reflection", false, "serve gRPC reflection")
+	fs.StringVar(&o.GrantKey, "grant-key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for in-flight RPCs")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -192,8 +199,26 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return err
 	}
+	allowed := o.WithoutAsking
+	withoutAsking := func(starter string, _ plan.Step) bool {
+		return slices.Contains(allowed, "*") || slices.Contains(allowed, starter)
+	}
+	if o.GrantKey == "" && o.Dev {
+		o.GrantKey = filepath.Join(o.Home, "dev", "grant.key")
+	}
+	if o.GrantKey == "" {
+		return errors.New("--grant-key FILE is required: the Ed25519 key that signs grants for side-effecting steps (created there, with FILE's .pub for executors, if it does not exist)")
+	}
+	gpriv, err := loadOrCreateKey(o.GrantKey, true)
+	if err != nil {
+		return err
+	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Roles: roles,
-		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection})
+		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection, WithoutAsking: withoutAsking,
+		SigningKey: gpriv, KeyID: "grant"})
+	if err := srv.Runner.Recover(ctx); err != nil {
+		return err
+	}
 
 	lis, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -266,6 +291,7 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	merge("admin-listen", func() { setIf(&o.AdminListen, fromFile.AdminListen) })
 	merge("redis", func() { setIf(&o.Redis, fromFile.Redis) })
 	merge("home", func() { setIf(&o.Home, fromFile.Home) })
+	merge("grant-key", func() { setIf(&o.GrantKey, fromFile.GrantKey) })
 	merge("jwt-issuer", func() { setIf(&o.Issuer, fromFile.Issuer) })
 	merge("jwt-audience", func() { setIf(&o.Audience, fromFile.Audience) })
 	merge("allow-volatile-store", func() { o.AllowVolatile = o.AllowVolatile || fromFile.AllowVolatile })
@@ -311,4 +337,51 @@ func loadCatalogs(paths []string) (*compiler.Catalog, error) {
 		}
 	}
 	return compiler.NewCatalog(tools), nil
+}
+
+// loadOrCreateKey reads an Ed25519 private key (PKCS#8 PEM); when create
+// is set and the file does not exist, it makes one (0600) and writes the
+// public half next to it (.pub) for executors to trust.
+func loadOrCreateKey(path string, create bool) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && create {
+		_, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(priv)
+		if err != nil {
+			return nil, err
+		}
+		pubDER, err := x509.MarshalPKIXPublicKey(priv.Public())
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+			return nil, fmt.Errorf("write grant key: %w", err)
+		}
+		if err := os.WriteFile(strings.TrimSuffix(path, filepath.Ext(path))+".pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
+			return nil, fmt.Errorf("write grant public key: %w", err)
+		}
+		return priv, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read grant key: %w", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, fmt.Errorf("grant key %s: not PEM", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("grant key %s: %w", path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("grant key %s: not an Ed25519 key", path)
+	}
+	return priv, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	mrand "math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -167,7 +168,9 @@ type StartRequest struct {
 func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, created bool, err error) {
 	m, err := engine.New(req.Plan, r.engine)
 	if err != nil {
-		return nil, false, fmt.Errorf("start: %w: %w", errInvalid, err)
+		// The plan came from our compiler: a plan it built that fails
+		// Verify is our bug, not the caller's.
+		return nil, false, fmt.Errorf("start: %w", err)
 	}
 	b, err := plan.Canonical(req.Plan)
 	if err != nil {
@@ -221,13 +224,13 @@ func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machi
 		return nil, nil, err
 	}
 	if dueAsk(run, now) {
-		tr, err := r.apply(ctx, id, func(time.Time) engine.Event { return engine.Tick{At: now} })
-		if err == nil {
-			return tr.Run, m, nil
-		}
-		if !errors.Is(err, errBusy) {
+		// Never show an ask past its deadline as open: apply the expiry
+		// (or fail the read).
+		tr, err := r.apply(ctx, id, func(now time.Time) engine.Event { return engine.Tick{At: now} })
+		if err != nil {
 			return nil, nil, err
 		}
+		return tr.Run, m, nil
 	}
 	return run, m, nil
 }
@@ -271,7 +274,8 @@ func (r *Runner) Event(ctx context.Context, runID string, build func(now time.Ti
 // apply is the commit loop: read, apply, commit against the version; on a
 // conflict read again. Effects run only after their commit.
 func (r *Runner) apply(ctx context.Context, runID string, build func(now time.Time) engine.Event) (engine.Transition, error) {
-	for range 50 {
+	conflicts := 0
+	for range 100 {
 		sr, err := r.store.GetRun(ctx, runID)
 		if err != nil {
 			return engine.Transition{}, fmt.Errorf("run %s: %w", runID, err)
@@ -302,7 +306,17 @@ func (r *Runner) apply(ctx context.Context, runID string, build func(now time.Ti
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrDeadline):
 			// Someone else moved the run, or the deadline passed between our
 			// read of the clock and the commit: read again; the engine then
-			// applies the expiry.
+			// applies the expiry. Back off a little, more each time, so
+			// replicas racing on one run spread out.
+			conflicts++
+			if conflicts > 3 {
+				delay := time.Duration(mrand.Int64N(int64(conflicts) * int64(time.Millisecond)))
+				select {
+				case <-ctx.Done():
+					return engine.Transition{}, ctx.Err()
+				case <-time.After(delay):
+				}
+			}
 			if err := ctx.Err(); err != nil {
 				return engine.Transition{}, err
 			}
@@ -414,4 +428,61 @@ func splitAskID(id string) (run, stop string, err error) {
 		return "", "", fmt.Errorf("ask id %q is not RUN/ASK: %w", id, errInvalid)
 	}
 	return run, stop, nil
+}
+
+// Recover offers again what a previous process left in flight: queued
+// steps are offered to the dispatcher, and attempts leased to executors of
+// a process that is gone are reported lost (the engine re-leases them, or
+// asks when a side effect had started). Call it once at start-up, before
+// serving.
+func (r *Runner) Recover(ctx context.Context) error {
+	tok := ""
+	for {
+		rows, next, err := r.store.ListRuns(ctx, store.RunQuery{States: []string{string(engine.Running), string(engine.Blocked), string(engine.Parked)}, Limit: 500, PageToken: tok})
+		if err != nil {
+			return fmt.Errorf("recover: %w", err)
+		}
+		for _, row := range rows {
+			if err := r.recoverRun(ctx, row.ID); err != nil {
+				r.log.LogAttrs(ctx, slog.LevelWarn, "could not recover run", slog.String("run", row.ID), slog.String("error", err.Error()))
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		tok = next
+	}
+}
+
+func (r *Runner) recoverRun(ctx context.Context, id string) error {
+	run, m, err := r.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, sid := range slices.Sorted(maps.Keys(run.Steps)) {
+		s := run.Steps[sid]
+		if !s.Status.InFlight() {
+			continue
+		}
+		attempt := s.Attempt
+		if _, err := r.apply(ctx, id, func(now time.Time) engine.Event {
+			return engine.LeaseLost{Step: sid, Attempt: attempt, At: now}
+		}); err != nil && !errors.Is(err, engine.ErrStaleAttempt) && !errors.Is(err, engine.ErrWrongTransition) {
+			return err
+		}
+	}
+	run, m, err = r.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	r.effects(ctx, id, engine.Transition{Run: run, Effects: dispatchEffects(m.Queued(run))})
+	return nil
+}
+
+func dispatchEffects(ds []engine.Dispatch) []engine.Effect {
+	out := make([]engine.Effect, len(ds))
+	for i, d := range ds {
+		out[i] = d
+	}
+	return out
 }

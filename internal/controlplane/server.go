@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // Limits every server applies.
@@ -47,6 +48,9 @@ type Config struct {
 	SigningKey ed25519.PrivateKey
 	KeyID      string
 	LeaseTTL   time.Duration
+	// WithoutAsking says who may approve a `without asking` step by
+	// starting a run; nil refuses all.
+	WithoutAsking func(starter string, step plan.Step) bool
 }
 
 // Server is a control plane's gRPC server with its handlers.
@@ -86,7 +90,7 @@ func NewServer(cfg Config) *Server {
 	)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
-	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Roles: cfg.Roles})
+	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Roles: cfg.Roles, WithoutAsking: cfg.WithoutAsking})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
 	tollgatev1.RegisterRunServiceServer(gs, svc)
 	tollgatev1.RegisterApprovalServiceServer(gs, svc)

@@ -34,6 +34,9 @@ type ServiceConfig struct {
 	// Roles lists the roles each principal holds; an ask for a role may be
 	// decided only by its holders. (Policy-based authority comes later.)
 	Roles map[string][]string
+	// WithoutAsking says whether a starter may approve a `without asking`
+	// step by starting the run (I1). Nil refuses every such step.
+	WithoutAsking func(starter string, step plan.Step) bool
 }
 
 // Services implements RunService, ApprovalService and AuditService.
@@ -80,6 +83,11 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	res := compiler.Compile(src, compiler.Options{Catalog: s.cfg.Catalog(), Name: name})
 	if res.Plan == nil {
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errInvalid)
+	}
+	for _, st := range stepsOf(mustMachine(res.Plan)) {
+		if st.SideEffect && st.WithoutAsking && (s.cfg.WithoutAsking == nil || !s.cfg.WithoutAsking(who, st)) {
+			return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run; remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, errDenied)
+		}
 	}
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
 		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errStalePayload)
@@ -357,7 +365,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, fmt.Errorf("the answer is empty: %w", errInvalid)
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Answer{Ask: a.ID, Actor: who, Text: text, At: now}
+			return engine.Answer{Ask: a.ID, Actor: who, Text: text, Literal: true, At: now}
 		}
 	case nil:
 		return nil, fmt.Errorf("no decision given: %w", errInvalid)

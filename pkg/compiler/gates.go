@@ -46,7 +46,9 @@ func (b *builder) known(r srcRef, g *cstop) bool {
 		return within(g.phase, c.phase)
 	}
 	if st, ok := b.stops[r.ref.ID]; ok {
-		return st == g || encloses(st, g.phase)
+		// The gate's own answer is not known when it is asked: a step that
+		// reads it gets a gate of its own, asked once it is.
+		return encloses(st, g.phase)
 	}
 	return false
 }

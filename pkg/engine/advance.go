@@ -29,10 +29,26 @@ func (t *tx) activate(ph *phaseInfo) {
 func (t *tx) queue(id string, s *StepRun, why string) {
 	info := t.m.steps[id]
 	st := info.step
+	if t.run.Failing != "" || t.run.State.Terminal() {
+		// The run is stopping: nothing new goes out (I1, I2).
+		s.Status = StatusCancelled
+		t.record("step.cancelled", "system", map[string]any{"step": id, "why": "the run is stopping"})
+		return
+	}
+	if s.Attempt > 0 && st.SideEffect && s.Grant != "" && s.Grant != GrantStart {
+		t.record("approval.reused", "system", map[string]any{"ask": s.Grant, "step": id, "attempt": s.Attempt + 1, "why": why})
+	}
 	s.Attempt++
 	s.Status = StatusQueued
 	s.Blocked = false
 	s.Attempts = append(s.Attempts, Attempt{N: s.Attempt, QueuedAt: t.at})
+	t.effects = append(t.effects, t.dispatchFor(id, s))
+	t.record("step.dispatched", "system", map[string]any{"step": id, "attempt": s.Attempt, "why": why, "grant": s.Grant})
+}
+
+// dispatchFor builds the dispatch of a step's current attempt.
+func (t *tx) dispatchFor(id string, s *StepRun) Dispatch {
+	st := t.m.steps[id].step
 	d := Dispatch{Step: id, Attempt: s.Attempt, Kind: st.Kind, Server: st.Server, Tool: st.Tool,
 		SideEffect: st.SideEffect, Idempotent: st.Idempotent, On: st.On, Timeout: st.Timeout, Grant: s.Grant}
 	if st.Kind == plan.KindProse {
@@ -42,15 +58,29 @@ func (t *tx) queue(id string, s *StepRun, why string) {
 	}
 	if st.SideEffect && s.Grant != GrantStart {
 		// I6: a governed step runs with exactly the args its approver saw.
-		a := t.run.Asks[s.Grant]
-		for _, p := range a.Payload {
-			if p.Step == id {
-				d.Args = p.Args
+		if a := t.run.Asks[s.Grant]; a != nil {
+			for _, p := range a.Payload {
+				if p.Step == id {
+					d.Args = p.Args
+				}
 			}
 		}
 	}
-	t.effects = append(t.effects, d)
-	t.record("step.dispatched", "system", map[string]any{"step": id, "attempt": s.Attempt, "why": why, "grant": s.Grant})
+	return d
+}
+
+// Queued returns the dispatches of a run's queued steps, for a control
+// plane that must offer them again (after a restart: what waited in one
+// process's memory is gone, what is in the store is not).
+func (m *Machine) Queued(run *Run) []Dispatch {
+	t := &tx{m: m, run: run}
+	var out []Dispatch
+	for _, id := range sortedStepIDs(run) {
+		if s := run.Steps[id]; s.Status == StatusQueued {
+			out = append(out, t.dispatchFor(id, s))
+		}
+	}
+	return out
 }
 
 // advance moves the run as far as it can go without another event:
@@ -65,6 +95,9 @@ func (t *tx) advance() {
 		for _, key := range t.run.Phases {
 			ph := t.m.phases[key]
 			for _, st := range ph.steps {
+				if t.run.Failing != "" {
+					break
+				}
 				if t.step(st) {
 					changed = true
 				}
@@ -161,9 +194,13 @@ func (t *tx) grant(st *plan.Step) (string, bool) {
 	if !ok || (a.State != AskApproved && a.State != AskConsumed && a.State != AskRejected) {
 		return "", false
 	}
-	if a.State == AskApproved {
+	switch a.State {
+	case AskApproved:
 		a.State = AskConsumed
-		t.record("approval.consumed", "system", map[string]any{"ask": a.ID, "step": st.ID})
+		t.record("approval.consumed", "system", map[string]any{"ask": a.ID, "step": st.ID, "option": a.Option})
+	case AskRejected:
+		// The No option's own steps: choosing No approved exactly them.
+		t.record("approval.consumed", "system", map[string]any{"ask": a.ID, "step": st.ID, "option": a.Option})
 	}
 	return a.ID, true
 }
@@ -199,8 +236,17 @@ func (t *tx) open(sp *stopInfo) bool {
 	return true
 }
 
-// derive sets the run's state from its steps and asks.
+// derive sets the run's state from its steps and asks, and journals a
+// change.
 func (t *tx) derive() {
+	before := t.run.State
+	t.deriveState()
+	if after := t.run.State; after != before && !after.Terminal() {
+		t.record("run.state", "system", map[string]any{"from": string(before), "to": string(after)})
+	}
+}
+
+func (t *tx) deriveState() {
 	r := t.run
 	if r.State.Terminal() {
 		return
@@ -242,6 +288,8 @@ func (t *tx) derive() {
 			if s := r.Steps[id]; s.Status == StatusQueued {
 				s.Status = StatusCancelled
 				queued--
+				t.effects = append(t.effects, CancelStep{Step: id, Attempt: s.Attempt})
+				t.record("step.cancelled", "system", map[string]any{"step": id, "attempt": s.Attempt, "why": "the run is failing"})
 			}
 		}
 		r.State = Running

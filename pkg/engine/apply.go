@@ -29,6 +29,18 @@ func (t *tx) record(kind, actor string, payload map[string]any) {
 }
 
 func (t *tx) result() Transition {
+	// A step queued and then cancelled within this transition must not go
+	// out: keep only dispatches whose step is still queued at that attempt.
+	kept := t.effects[:0]
+	for _, e := range t.effects {
+		if d, ok := e.(Dispatch); ok {
+			if s := t.run.Steps[d.Step]; s == nil || s.Status != StatusQueued || s.Attempt != d.Attempt {
+				continue
+			}
+		}
+		kept = append(kept, e)
+	}
+	t.effects = kept
 	t.run.Version++
 	t.run.UpdatedAt = t.at
 	return Transition{Run: t.run, Effects: t.effects, Records: t.records, Refusal: t.refusal, Reply: t.reply}
@@ -174,6 +186,13 @@ func (t *tx) answer(e Answer, expired bool) error {
 		q.Options = append(q.Options, answer.Option{ID: o.ID, Label: o.Label})
 	}
 	r := answer.Match(q, e.Text, a.Misses)
+	if e.Literal && a.Type == plan.StopText {
+		// A typed answer is taken as given: no control words.
+		r = answer.Reply{Kind: answer.Selected, Text: strings.TrimSpace(e.Text), Message: "Answered."}
+	}
+	if r.Kind == answer.Dropped && e.Actor != t.run.Requester {
+		return fmt.Errorf("%w: only the requester (%s) can drop the run; reject the ask instead", ErrForbidden, t.run.Requester)
+	}
 	t.reply = &r
 	a.Misses = r.Misses
 	t.record("ask.reply", e.Actor, map[string]any{"ask": a.ID, "kind": string(r.Kind), "misses": r.Misses})
@@ -208,17 +227,9 @@ func findOption(a *AskRun, id string) (plan.Option, bool) {
 }
 
 // isNo reports whether opt is a gate's negative answer: the option
-// labelled No (or, failing that, any option but the first).
-func isNo(a *AskRun, opt plan.Option) bool {
-	if strings.EqualFold(opt.Label, "no") {
-		return true
-	}
-	for _, o := range a.Options {
-		if strings.EqualFold(o.Label, "no") {
-			return false
-		}
-	}
-	return len(a.Options) > 0 && opt.ID != a.Options[0].ID
+// labelled No. Any other option is chosen, not rejected.
+func isNo(_ *AskRun, opt plan.Option) bool {
+	return strings.EqualFold(opt.Label, "no")
 }
 
 func optionList(a *AskRun) string {
@@ -274,6 +285,9 @@ func (t *tx) closeAsk(a *AskRun, state AskState, d Decision) {
 	a.State = state
 	a.Closed = t.at
 	a.Decisions = append(a.Decisions, d)
+	if d.Kind == "cancel" {
+		t.record("ask.closed", d.Actor, map[string]any{"ask": a.ID, "state": string(state), "reason": d.Reason})
+	}
 	t.effects = append(t.effects, AskClosed{Ask: a.ID, State: state})
 }
 
@@ -304,9 +318,8 @@ func (t *tx) end(state State, reason string) {
 		s := t.run.Steps[id]
 		switch {
 		case s.Status == StatusQueued || s.Status.InFlight():
-			if s.Status.InFlight() {
-				t.effects = append(t.effects, CancelStep{Step: id, Attempt: s.Attempt})
-			}
+			t.effects = append(t.effects, CancelStep{Step: id, Attempt: s.Attempt})
+			t.record("step.cancelled", "system", map[string]any{"step": id, "attempt": s.Attempt, "was": string(s.Status)})
 			s.Status = StatusCancelled
 		case s.Status == StatusWaiting:
 			s.Status = StatusCancelled
@@ -368,6 +381,10 @@ func (t *tx) finished(step string, n int, output json.RawMessage, errText string
 	}
 	if !s.Status.InFlight() && s.Status != StatusCancelled {
 		return fmt.Errorf("%w: result of %s while %s", ErrWrongTransition, step, s.Status)
+	}
+	if s.Status == StatusLeased && t.m.steps[step].step.SideEffect {
+		// I7: a side effect reports only after its Start was recorded.
+		return fmt.Errorf("%w: result of side-effecting %s without a recorded start", ErrWrongTransition, step)
 	}
 	a := &s.Attempts[len(s.Attempts)-1]
 	a.FinishedAt = t.at

@@ -352,3 +352,64 @@ func TestNewRefusesUnverifiedPlans(t *testing.T) {
 		t.Fatal("a plan with an ungated side effect must be refused")
 	}
 }
+
+// Review finding: a retry queued in the same transition that makes the run
+// fail must not go out.
+func TestNothingDispatchesWhileTheRunFails(t *testing.T) {
+	s := newSim(t, compile(t, "together f:\n  a: notes.search {}; on fail: stop\n  b: notes.store {} without asking; retry: 2\n"))
+	s.apply(StepLeased{Step: "a", Attempt: 1, Executor: "x", At: s.tick(time.Millisecond)})
+	s.apply(StepLeased{Step: "b", Attempt: 1, Executor: "x", At: s.tick(time.Millisecond)})
+	s.apply(StepStarted{Step: "b", Attempt: 1, At: s.tick(time.Millisecond)})
+	s.apply(StepFailed{Step: "a", Attempt: 1, Error: "boom", At: s.tick(time.Millisecond)})
+	tr := s.apply(StepFailed{Step: "b", Attempt: 1, Error: "nope", At: s.tick(time.Millisecond)})
+	for _, e := range tr.Effects {
+		if d, ok := e.(Dispatch); ok {
+			t.Fatalf("dispatched %s#%d while the run was failing", d.Step, d.Attempt)
+		}
+	}
+	s.want(Failed)
+}
+
+// A gate's No option may carry its own steps; choosing No approves exactly
+// them, and the journal says so.
+func TestNoBranchSideEffectIsJournaledAsConsumed(t *testing.T) {
+	s := newSim(t, compile(t, "ask me:\n  deploy?\n  if no:\n    tell: notes.store {\"text\":\"declined\"}\nd: payments.pay {\"amount\":1}\n"))
+	s.apply(Decide{Ask: "ask_1", Actor: "alice", Reject: true, Reason: "not now", At: s.tick(time.Second)})
+	if d := s.queued["tell"]; d.Grant != "ask_1" || s.dispatched()["d"] != 0 {
+		t.Fatalf("No runs tell under ask_1 and never d: %+v", s.dispatched())
+	}
+	consumed := false
+	for _, r := range s.records {
+		if r.Kind == "approval.consumed" && r.Payload["step"] == "tell" {
+			consumed = true
+		}
+	}
+	if !consumed {
+		t.Fatal("the No decision's use is journaled as a consumption")
+	}
+}
+
+// I7: a side effect's result counts only after its Start was recorded.
+func TestSideEffectResultNeedsStart(t *testing.T) {
+	s := newSim(t, compile(t, "w: notes.store {} without asking\n"))
+	s.apply(StepLeased{Step: "w", Attempt: 1, Executor: "x", At: s.tick(time.Millisecond)})
+	if _, err := s.m.Apply(s.run, StepSucceeded{Step: "w", Attempt: 1, Output: []byte("1"), At: s.now}); !errors.Is(err, ErrWrongTransition) {
+		t.Fatalf("a result without a start: %v", err)
+	}
+	// Lost before Start: nothing can have run, so it is simply leased again.
+	s.apply(LeaseLost{Step: "w", Attempt: 1, At: s.tick(time.Millisecond)})
+	if s.queued["w"].Attempt != 2 {
+		t.Fatal("re-leased")
+	}
+}
+
+func TestOnlyTheRequesterDropsARun(t *testing.T) {
+	s := newSim(t, skill(t, "vendor-payment"))
+	s.succeed("vendor", map[string]any{"bank_account": "1"})
+	s.succeed("invoice", 1)
+	s.succeed("po", 1)
+	s.succeed("match", 1)
+	if _, err := s.m.Apply(s.run, Answer{Ask: "ask_1", Actor: "carol", Text: "cancel", At: s.now}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("carol dropping alice's run: %v", err)
+	}
+}

@@ -30,7 +30,10 @@ type Answer struct {
 	Ask   string
 	Actor string
 	Text  string
-	At    time.Time
+	// Literal takes Text as the answer of a free-text ask without
+	// interpreting control words (a typed API answer, not a chat reply).
+	Literal bool
+	At      time.Time
 }
 
 // Cancel ends the run and closes its asks in the same transition (I3).

@@ -168,6 +168,9 @@ func TestVerifyRejects(t *testing.T) {
 			InitialSteps:   []Step{{ID: "j", Kind: KindJoin, In: []string{"x"}, MinSuccess: 1}},
 			StoppingPoints: []StoppingPoint{menu("g", nil, []Step{step("x", nil)})}}},
 		{"prose with a side effect", "shape", Plan{InitialSteps: []Step{{ID: "p", Kind: KindProse, Prompt: "x", SideEffect: true}}}},
+		{"side effect reads its own gate's answer", "I1", Plan{StoppingPoints: []StoppingPoint{menu("g", nil, []Step{
+			step("send", func(s *Step) { s.SideEffect = true; s.Args = Object(`{"choice":"{g}"}`) }),
+		})}}},
 		{"gate after an unknown step", "reference", Plan{StoppingPoints: []StoppingPoint{menu("g", []string{"ghost"}, []Step{})}}},
 	}
 	for _, c := range cases {
@@ -199,9 +202,6 @@ func TestVerifyAccepts(t *testing.T) {
 				step("send", func(s *Step) { s.SideEffect = true; s.Args = Object(`{"t":"{draft.body}"}`) }),
 			})},
 		}},
-		{"reading the gate's own answer", Plan{StoppingPoints: []StoppingPoint{menu("g", nil, []Step{
-			step("send", func(s *Step) { s.SideEffect = true; s.Args = Object(`{"choice":"{g}"}`) }),
-		})}}},
 		{"nested gates", Plan{StoppingPoints: []StoppingPoint{menu("g1", nil, []Step{step("a", effect)},
 			menu("g2", []string{"a"}, []Step{step("b", func(s *Step) { s.SideEffect = true; s.Args = Object(`{"x":"{a}"}`) })}))}}},
 	}

@@ -276,7 +276,7 @@ func (v *verifier) step(s *Step, local, visible map[string]bool, sc scope) {
 		return
 	}
 	for _, r := range refs {
-		if !sc.atGate[r.ID] && !sc.gateAsk[r.ID] && r.ID != sc.gate.ID {
+		if !sc.atGate[r.ID] && !sc.gateAsk[r.ID] {
 			v.fail(s.ID, "I1", "gate %q cannot show {%s}: it is not known when the gate is asked", sc.gate.ID, r)
 		}
 	}

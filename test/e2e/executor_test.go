@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tollgate-dev/tollgate/examples"
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane"
+	"github.com/tollgate-dev/tollgate/internal/executor"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/grant"
+)
+
+// tools is an in-process tool host for driving the real dispatcher and the
+// real executor runtime over real gRPC.
+type tools struct {
+	mu    sync.Mutex
+	calls map[string]int // server.tool → calls
+	specs []executor.ToolSpec
+}
+
+func newTools(cat *compiler.Catalog) *tools {
+	t := &tools{calls: map[string]int{}}
+	for _, s := range cat.Servers() {
+		for _, n := range cat.Tools(s) {
+			info, _ := cat.Lookup(s, n)
+			t.specs = append(t.specs, executor.ToolSpec{Server: s, Name: n, ReadOnly: info.ReadOnly, Idempotent: info.Idempotent})
+		}
+	}
+	t.specs = append(t.specs, executor.ToolSpec{Server: "test", Name: "sleep", ReadOnly: true})
+	return t
+}
+
+func (t *tools) Tools() []executor.ToolSpec { return t.specs }
+
+func (t *tools) Call(ctx context.Context, server, tool string, args json.RawMessage, key string) (json.RawMessage, error) {
+	t.mu.Lock()
+	t.calls[server+"."+tool]++
+	t.mu.Unlock()
+	if tool == "sleep" {
+		var a struct{ MS int }
+		_ = json.Unmarshal(args, &a)
+		select {
+		case <-time.After(time.Duration(a.MS) * time.Millisecond):
+		case <-ctx.Done():
+			return nil, &executor.TransportError{Message: "cancelled"}
+		}
+		return json.RawMessage(`{"slept_ms":` + strconv.Itoa(a.MS) + `}`), nil
+	}
+	return json.Marshal(map[string]any{"tool": server + "." + tool, "args": args, "key": key})
+}
+
+func (t *tools) count(name string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.calls[name]
+}
+
+type world struct {
+	addr   string
+	srv    *controlplane.Server
+	priv   ed25519.PrivateKey
+	gpub   ed25519.PublicKey
+	tools  *tools
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newWorld(t *testing.T, catalogExtra string) *world {
+	t.Helper()
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	gpub, gpriv, _ := ed25519.GenerateKey(rand.Reader)
+	v, err := identity.NewVerifier(identity.Config{Issuer: "i", Audience: "a", Keys: map[string]ed25519.PublicKey{"k": pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := compiler.ParseCatalog(append(append([]byte{}, examples.Catalog...), catalogExtra...))
+	w := &world{priv: priv, gpub: gpub, tools: newTools(cat)}
+	w.srv = controlplane.NewServer(controlplane.Config{Store: memstore.New(memstore.Config{}), Verifier: v, Catalog: cat,
+		Skills: controlplane.ExampleSkills(), SigningKey: gpriv, KeyID: "cp", LeaseTTL: 2 * time.Second})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.addr = lis.Addr().String()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.srv.Serve(lis) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	t.Cleanup(func() {
+		cancel()
+		w.wg.Wait()
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		w.srv.Shutdown(sctx)
+		<-done
+	})
+	_ = ctx
+	return w
+}
+
+func (w *world) conn(t *testing.T, user string) *grpc.ClientConn {
+	tok, err := identity.Mint(w.priv, "k", "i", "a", user, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := grpc.NewClient(w.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(identity.PerRPCCredentials{Token: tok, Insecure: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// executor starts an executor process-equivalent (same code path as the
+// binary) that connects over loopback gRPC.
+func (w *world) executor(t *testing.T, ctx context.Context, id string) {
+	client := tollgatev1.NewExecutorServiceClient(w.conn(t, "exec-"+id))
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		_ = executor.Run(ctx, executor.Config{ID: id, Capacity: 16, Host: w.tools, Prose: executor.Template{},
+			Grants: grant.NewVerifier(map[string]ed25519.PublicKey{"cp": w.gpub}),
+			Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
+				return client.Connect(ctx)
+			}})
+	}()
+}
+
+// waitRun watches a run until pred holds.
+func waitRun(t *testing.T, runs tollgatev1.RunServiceClient, id string, pred func(*tollgatev1.Run) bool) *tollgatev1.Run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := runs.WatchRun(ctx, &tollgatev1.WatchRunRequest{RunId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watch ended before the run got there: %v", err)
+		}
+		if r := ev.GetEvent().GetRun(); pred(r) {
+			return r
+		}
+	}
+}
+
+func state(s tollgatev1.RunState) func(*tollgatev1.Run) bool {
+	return func(r *tollgatev1.Run) bool { return r.GetState() == s }
+}
+
+func TestExecutorRunsGraphAskDemo(t *testing.T) {
+	w := newWorld(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runs := tollgatev1.NewRunServiceClient(w.conn(t, "alice"))
+	// Blocked with no executor; it continues when one connects.
+	resp, err := runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: "graph-ask-demo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetRun().GetId()
+	waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_BLOCKED))
+	w.executor(t, ctx, "edge-1")
+	r := waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_PARKED))
+	if w.tools.count("notes.store") != 0 {
+		t.Fatal("I1: save ran before the approval")
+	}
+	for _, s := range r.GetSteps() {
+		if (s.GetStepId() == "cpu" || s.GetStepId() == "mem") && s.GetAttempts()[0].GetExecutor() != "edge-1" {
+			t.Fatalf("the probes ran on the executor: %v", s)
+		}
+	}
+	approvals := tollgatev1.NewApprovalServiceClient(w.conn(t, "alice"))
+	if _, err := approvals.Decide(ctx, &tollgatev1.DecideRequest{AskId: id + "/ask_1", Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_COMPLETE))
+	if n := w.tools.count("notes.store"); n != 1 {
+		t.Fatalf("save ran %d times, want exactly 1", n)
+	}
+}
+
+// Fans are fans: three branches sleeping 400, 270 and 80 ms on one
+// executor take about the slowest, not the sum.
+func TestFanRunsConcurrently(t *testing.T) {
+	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.executor(t, ctx, "edge-1")
+	runs := tollgatev1.NewRunServiceClient(w.conn(t, "alice"))
+	recipe := "together naps:\n  a: test.sleep {\"ms\": 400}\n  b: test.sleep {\"ms\": 270}\n  c: test.sleep {\"ms\": 80}\n"
+	resp, err := runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: recipe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitRun(t, runs, resp.GetRun().GetId(), state(tollgatev1.RunState_RUN_STATE_COMPLETE))
+	var first, last time.Time
+	n := 0
+	for _, s := range r.GetSteps() {
+		for _, a := range s.GetAttempts() {
+			if a.GetLeasedAt() == nil || a.GetFinishedAt() == nil {
+				continue
+			}
+			n++
+			if st := a.GetLeasedAt().AsTime(); first.IsZero() || st.Before(first) {
+				first = st
+			}
+			if fin := a.GetFinishedAt().AsTime(); fin.After(last) {
+				last = fin
+			}
+		}
+	}
+	if n != 3 {
+		t.Fatalf("want timings for 3 branches, got %d", n)
+	}
+	wall := last.Sub(first)
+	if wall > time.Duration(1.05*400)*time.Millisecond+20*time.Millisecond {
+		t.Fatalf("the fan took %v: its branches did not run at once", wall)
+	}
+	t.Logf("fan wall clock %v for branches of 400, 270, 80 ms", wall)
+}
+
+var _ = fmt.Sprint
