@@ -1,0 +1,20 @@
+// Command notes is the "notes" example MCP server: store appends a note to a
+// JSONL file, search finds notes. See ../README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "notes:", err)
+		os.Exit(1)
+	}
+}
