@@ -39,8 +39,10 @@ func (w *world) mcpExecutor(t *testing.T, ctx context.Context, id string, server
 		defer w.wg.Done()
 		defer host.Close()
 		_ = executor.Run(ctx, executor.Config{ID: id, Capacity: 16, Host: host, Prose: executor.Template{},
-			Grants:  grant.NewVerifier(map[string]ed25519.PublicKey{"cp": w.gpub}),
-			Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) { return client.Connect(ctx) }})
+			Grants: grant.NewVerifier(map[string]ed25519.PublicKey{"cp": w.gpub}),
+			Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
+				return client.Connect(ctx)
+			}})
 	}()
 }
 
