@@ -13,7 +13,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := controlplane.Run(ctx, os.Args[1:], controlplane.MainConfig{Stdout: os.Stdout, Stderr: os.Stderr, OpenRedis: openRedis})
+	err := controlplane.Run(ctx, os.Args[1:], controlplane.MainConfig{Stdout: os.Stdout, Stderr: os.Stderr, OpenRedis: openRedis, DevExecutor: devExecutor})
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controlplane:", err)

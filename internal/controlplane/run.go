@@ -32,6 +32,9 @@ import (
 // DevUsers get tokens minted by --dev.
 var DevUsers = []string{"alice", "bob", "carol", "dave"}
 
+// devExecutorUser is the identity of the executor --dev starts.
+const devExecutorUser = "dev-executor"
+
 // Options are the control plane's settings, from flags or a config file
 // (the same names in YAML).
 type Options struct {
@@ -64,6 +67,19 @@ type MainConfig struct {
 	OpenRedis      StoreOpener
 	// Ready, if set, receives the gRPC address once the server listens.
 	Ready func(addr string)
+	// DevExecutor, if set, is started by --dev next to the server: an
+	// executor connecting over loopback gRPC (the same code path as a
+	// remote one) hosting the example MCP servers. It blocks until ctx ends.
+	DevExecutor func(ctx context.Context, d DevExecutor) error
+}
+
+// DevExecutor is what the --dev executor needs to connect.
+type DevExecutor struct {
+	Addr     string
+	Token    string
+	GrantKey ed25519.PublicKey
+	Home     string
+	Log      *slog.Logger
 }
 
 type listFlag struct{ v *[]string }
@@ -156,7 +172,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			return fmt.Errorf("--dev listens on loopback only; %s is not", o.Listen)
 		}
 		dir := filepath.Join(o.Home, "dev")
-		b, err := identity.MintDev(dir, DevUsers, o.Issuer, o.Audience, 30*24*time.Hour, time.Now())
+		b, err := identity.MintDev(dir, append(slices.Clone(DevUsers), devExecutorUser), o.Issuer, o.Audience, 30*24*time.Hour, time.Now())
 		if err != nil {
 			return fmt.Errorf("mint dev identities: %w", err)
 		}
@@ -168,7 +184,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		fmt.Fprintf(mc.Stdout, `Tollgate control plane (dev mode)
   store:   in memory — nothing survives this process
   tokens:  %s (users %s; carol holds role finance)
-  use:     approvectl --as alice run examples/recipes/pick-diagram.recipe --wait
+  use:     approvectl --as alice run graph-ask-demo --wait
            TOLLGATE_TOKEN=$(cat %s) approvectl asks
 `, filepath.Join(dir, "tokens"), strings.Join(DevUsers, ", "), b.TokenPaths["alice"])
 	case o.Redis != "":
@@ -238,6 +254,24 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		}()
 	}
 	log.Info("serving", "listen", lis.Addr().String(), "admin", o.AdminListen, "dev", o.Dev)
+	execCtx, stopExec := context.WithCancel(ctx)
+	defer stopExec()
+	execDone := make(chan struct{})
+	if o.Dev && mc.DevExecutor != nil {
+		tok, err := os.ReadFile(filepath.Join(o.Home, "dev", "tokens", devExecutorUser+".jwt"))
+		if err != nil {
+			return fmt.Errorf("dev executor token: %w", err)
+		}
+		go func() {
+			defer close(execDone)
+			d := DevExecutor{Addr: lis.Addr().String(), Token: strings.TrimSpace(string(tok)), GrantKey: gpriv.Public().(ed25519.PublicKey), Home: o.Home, Log: log}
+			if err := mc.DevExecutor(execCtx, d); err != nil && execCtx.Err() == nil {
+				log.Error("dev executor stopped", "error", err)
+			}
+		}()
+	} else {
+		close(execDone)
+	}
 	if mc.Ready != nil {
 		mc.Ready(lis.Addr().String())
 	}
@@ -247,6 +281,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		return err
 	}
 	log.Info("shutting down: NOT_SERVING, draining", "timeout", o.DrainTimeout)
+	stopExec()
+	<-execDone
 	drain, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
 	defer cancel()
 	if admin != nil {

@@ -1,0 +1,135 @@
+package executor
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/pkg/grant"
+)
+
+// FileConfig is the executor's YAML configuration.
+type FileConfig struct {
+	ID           string            `yaml:"id"`
+	ControlPlane string            `yaml:"control_plane"` // host:port
+	TokenFile    string            `yaml:"token_file"`    // bearer token (mTLS comes with a later milestone)
+	GrantKeys    map[string]string `yaml:"grant_keys"`    // key id → PEM public key of the control plane's grant signer
+	Labels       []string          `yaml:"labels"`
+	Capacity     int               `yaml:"capacity"`
+	MCPServers   []MCPServer       `yaml:"mcp_servers"`
+}
+
+// Options are what a process-level caller passes to Main.
+type Options struct {
+	Stdout, Stderr io.Writer
+}
+
+// Main runs the executor binary: parse flags and the config file, start
+// the MCP servers, connect, and serve leases until ctx ends.
+func Main(ctx context.Context, args []string, o Options) error {
+	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	path := fs.String("config", "", "YAML config file (required)")
+	fs.Usage = func() {
+		fmt.Fprintln(o.Stderr, "executor runs Tollgate steps: it connects to a control plane, hosts MCP servers, and runs leased steps.\n\nUsage: executor --config FILE")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *path == "" {
+		fs.Usage()
+		return errors.New("--config is required")
+	}
+	b, err := os.ReadFile(*path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	var fc FileConfig
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil {
+		return fmt.Errorf("config %s: %w", *path, err)
+	}
+	tok, err := os.ReadFile(fc.TokenFile)
+	if err != nil {
+		return fmt.Errorf("read token: %w", err)
+	}
+	keys := map[string]ed25519.PublicKey{}
+	for id, p := range fc.GrantKeys {
+		k, err := identity.LoadPublicKeyPEM(p)
+		if err != nil {
+			return fmt.Errorf("grant key %s: %w", id, err)
+		}
+		keys[id] = k
+	}
+	log := slog.New(slog.NewTextHandler(o.Stderr, nil))
+	return Serve(ctx, ServeConfig{ID: fc.ID, Addr: fc.ControlPlane, Token: strings.TrimSpace(string(tok)), GrantKeys: keys,
+		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Log: log})
+}
+
+// ServeConfig is everything an executor process needs.
+type ServeConfig struct {
+	ID         string
+	Addr       string
+	Token      string
+	GrantKeys  map[string]ed25519.PublicKey
+	Labels     []string
+	Capacity   int
+	MCPServers []MCPServer
+	Log        *slog.Logger
+}
+
+// Serve starts the MCP servers and runs the executor until ctx ends. It is
+// the one code path of every executor, remote or the one --dev starts.
+func Serve(ctx context.Context, c ServeConfig) error {
+	host, err := StartMCP(ctx, c.MCPServers)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	hostPart, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("control plane address %q: %w", c.Addr, err)
+	}
+	ip := net.ParseIP(hostPart)
+	local := hostPart == "localhost" || (ip != nil && ip.IsLoopback())
+	creds := insecure.NewCredentials()
+	if !local {
+		creds = credentials.NewClientTLSFromCert(nil, "")
+	}
+	conn, err := grpc.NewClient(c.Addr, grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(identity.PerRPCCredentials{Token: c.Token, Insecure: local}),
+		// Pings no more often than the server's enforcement allows.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	client := tollgatev1.NewExecutorServiceClient(conn)
+	c.Log.Info("executor starting", "id", c.ID, "control_plane", c.Addr, "tools", len(host.Tools()), "prose", "template (no model configured: prose steps say so)")
+	return Run(ctx, Config{ID: c.ID, Labels: c.Labels, Capacity: c.Capacity, Host: host, Prose: Template{},
+		Grants: grant.NewVerifier(c.GrantKeys), Log: c.Log,
+		Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
+			return client.Connect(ctx)
+		}})
+}
