@@ -13,6 +13,7 @@ type stepJSON struct {
 	ID       string `json:"id"`
 	State    string `json:"state"`
 	Attempts int    `json:"attempts"`
+	Executor string `json:"executor,omitempty"` // of the latest attempt
 	Grant    string `json:"governing_ask_id,omitempty"`
 }
 
@@ -51,7 +52,11 @@ func runJSON(r *tollgatev1.Run) runJSONT {
 	out := runJSONT{RunID: r.GetId(), State: stateWord(r.GetState()), Reason: r.GetStateReason(), Requester: r.GetRequester(),
 		PlanDigest: r.GetPlanDigest(), CreatedAt: r.GetCreatedAt().AsTime(), Steps: []stepJSON{}, Asks: []askJSON{}, Resume: r.GetResumeCommand()}
 	for _, s := range r.GetSteps() {
-		out.Steps = append(out.Steps, stepJSON{ID: s.GetStepId(), State: stepWord(s.GetState()), Attempts: len(s.GetAttempts()), Grant: s.GetGoverningAskId()})
+		sj := stepJSON{ID: s.GetStepId(), State: stepWord(s.GetState()), Attempts: len(s.GetAttempts()), Grant: s.GetGoverningAskId()}
+		if n := len(s.GetAttempts()); n > 0 {
+			sj.Executor = s.GetAttempts()[n-1].GetExecutor()
+		}
+		out.Steps = append(out.Steps, sj)
 	}
 	for _, a := range r.GetAsks() {
 		out.Asks = append(out.Asks, askSummaryJSON(a))

@@ -54,6 +54,7 @@ type Options struct {
 	Reflection    bool          `yaml:"reflection"`
 	DrainTimeout  time.Duration `yaml:"drain_timeout"`
 	GrantKey      string        `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
+	LeaseTTL      time.Duration `yaml:"lease_ttl"`
 }
 
 // StoreOpener opens the production store for a --redis URL; it is a
@@ -123,6 +124,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.BoolVar(&o.Reflection, "reflection", false, "serve gRPC reflection")
 	fs.StringVar(&o.GrantKey, "grant-key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for in-flight RPCs")
+	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "a lease whose executor sends no heartbeat for this long is lost")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -231,7 +233,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Roles: roles,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection, WithoutAsking: withoutAsking,
-		SigningKey: gpriv, KeyID: "grant"})
+		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL})
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
 	}

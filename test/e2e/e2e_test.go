@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	for _, name := range []string{"controlplane", "approvectl"} {
+	for _, name := range []string{"controlplane", "approvectl", "executor"} {
 		out, err := exec.Command("go", "build", "-race", "-o", filepath.Join(dir, name), "../../cmd/"+name).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)
@@ -173,8 +173,10 @@ type runOut struct {
 	RunID string `json:"run_id"`
 	State string `json:"state"`
 	Steps []struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
+		ID       string `json:"id"`
+		State    string `json:"state"`
+		Executor string `json:"executor"`
+		Attempts int    `json:"attempts"`
 	} `json:"steps"`
 	Asks []struct {
 		AskID     string    `json:"ask_id"`

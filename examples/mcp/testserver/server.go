@@ -55,6 +55,9 @@ type SleepResult struct {
 // MarkArgs are mark's arguments.
 type MarkArgs struct {
 	Name string `json:"name" jsonschema:"the counter to increment"`
+	// HoldMs keeps the call open this long after counting, so a test can
+	// lose the executor after the effect happened and before its result.
+	HoldMs int `json:"hold_ms,omitempty" jsonschema:"milliseconds to wait after counting before answering"`
 }
 
 // MarkResult is mark's result.
@@ -99,6 +102,13 @@ func newServer(c *counters) *mcp.Server {
 		n, err := c.increment(in.Name)
 		if err != nil {
 			return nil, MarkResult{}, err
+		}
+		if in.HoldMs > 0 {
+			select {
+			case <-time.After(time.Duration(in.HoldMs) * time.Millisecond):
+			case <-ctx.Done():
+				return nil, MarkResult{}, ctx.Err()
+			}
 		}
 		return nil, MarkResult{Name: in.Name, Count: n}, nil
 	})

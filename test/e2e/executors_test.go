@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/redistest"
+)
+
+// cluster is a control plane on real Redis and executor processes, all
+// real binaries.
+type cluster struct {
+	t     *testing.T
+	plane *plane
+	home  string
+	execs map[string]*exec.Cmd
+	marks string
+	notes string
+}
+
+const testCatalog = `
+  test:
+    - {name: sleep, annotations: {readOnlyHint: true}}
+    - {name: mark, annotations: {readOnlyHint: false, idempotentHint: false}}
+`
+
+func newCluster(t *testing.T, executors ...string) *cluster {
+	t.Helper()
+	redis := redistest.Start(t)
+	home := t.TempDir()
+	if _, err := identity.MintDev(filepath.Join(home, "dev"), append([]string{"alice", "bob"}, executors...), "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := os.ReadFile(filepath.Join(home, "dev", "signing.pub"))
+	jwtKey := filepath.Join(home, "dev.pem")
+	os.WriteFile(jwtKey, pub, 0o644)
+	cat, _ := os.ReadFile("../../examples/catalog.yaml")
+	catalog := filepath.Join(home, "catalog.yaml")
+	os.WriteFile(catalog, append(cat, testCatalog...), 0o644)
+	c := &cluster{t: t, home: home, execs: map[string]*exec.Cmd{}, marks: filepath.Join(home, "marks.json"), notes: filepath.Join(home, "notes.jsonl")}
+	c.plane = startPlane(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
+		"--grant-key", filepath.Join(home, "grant.key"), "--lease-ttl", "1s", "--catalog", catalog, "--allow-without-asking", "alice")
+	servers := fmt.Sprintf(`
+  - {name: test, command: [%q, "--file", %q]}
+  - {name: mcp-monitor, command: [%q]}
+  - {name: notes, command: [%q, "--file", %q]}
+`, buildExample(t, "testserver"), c.marks, buildExample(t, "monitor"), buildExample(t, "notes"), c.notes)
+	for _, id := range executors {
+		cfg := filepath.Join(home, id+".yaml")
+		os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntoken_file: %s\ngrant_keys: {grant: %s}\ncapacity: 8\nmcp_servers:%s",
+			id, c.plane.addr, filepath.Join(home, "dev", "tokens", id+".jwt"), filepath.Join(home, "grant.pub"), servers)), 0o644)
+		cmd := exec.Command(filepath.Join(bin, "executor"), "--config", cfg)
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 takes its MCP servers too
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.execs[id] = cmd
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		})
+	}
+	return c
+}
+
+// until polls a run (through approvectl, as a script would) until pred.
+func (c *cluster) until(id string, what string, pred func(runOut) bool) runOut {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var r runOut
+		c.plane.ctl(c.t, "", "--as", "alice", "runs", "show", id, "-o", "json").json(c.t, &r)
+		if pred(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("run %s never got %s: %+v", id, what, r)
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+}
+
+func (c *cluster) start(recipe string) string {
+	c.t.Helper()
+	var r runOut
+	res := c.plane.ctl(c.t, "", "--as", "alice", "run", writeRecipe(c.t, recipe), "-o", "json")
+	if res.code != 0 {
+		c.t.Fatalf("run: %s", res.stderr)
+	}
+	res.json(c.t, &r)
+	return r.RunID
+}
+
+func stepOf(r runOut, id string) (state, executor string, attempts int) {
+	for _, s := range r.Steps {
+		if s.ID == id {
+			return s.State, s.Executor, s.Attempts
+		}
+	}
+	return "", "", 0
+}
+
+func TestTwoExecutorsOnRedis(t *testing.T) {
+	c := newCluster(t, "edge-1", "edge-2")
+
+	// graph-ask-demo: the probes run on executors, the run parks, approval
+	// lets save run exactly once.
+	var run runOut
+	c.plane.ctl(t, "", "--as", "alice", "run", "graph-ask-demo", "-o", "json").json(t, &run)
+	c.until(run.RunID, "parked", func(r runOut) bool { return r.State == "parked" })
+	if r := c.plane.ctl(t, "", "--as", "alice", "approve", run.RunID+"/ask_1"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	c.until(run.RunID, "complete", func(r runOut) bool { return r.State == "complete" })
+	b, _ := os.ReadFile(c.notes)
+	if n := strings.Count(string(b), "\n"); n != 1 {
+		t.Fatalf("save wrote %d lines", n)
+	}
+
+	// kill -9 an executor during a read-only step: it is leased again, to
+	// the other executor, with a higher fence.
+	id := c.start("s: test.sleep {\"ms\": 3000}\n")
+	r := c.until(id, "leased", func(r runOut) bool { st, _, _ := stepOf(r, "s"); return st == "leased" || st == "started" })
+	_, holder, _ := stepOf(r, "s")
+	syscall.Kill(-c.execs[holder].Process.Pid, syscall.SIGKILL)
+	r = c.until(id, "complete after a re-lease", func(r runOut) bool { return r.State == "complete" })
+	if _, other, attempts := stepOf(r, "s"); attempts != 2 || other == holder {
+		t.Fatalf("re-leased to the other executor with fence 2: %s after %s, %d attempts", other, holder, attempts)
+	}
+}
+
+func TestKilledExecutorAfterStartIsInDoubt(t *testing.T) {
+	c := newCluster(t, "edge-1", "edge-2")
+	id := c.start("m: test.mark {\"name\": \"effect\", \"hold_ms\": 20000} without asking\n")
+	r := c.until(id, "started", func(r runOut) bool { st, _, _ := stepOf(r, "m"); return st == "started" })
+	// The mark happened (the counter is written before the tool holds).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c.mark("effect") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the mark never landed")
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	_, holder, _ := stepOf(r, "m")
+	syscall.Kill(-c.execs[holder].Process.Pid, syscall.SIGKILL)
+	r = c.until(id, "parked in doubt", func(r runOut) bool { return r.State == "parked" })
+	if st, _, attempts := stepOf(r, "m"); st != "in_doubt" || attempts != 1 {
+		t.Fatalf("the started side effect is in doubt, not re-run: %s, %d attempts", st, attempts)
+	}
+	var doubt string
+	for _, a := range r.Asks {
+		if strings.Contains(a.AskID, "doubt_m_1") {
+			doubt = a.AskID
+		}
+	}
+	if doubt == "" {
+		t.Fatalf("an in-doubt ask opens: %+v", r.Asks)
+	}
+	if res := c.plane.ctl(t, "", "--as", "alice", "answer", doubt, "it ran"); res.code != 0 {
+		t.Fatalf("%s %s", res.stdout, res.stderr)
+	}
+	c.until(id, "complete", func(r runOut) bool { return r.State == "complete" })
+	if n := c.mark("effect"); n != 1 {
+		t.Fatalf("the marker count stays 1, got %d", n)
+	}
+}
+
+// mark reads a counter of the test MCP server's file.
+func (c *cluster) mark(name string) int {
+	b, err := os.ReadFile(c.marks)
+	if err != nil {
+		return 0
+	}
+	var m map[string]int
+	_ = json.Unmarshal(b, &m)
+	return m[name]
+}
