@@ -74,6 +74,10 @@ type session struct {
 	prose    bool
 	credits  int
 	out      chan *tollgatev1.ControlMessage
+	// silent is set when a lease of this session expired without a
+	// heartbeat: the executor may be stopped or cut off, so it gets no new
+	// lease until it is heard from again.
+	silent bool
 }
 
 // NewExecDispatcher returns a dispatcher; call Close to stop its reaper.
@@ -135,7 +139,7 @@ func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispa
 func (d *ExecDispatcher) assign(o offer) bool {
 	var best *session
 	for s := range d.sessions {
-		if s.credits > 0 && s.takes(o) && (best == nil || s.credits > best.credits) {
+		if s.credits > 0 && !s.silent && s.takes(o) && (best == nil || s.credits > best.credits) {
 			best = s
 		}
 	}
@@ -251,6 +255,7 @@ func (d *ExecDispatcher) reap() {
 			if now.After(l.deadline) {
 				delete(d.leases, id)
 				l.s.credits++
+				l.s.silent = true
 				gone = append(gone, l)
 			}
 		}
@@ -354,6 +359,7 @@ func (d *ExecDispatcher) take(s *session, id string, fence uint64) (*lease, bool
 }
 
 func (d *ExecDispatcher) refuse(s *session, id string, fence uint64, why string) {
+	d.cfg.Log.Info("refused an executor message", "executor", s.executor, "lease", id, "fence", fence, "why", why)
 	select {
 	case s.out <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Refused{Refused: &tollgatev1.Refused{LeaseId: id, Fence: fence, Message: why}}}:
 	default:
@@ -404,6 +410,10 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 		case *tollgatev1.ExecutorMessage_Heartbeat:
 			now := d.cfg.Now()
 			d.mu.Lock()
+			if s.silent {
+				s.silent = false
+				d.drain()
+			}
 			for _, ref := range x.Heartbeat.GetLeases() {
 				if l, ok := d.leases[ref.GetLeaseId()]; ok && l.s == s && uint64(l.offer.d.Attempt) == ref.GetFence() {
 					l.deadline = now.Add(d.cfg.LeaseTTL)

@@ -187,3 +187,35 @@ func (c *cluster) mark(name string) int {
 	_ = json.Unmarshal(b, &m)
 	return m[name]
 }
+
+// SIGSTOP an executor past its lease TTL, then SIGCONT: the step was
+// leased again elsewhere, and the stopped executor's late result is
+// refused — nothing changes.
+func TestStoppedExecutorsLateResultIsRefused(t *testing.T) {
+	c := newCluster(t, "edge-1", "edge-2")
+	id := c.start("s: test.sleep {\"ms\": 2500}\n")
+	r := c.until(id, "leased", func(r runOut) bool { st, _, _ := stepOf(r, "s"); return st == "leased" })
+	_, holder, _ := stepOf(r, "s")
+	pgid := -c.execs[holder].Process.Pid
+	syscall.Kill(pgid, syscall.SIGSTOP)
+	r = c.until(id, "complete on the other executor", func(r runOut) bool { return r.State == "complete" })
+	_, other, attempts := stepOf(r, "s")
+	if other == holder || attempts != 2 {
+		t.Fatalf("re-leased past the TTL to the other executor: %s after %s, %d attempts", other, holder, attempts)
+	}
+	before := c.plane.ctl(t, "", "--as", "alice", "runs", "show", id, "-o", "json").stdout
+	syscall.Kill(pgid, syscall.SIGCONT)
+	// The stopped executor wakes, finishes its sleep and reports attempt 1;
+	// the control plane refuses it. Wait until it has tried.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(c.plane.stderr.String(), "stale fence") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the late result never arrived:\n%s", c.plane.stderr)
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	after := c.plane.ctl(t, "", "--as", "alice", "runs", "show", id, "-o", "json").stdout
+	if before != after {
+		t.Fatalf("a late result changed the run:\n%s\n---\n%s", before, after)
+	}
+}
