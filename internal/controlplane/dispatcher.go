@@ -64,6 +64,7 @@ type lease struct {
 	s        *session
 	deadline time.Time
 	acked    bool
+	ackDone  chan struct{} // closed once the ack has been handled
 }
 
 type session struct {
@@ -199,7 +200,7 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		pl.Grant = &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
 			ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
 	}
-	return &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL)}, nil
+	return &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL), ackDone: make(chan struct{})}, nil
 }
 
 // Cancel implements Dispatcher.
@@ -366,7 +367,12 @@ func (d *ExecDispatcher) refuse(s *session, id string, fence uint64, why string)
 	}
 }
 
+// serve reads the executor's messages. Acks, starts and results are
+// handled concurrently (so a fan's results can share a commit), but in
+// order per lease: a start or result waits until its lease's ack is done.
 func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorService_ConnectServer, s *session) error {
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -379,34 +385,43 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				d.refuse(s, x.Ack.GetLeaseId(), x.Ack.GetFence(), "no such lease or a stale fence")
 				continue
 			}
-			_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
-				return engine.StepLeased{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Executor: s.executor, LeaseID: l.id, At: now}
-			})
-			if err != nil {
-				d.drop(l)
-				d.refuse(s, l.id, x.Ack.GetFence(), err.Error())
-				continue
-			}
-			d.mu.Lock()
-			l.acked = true
-			l.deadline = d.cfg.Now().Add(d.cfg.LeaseTTL)
-			d.mu.Unlock()
+			handlers.Add(1)
+			go func() {
+				defer handlers.Done()
+				defer close(l.ackDone)
+				_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+					return engine.StepLeased{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Executor: s.executor, LeaseID: l.id, At: now}
+				})
+				if err != nil {
+					d.drop(l)
+					d.refuse(s, l.id, uint64(l.offer.d.Attempt), err.Error())
+					return
+				}
+				d.mu.Lock()
+				l.acked = true
+				l.deadline = d.cfg.Now().Add(d.cfg.LeaseTTL)
+				d.mu.Unlock()
+			}()
 		case *tollgatev1.ExecutorMessage_Start:
 			l, ok := d.take(s, x.Start.GetLeaseId(), x.Start.GetFence())
-			durable := false
-			if ok {
-				_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
-					return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
-				})
-				durable = err == nil
-			}
-			// Acknowledged only after the store committed it (I7).
-			ack := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_StartAck{StartAck: &tollgatev1.StartAck{LeaseId: x.Start.GetLeaseId(), Fence: x.Start.GetFence(), Durable: durable}}}
-			select {
-			case s.out <- ack:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			handlers.Add(1)
+			go func() {
+				defer handlers.Done()
+				durable := false
+				if ok {
+					<-l.ackDone
+					_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+						return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
+					})
+					durable = err == nil
+				}
+				// Acknowledged only after the store committed it (I7).
+				ack := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_StartAck{StartAck: &tollgatev1.StartAck{LeaseId: x.Start.GetLeaseId(), Fence: x.Start.GetFence(), Durable: durable}}}
+				select {
+				case s.out <- ack:
+				case <-ctx.Done():
+				}
+			}()
 		case *tollgatev1.ExecutorMessage_Heartbeat:
 			now := d.cfg.Now()
 			d.mu.Lock()
@@ -421,7 +436,11 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 			}
 			d.mu.Unlock()
 		case *tollgatev1.ExecutorMessage_Result:
-			d.result(ctx, s, x.Result)
+			handlers.Add(1)
+			go func() {
+				defer handlers.Done()
+				d.result(ctx, s, x.Result)
+			}()
 		case *tollgatev1.ExecutorMessage_Credit:
 			d.mu.Lock()
 			s.credits += int(x.Credit.GetCredits())
@@ -450,6 +469,7 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 		d.refuse(s, r.GetLeaseId(), r.GetFence(), "no such lease or a stale fence: the result is not recorded")
 		return
 	}
+	<-l.ackDone
 	d.drop(l)
 	step, attempt := l.offer.d.Step, l.offer.d.Attempt
 	var build func(now time.Time) engine.Event

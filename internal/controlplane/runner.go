@@ -33,6 +33,7 @@ type Runner struct {
 	mu       sync.Mutex
 	machines map[string]*engine.Machine // by plan digest; plans are immutable
 	watchers map[string]map[chan struct{}]bool
+	queues   map[string]*runQueue
 	expiries atomic.Int64
 }
 
@@ -111,7 +112,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg.NewID = randomID
 	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID,
-		machines: map[string]*engine.Machine{}, watchers: map[string]map[chan struct{}]bool{}}
+		machines: map[string]*engine.Machine{}, watchers: map[string]map[chan struct{}]bool{}, queues: map[string]*runQueue{}}
 }
 
 func randomID() string {
@@ -274,37 +275,160 @@ func (r *Runner) Event(ctx context.Context, runID string, build func(now time.Ti
 // apply is the commit loop: read, apply, commit against the version; on a
 // conflict read again. Effects run only after their commit.
 func (r *Runner) apply(ctx context.Context, runID string, build func(now time.Time) engine.Event) (engine.Transition, error) {
+	tr, err := r.commit(ctx, runID, build)
+	if err != nil {
+		return tr, err
+	}
+	r.effects(ctx, runID, tr)
+	return tr, nil
+}
+
+// pending is one event waiting for its run's next commit.
+type pending struct {
+	build func(now time.Time) engine.Event
+	done  chan committed
+}
+
+type committed struct {
+	tr  engine.Transition
+	err error
+}
+
+// runQueue gathers the events of one run that arrive while a commit is
+// under way, so that a fan's results land in one commit instead of racing
+// each other to the store (group commit). Other replicas still meet at the
+// store's compare-and-set.
+type runQueue struct {
+	mu      sync.Mutex
+	waiting []*pending
+	leader  bool
+	refs    int
+}
+
+// commit applies one event and commits it, possibly together with other
+// events of the same run that arrived meanwhile. Effects are the caller's,
+// after it (they may apply further events to the same run).
+func (r *Runner) commit(ctx context.Context, runID string, build func(now time.Time) engine.Event) (engine.Transition, error) {
+	r.mu.Lock()
+	q, ok := r.queues[runID]
+	if !ok {
+		q = &runQueue{}
+		r.queues[runID] = q
+	}
+	q.refs++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if q.refs--; q.refs == 0 {
+			delete(r.queues, runID)
+		}
+		r.mu.Unlock()
+	}()
+
+	p := &pending{build: build, done: make(chan committed, 1)}
+	q.mu.Lock()
+	q.waiting = append(q.waiting, p)
+	lead := !q.leader
+	q.leader = true
+	q.mu.Unlock()
+	if lead {
+		// Commit batches until nobody waits; the store calls outlive a
+		// caller that gives up, since others' events ride along.
+		bctx := context.WithoutCancel(ctx)
+		for {
+			q.mu.Lock()
+			batch := q.waiting
+			q.waiting = nil
+			if len(batch) == 0 {
+				q.leader = false
+				q.mu.Unlock()
+				break
+			}
+			q.mu.Unlock()
+			r.commitBatch(bctx, runID, batch)
+		}
+	}
+	select {
+	case res := <-p.done:
+		return res.tr, res.err
+	case <-ctx.Done():
+		return engine.Transition{}, ctx.Err()
+	}
+}
+
+// commitBatch applies a batch of events in order to one read of the run
+// and commits the result once; each event gets its own outcome. On a
+// version conflict or a passed deadline it reads again and re-applies.
+func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending) {
+	fail := func(err error) {
+		for _, p := range batch {
+			p.done <- committed{err: err}
+		}
+	}
 	conflicts := 0
 	for range 100 {
 		sr, err := r.store.GetRun(ctx, runID)
 		if err != nil {
-			return engine.Transition{}, fmt.Errorf("run %s: %w", runID, err)
+			fail(fmt.Errorf("run %s: %w", runID, err))
+			return
 		}
 		run, m, err := r.decode(ctx, sr)
 		if err != nil {
-			return engine.Transition{}, err
+			fail(err)
+			return
 		}
 		now, err := r.store.Now(ctx)
 		if err != nil {
-			return engine.Transition{}, err
+			fail(err)
+			return
 		}
-		ev := build(now)
-		tr, err := m.Apply(run, ev)
+		cur := run
+		outs := make([]committed, len(batch))
+		var records []engine.Record
+		var deadline time.Time
+		applied := 0
+		for i, p := range batch {
+			ev := p.build(now)
+			tr, err := m.Apply(cur, ev)
+			if err != nil {
+				outs[i] = committed{err: err}
+				continue
+			}
+			if d := deadlineOf(cur, ev); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+				deadline = d
+			}
+			cur = tr.Run
+			records = append(records, tr.Records...)
+			outs[i] = committed{tr: tr}
+			applied++
+		}
+		if applied == 0 {
+			for i, p := range batch {
+				p.done <- outs[i]
+			}
+			return
+		}
+		cur.Version = run.Version + 1 // one commit, however many events
+		c, err := commitFor(run, sr, engine.Transition{Run: cur, Records: records}, sr.Skill)
 		if err != nil {
-			return engine.Transition{}, err
+			fail(err)
+			return
 		}
-		c, err := commitFor(run, sr, tr, sr.Skill)
-		if err != nil {
-			return engine.Transition{}, err
-		}
-		c.Deadline = deadlineOf(run, ev)
+		c.Deadline = deadline
 		err = r.store.Commit(ctx, c)
 		switch {
 		case err == nil:
-			r.effects(ctx, runID, tr)
-			return tr, nil
+			for i, p := range batch {
+				o := outs[i]
+				if o.err == nil {
+					o.tr.Run = cur
+					o.tr.Effects = liveEffects(cur, o.tr.Effects)
+				}
+				p.done <- o
+			}
+			return
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrDeadline):
-			// Someone else moved the run, or the deadline passed between our
+			// Someone else moved the run, or a deadline passed between our
 			// read of the clock and the commit: read again; the engine then
 			// applies the expiry. Back off a little, more each time, so
 			// replicas racing on one run spread out.
@@ -313,19 +437,32 @@ func (r *Runner) apply(ctx context.Context, runID string, build func(now time.Ti
 				delay := time.Duration(mrand.Int64N(int64(conflicts) * int64(time.Millisecond)))
 				select {
 				case <-ctx.Done():
-					return engine.Transition{}, ctx.Err()
+					fail(ctx.Err())
+					return
 				case <-time.After(delay):
 				}
 			}
-			if err := ctx.Err(); err != nil {
-				return engine.Transition{}, err
-			}
-			continue
 		default:
-			return engine.Transition{}, fmt.Errorf("commit run %s: %w", runID, err)
+			fail(fmt.Errorf("commit run %s: %w", runID, err))
+			return
 		}
 	}
-	return engine.Transition{}, errBusy
+	fail(errBusy)
+}
+
+// liveEffects drops dispatches that a later event of the same batch
+// cancelled: only a step still queued at that attempt goes out.
+func liveEffects(run *engine.Run, effects []engine.Effect) []engine.Effect {
+	out := effects[:0:0]
+	for _, e := range effects {
+		if d, ok := e.(engine.Dispatch); ok {
+			if s := run.Steps[d.Step]; s == nil || s.Status != engine.StatusQueued || s.Attempt != d.Attempt {
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // deadlineOf is the deadline the store must still be before when a

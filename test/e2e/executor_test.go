@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane"
 	"github.com/tollgate-dev/tollgate/internal/executor"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
@@ -80,7 +81,11 @@ type world struct {
 	wg     sync.WaitGroup
 }
 
-func newWorld(t *testing.T, catalogExtra string) *world {
+func newWorld(t testing.TB, catalogExtra string) *world {
+	return newWorldOn(t, catalogExtra, memstore.New(memstore.Config{}))
+}
+
+func newWorldOn(t testing.TB, catalogExtra string, st store.Store) *world {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	gpub, gpriv, _ := ed25519.GenerateKey(rand.Reader)
@@ -90,7 +95,7 @@ func newWorld(t *testing.T, catalogExtra string) *world {
 	}
 	cat, _ := compiler.ParseCatalog(append(append([]byte{}, examples.Catalog...), catalogExtra...))
 	w := &world{priv: priv, gpub: gpub, tools: newTools(cat)}
-	w.srv = controlplane.NewServer(controlplane.Config{Store: memstore.New(memstore.Config{}), Verifier: v, Catalog: cat,
+	w.srv = controlplane.NewServer(controlplane.Config{Store: st, Verifier: v, Catalog: cat,
 		Skills: controlplane.ExampleSkills(), SigningKey: gpriv, KeyID: "cp", LeaseTTL: 2 * time.Second})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -113,7 +118,7 @@ func newWorld(t *testing.T, catalogExtra string) *world {
 	return w
 }
 
-func (w *world) conn(t *testing.T, user string) *grpc.ClientConn {
+func (w *world) conn(t testing.TB, user string) *grpc.ClientConn {
 	tok, err := identity.Mint(w.priv, "k", "i", "a", user, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +134,7 @@ func (w *world) conn(t *testing.T, user string) *grpc.ClientConn {
 
 // executor starts an executor process-equivalent (same code path as the
 // binary) that connects over loopback gRPC.
-func (w *world) executor(t *testing.T, ctx context.Context, id string) {
+func (w *world) executor(t testing.TB, ctx context.Context, id string) {
 	client := tollgatev1.NewExecutorServiceClient(w.conn(t, "exec-"+id))
 	w.wg.Add(1)
 	go func() {
