@@ -31,6 +31,10 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 		if run.Version != last {
 			last = run.Version
 			pr := runToProto(run, m, "")
+			if kind != tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT {
+				// The plan does not change: it goes with the snapshot only.
+				pr.Plan, pr.PlanCard = nil, ""
+			}
 			ev := &tollgatev1.RunEvent{Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
 				RunState: pr.State, StateReason: run.Reason, Run: pr}
 			if err := stream.Send(&tollgatev1.WatchRunResponse{Event: ev}); err != nil {
