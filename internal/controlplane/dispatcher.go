@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -181,6 +183,7 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		kind = tollgatev1.StepKind_STEP_KIND_PROSE
 	}
 	pl := &tollgatev1.Lease{LeaseId: id, Fence: uint64(o.d.Attempt), RunId: o.runID, StepId: o.d.Step, Attempt: int32(o.d.Attempt),
+		Traceparent: traceparent(o.runID, id),
 		Kind: kind, Server: o.d.Server, Tool: o.d.Tool, ArgsJson: string(o.d.Args), Prompt: o.d.Prompt, SideEffect: o.d.SideEffect,
 		Idempotent: o.d.Idempotent, Deadline: timestamppb.New(now.Add(d.cfg.LeaseTTL)), IdempotencyKey: o.runID + "/" + o.d.Step}
 	if o.d.SideEffect {
@@ -500,4 +503,14 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 	if _, err := d.runner.Event(ctx, l.offer.runID, build); err != nil {
 		d.refuse(s, l.id, r.GetFence(), err.Error())
 	}
+}
+
+// traceparent is the W3C trace context a lease carries: every lease of a
+// run is in the run's trace (the trace id is derived from the run id), and
+// each lease is a span of its own, so an executor's spans join the run's
+// trace once tracing is wired in.
+func traceparent(runID, leaseID string) string {
+	t := sha256.Sum256([]byte("tollgate-trace\x00" + runID))
+	sp := sha256.Sum256([]byte("tollgate-span\x00" + leaseID))
+	return "00-" + hex.EncodeToString(t[:16]) + "-" + hex.EncodeToString(sp[:8]) + "-01"
 }
