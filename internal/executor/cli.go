@@ -33,6 +33,7 @@ type FileConfig struct {
 	Labels       []string          `yaml:"labels"`
 	Capacity     int               `yaml:"capacity"`
 	MCPServers   []MCPServer       `yaml:"mcp_servers"`
+	Model        ModelConfig       `yaml:"model"` // prose steps; none: the template provider
 }
 
 // Options are what a process-level caller passes to Main.
@@ -83,8 +84,12 @@ func Main(ctx context.Context, args []string, o Options) error {
 		keys[id] = k
 	}
 	log := slog.New(slog.NewTextHandler(o.Stderr, nil))
+	var prose Prose = Template{}
+	if fc.Model.BaseURL != "" {
+		prose = ChatCompletions{BaseURL: fc.Model.BaseURL, Model: fc.Model.Model, APIKey: os.Getenv(fc.Model.APIKeyEnv)}
+	}
 	return Serve(ctx, ServeConfig{ID: fc.ID, Addr: fc.ControlPlane, Token: strings.TrimSpace(string(tok)), GrantKeys: keys,
-		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Log: log})
+		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Prose: prose, Log: log})
 }
 
 // ServeConfig is everything an executor process needs.
@@ -96,6 +101,7 @@ type ServeConfig struct {
 	Labels     []string
 	Capacity   int
 	MCPServers []MCPServer
+	Prose      Prose // nil: the template provider
 	Log        *slog.Logger
 }
 
@@ -126,8 +132,12 @@ func Serve(ctx context.Context, c ServeConfig) error {
 	}
 	defer conn.Close()
 	client := tollgatev1.NewExecutorServiceClient(conn)
-	c.Log.Info("executor starting", "id", c.ID, "control_plane", c.Addr, "tools", len(host.Tools()), "prose", "template (no model configured: prose steps say so)")
-	return Run(ctx, Config{ID: c.ID, Labels: c.Labels, Capacity: c.Capacity, Host: host, Prose: Template{},
+	if c.Prose == nil {
+		c.Prose = Template{}
+	}
+	provider, model := c.Prose.Name()
+	c.Log.Info("executor starting", "id", c.ID, "control_plane", c.Addr, "tools", len(host.Tools()), "prose", provider, "model", model)
+	return Run(ctx, Config{ID: c.ID, Labels: c.Labels, Capacity: c.Capacity, Host: host, Prose: c.Prose,
 		Grants: grant.NewVerifier(c.GrantKeys), Log: c.Log,
 		Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
 			return client.Connect(ctx)
