@@ -184,7 +184,7 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 	}
 	pl := &tollgatev1.Lease{LeaseId: id, Fence: uint64(o.d.Attempt), RunId: o.runID, StepId: o.d.Step, Attempt: int32(o.d.Attempt),
 		Traceparent: traceparent(o.runID, id),
-		Kind: kind, Server: o.d.Server, Tool: o.d.Tool, ArgsJson: string(o.d.Args), Prompt: o.d.Prompt, SideEffect: o.d.SideEffect,
+		Kind:        kind, Server: o.d.Server, Tool: o.d.Tool, ArgsJson: string(o.d.Args), Prompt: o.d.Prompt, SideEffect: o.d.SideEffect,
 		Idempotent: o.d.Idempotent, Deadline: timestamppb.New(now.Add(d.cfg.LeaseTTL)), IdempotencyKey: o.runID + "/" + o.d.Step}
 	if o.d.SideEffect {
 		if d.cfg.SigningKey == nil {

@@ -324,23 +324,35 @@ func (s *Services) GetAsk(ctx context.Context, req *tollgatev1.GetAskRequest) (*
 	return &tollgatev1.GetAskResponse{Ask: askToProto(run, a, ""), MayDecide: ok, Why: why}, nil
 }
 
+// decidable loads an ask for the caller to act on: authenticated, allowed
+// by its audience now (authority is checked at decision time, not when the
+// ask was routed), and — when the caller says what they reviewed — still
+// binding that exact payload (I6).
+func (s *Services) decidable(ctx context.Context, askID, reviewed string) (string, *engine.Run, *engine.AskRun, error) {
+	who, err := caller(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	run, a, err := s.loadAsk(ctx, askID)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if ok, why := s.mayDecide(who, run, a); !ok {
+		return "", nil, nil, fmt.Errorf("%s: %w", why, errDenied)
+	}
+	if reviewed != "" && reviewed != payloadDigest(a) {
+		return "", nil, nil, fmt.Errorf("you reviewed %s, the ask now binds %s: %w", reviewed, payloadDigest(a), errStalePayload)
+	}
+	return who, run, a, nil
+}
+
 // Decide records a typed decision by the caller. Authority is checked now,
 // at decision time; the deadline is checked by the engine and again by the
 // store's commit.
 func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
-	who, err := caller(ctx)
+	who, run, a, err := s.decidable(ctx, req.GetAskId(), req.GetExpectedPayloadDigest())
 	if err != nil {
 		return nil, err
-	}
-	run, a, err := s.loadAsk(ctx, req.GetAskId())
-	if err != nil {
-		return nil, err
-	}
-	if ok, why := s.mayDecide(who, run, a); !ok {
-		return nil, fmt.Errorf("%s: %w", why, errDenied)
-	}
-	if d := req.GetExpectedPayloadDigest(); d != "" && d != payloadDigest(a) {
-		return nil, fmt.Errorf("you reviewed %s, the ask now binds %s: %w", d, payloadDigest(a), errStalePayload)
 	}
 	var build func(now time.Time) engine.Event
 	switch d := req.GetDecision().(type) {
@@ -393,19 +405,9 @@ var answerKindToProto = map[answer.Kind]tollgatev1.AnswerKind{
 // Answer interprets a free-text reply with the one matcher (package
 // answer). Every reply gets a typed, non-empty response.
 func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*tollgatev1.AnswerResponse, error) {
-	who, err := caller(ctx)
+	who, run, a, err := s.decidable(ctx, req.GetAskId(), req.GetExpectedPayloadDigest())
 	if err != nil {
 		return nil, err
-	}
-	run, a, err := s.loadAsk(ctx, req.GetAskId())
-	if err != nil {
-		return nil, err
-	}
-	if ok, why := s.mayDecide(who, run, a); !ok {
-		return nil, fmt.Errorf("%s: %w", why, errDenied)
-	}
-	if d := req.GetExpectedPayloadDigest(); d != "" && d != payloadDigest(a) {
-		return nil, fmt.Errorf("you reviewed %s, the ask now binds %s: %w", d, payloadDigest(a), errStalePayload)
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
 		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), At: now}

@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -125,5 +124,3 @@ func TestRandomWorkloadAuditsClean(t *testing.T) {
 	e := newEnv(t, nil, echoTools())
 	workload(t, e, 40)
 }
-
-var _ = fmt.Sprint

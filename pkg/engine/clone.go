@@ -3,8 +3,6 @@ package engine
 import (
 	"slices"
 	"time"
-
-	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // clone deep-copies a run so Apply never changes its input.
@@ -36,5 +34,3 @@ func parseDur(s string) (time.Duration, error) {
 	}
 	return time.ParseDuration(s)
 }
-
-var _ = plan.FormatDuration

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -242,5 +241,3 @@ func TestFanRunsConcurrently(t *testing.T) {
 	}
 	t.Logf("fan wall clock %v for branches of 400, 270, 80 ms", wall)
 }
-
-var _ = fmt.Sprint
