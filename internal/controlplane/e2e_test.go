@@ -277,3 +277,32 @@ func TestStartIsIdempotentPerRequestID(t *testing.T) {
 	}
 	e.settle()
 }
+
+// I6 at the API: an approval binds the payload the approver reviewed.
+func TestApprovalBindsTheReviewedPayload(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "graph-ask-demo")
+	_, err := e.approvals("alice").Decide(bg, &tollgatev1.DecideRequest{AskId: r.GetId() + "/ask_1", ExpectedPayloadDigest: "sha256:something-else",
+		Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "you reviewed") {
+		t.Fatalf("approving another payload: %v", err)
+	}
+	if got := e.get("alice", r.GetId()); got.GetState() != tollgatev1.RunState_RUN_STATE_PARKED {
+		t.Fatalf("nothing ran: %v", got.GetState())
+	}
+}
+
+// I1: `without asking` is allowed only where policy lets the starter
+// approve the action; without such policy the start is refused.
+func TestWithoutAskingNeedsPolicy(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	_, err := e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{
+		Recipe: "w: notes.store {\"text\":\"x\"} without asking\n"}})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "without asking") {
+		t.Fatalf("want permission denied: %v", err)
+	}
+	runs, _, _ := e.store.ListRuns(bg, store.RunQuery{})
+	if len(runs) != 0 {
+		t.Fatal("no run was created")
+	}
+}
