@@ -51,6 +51,10 @@ FUZZTIME ?= 60s
 fuzz:
 	go test -run=NONE -fuzz=FuzzCompile -fuzztime=$(FUZZTIME) ./pkg/compiler
 
-## bench: compiler benchmarks.
+## bench: the benchmarks behind BENCHMARKS.md (pure cores, Redis store, end to end).
 bench:
 	go test -run=NONE -bench=. -benchmem ./pkg/...
+	go test -run '^$$' -bench 'Commit$$|Inbox' -benchtime 3000x ./internal/store/redisstore
+	go test -run '^$$' -bench 'Memory' -benchtime 1x ./internal/store/redisstore
+	go test -run '^$$' -bench 'ThreeStep|Fan' -benchtime 100x ./test/e2e
+	go test -run '^$$' -bench 'Sustained' -benchtime 6400x ./test/e2e

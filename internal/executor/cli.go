@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -71,13 +72,13 @@ func Main(ctx context.Context, args []string, o Options) error {
 	if err := dec.Decode(&fc); err != nil {
 		return fmt.Errorf("config %s: %w", *path, err)
 	}
-	tok, err := os.ReadFile(fc.TokenFile)
+	tok, err := os.ReadFile(expandHome(fc.TokenFile))
 	if err != nil {
 		return fmt.Errorf("read token: %w", err)
 	}
 	keys := map[string]ed25519.PublicKey{}
 	for id, p := range fc.GrantKeys {
-		k, err := identity.LoadPublicKeyPEM(p)
+		k, err := identity.LoadPublicKeyPEM(expandHome(p))
 		if err != nil {
 			return fmt.Errorf("grant key %s: %w", id, err)
 		}
@@ -142,4 +143,14 @@ func Serve(ctx context.Context, c ServeConfig) error {
 		Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
 			return client.Connect(ctx)
 		}})
+}
+
+// expandHome turns a leading "~/" into the user's home directory.
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, rest)
+		}
+	}
+	return p
 }
