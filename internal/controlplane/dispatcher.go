@@ -376,6 +376,9 @@ func (d *ExecDispatcher) refuse(s *session, id string, fence uint64, why string)
 func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorService_ConnectServer, s *session) error {
 	var handlers sync.WaitGroup
 	defer handlers.Wait()
+	// What an executor has told us is recorded even if its stream ends
+	// meanwhile: a result, an ack or a start is a fact about the world.
+	rec := context.WithoutCancel(ctx)
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -392,7 +395,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 			go func() {
 				defer handlers.Done()
 				defer close(l.ackDone)
-				_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+				_, err := d.runner.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
 					return engine.StepLeased{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Executor: s.executor, LeaseID: l.id, At: now}
 				})
 				if err != nil {
@@ -413,7 +416,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				durable := false
 				if ok {
 					<-l.ackDone
-					_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+					_, err := d.runner.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
 						return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
 					})
 					durable = err == nil
@@ -442,7 +445,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 			handlers.Add(1)
 			go func() {
 				defer handlers.Done()
-				d.result(ctx, s, x.Result)
+				d.result(rec, s, x.Result)
 			}()
 		case *tollgatev1.ExecutorMessage_Credit:
 			d.mu.Lock()
