@@ -401,6 +401,15 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				if err != nil {
 					d.drop(l)
 					d.refuse(s, l.id, uint64(l.offer.d.Attempt), err.Error())
+					if !engineRefusal(err) {
+						// Not the engine saying no (a store hiccup): the step
+						// is still queued, so offer it again.
+						d.mu.Lock()
+						if !d.assign(l.offer) {
+							d.waiting = append(d.waiting, l.offer)
+						}
+						d.mu.Unlock()
+					}
 					return
 				}
 				d.mu.Lock()
@@ -516,4 +525,11 @@ func traceparent(runID, leaseID string) string {
 	t := sha256.Sum256([]byte("tollgate-trace\x00" + runID))
 	sp := sha256.Sum256([]byte("tollgate-span\x00" + leaseID))
 	return "00-" + hex.EncodeToString(t[:16]) + "-" + hex.EncodeToString(sp[:8]) + "-01"
+}
+
+// engineRefusal reports whether err is the engine refusing an event that
+// no longer fits the run (so retrying it is pointless).
+func engineRefusal(err error) bool {
+	return errors.Is(err, engine.ErrStaleAttempt) || errors.Is(err, engine.ErrWrongTransition) ||
+		errors.Is(err, engine.ErrUnknownStep) || errors.Is(err, engine.ErrRunEnded)
 }
