@@ -1,6 +1,8 @@
 package controlplane
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,8 +104,12 @@ func TestExpiryWhileDown(t *testing.T) {
 		t.Fatalf("expiries counted: %d", second.srv.Runner.Expiries())
 	}
 	logs := second.logs.String()
-	if !strings.Contains(logs, "ask expired") || !strings.Contains(logs, "idle_ms=3240") {
+	m := regexp.MustCompile(`ask expired.*idle_ms=(\d+)`).FindStringSubmatch(logs)
+	if m == nil {
 		t.Fatalf("the expiry is logged with its idle time:\n%s", logs)
+	}
+	if idle, _ := strconv.ParseInt(m[1], 10, 64); idle < (9*time.Hour-time.Second).Milliseconds() || idle > (9*time.Hour+time.Second).Milliseconds() {
+		t.Fatalf("idle time %d ms, want about 9h", idle)
 	}
 	if second.exec.calls(r.GetId()+"/pay") != 0 {
 		t.Fatal("pay ran after the deadline")

@@ -34,6 +34,8 @@ type Runner struct {
 	machines map[string]*engine.Machine // by plan digest; plans are immutable
 	watchers map[string]map[chan struct{}]bool
 	queues   map[string]*runQueue
+	cache    map[string]cachedRun
+	offset   atomic.Int64 // store clock minus ours, nanoseconds
 	expiries atomic.Int64
 }
 
@@ -112,7 +114,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg.NewID = randomID
 	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID,
-		machines: map[string]*engine.Machine{}, watchers: map[string]map[chan struct{}]bool{}, queues: map[string]*runQueue{}}
+		machines: map[string]*engine.Machine{}, watchers: map[string]map[chan struct{}]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}}
 }
 
 func randomID() string {
@@ -183,7 +185,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 	r.mu.Lock()
 	r.machines[m.Digest()] = m
 	r.mu.Unlock()
-	now, err := r.store.Now(ctx)
+	now, err := r.now(ctx)
 	if err != nil {
 		return nil, false, err
 	}
@@ -220,7 +222,7 @@ func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machi
 	if err != nil {
 		return nil, nil, err
 	}
-	now, err := r.store.Now(ctx)
+	now, err := r.now(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -366,29 +368,41 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		}
 	}
 	conflicts := 0
+	fresh, storeClock := false, false
 	for range 100 {
-		sr, err := r.store.GetRun(ctx, runID)
-		if err != nil {
-			fail(fmt.Errorf("run %s: %w", runID, err))
-			return
-		}
-		run, m, err := r.decode(ctx, sr)
+		sr, run, m, err := r.load(ctx, runID, fresh)
 		if err != nil {
 			fail(err)
 			return
 		}
-		now, err := r.store.Now(ctx)
-		if err != nil {
-			fail(err)
-			return
+		// Executor events are judged by this replica's clock (one store
+		// round trip fewer); anything a person decides, and any retry after
+		// a deadline, by the store's — which the commit checks anyway (I4).
+		now := r.storeTime()
+		evs := make([]engine.Event, len(batch))
+		for i, p := range batch {
+			evs[i] = p.build(now)
+			switch evs[i].(type) {
+			case engine.Decide, engine.Answer, engine.Cancel, engine.Tick:
+				storeClock = true
+			}
+		}
+		if storeClock {
+			if now, err = r.now(ctx); err != nil {
+				fail(err)
+				return
+			}
+			for i, p := range batch {
+				evs[i] = p.build(now)
+			}
 		}
 		cur := run
 		outs := make([]committed, len(batch))
 		var records []engine.Record
 		var deadline time.Time
 		applied := 0
-		for i, p := range batch {
-			ev := p.build(now)
+		for i := range batch {
+			ev := evs[i]
 			tr, err := m.Apply(cur, ev)
 			if err != nil {
 				outs[i] = committed{err: err}
@@ -418,6 +432,7 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		err = r.store.Commit(ctx, c)
 		switch {
 		case err == nil:
+			r.remember(c.Run, cur)
 			for i, p := range batch {
 				o := outs[i]
 				if o.err == nil {
@@ -432,6 +447,8 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 			// read of the clock and the commit: read again; the engine then
 			// applies the expiry. Back off a little, more each time, so
 			// replicas racing on one run spread out.
+			r.forget(runID)
+			fresh, storeClock = true, true
 			conflicts++
 			if conflicts > 3 {
 				delay := time.Duration(mrand.Int64N(int64(conflicts) * int64(time.Millisecond)))
@@ -448,6 +465,79 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		}
 	}
 	fail(errBusy)
+}
+
+// now reads the store's clock and remembers how far it is from ours.
+func (r *Runner) now(ctx context.Context) (time.Time, error) {
+	t, err := r.store.Now(ctx)
+	if err != nil {
+		return t, err
+	}
+	r.offset.Store(int64(t.Sub(time.Now())))
+	return t, nil
+}
+
+// storeTime estimates the store's clock from ours and the last offset
+// seen, so timestamps stay in the store's terms without a round trip.
+func (r *Runner) storeTime() time.Time {
+	return time.Now().Add(time.Duration(r.offset.Load())).UTC()
+}
+
+// maxCachedRuns bounds the runs a replica keeps decoded between
+// transitions.
+const maxCachedRuns = 4096
+
+type cachedRun struct {
+	row store.Run
+	run *engine.Run
+}
+
+// load returns a run to transition: the one this replica committed last,
+// unless fresh is asked for or it has none; the commit's compare-and-set on
+// the version catches any staleness.
+func (r *Runner) load(ctx context.Context, runID string, fresh bool) (store.Run, *engine.Run, *engine.Machine, error) {
+	if !fresh {
+		r.mu.Lock()
+		c, ok := r.cache[runID]
+		r.mu.Unlock()
+		if ok {
+			m, err := r.machine(ctx, c.row.PlanDigest)
+			if err == nil {
+				return c.row, c.run, m, nil
+			}
+		}
+	}
+	sr, err := r.store.GetRun(ctx, runID)
+	if err != nil {
+		return store.Run{}, nil, nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	run, m, err := r.decode(ctx, sr)
+	if err != nil {
+		return store.Run{}, nil, nil, err
+	}
+	return sr, run, m, nil
+}
+
+func (r *Runner) remember(row store.Run, run *engine.Run) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if run.State.Terminal() {
+		delete(r.cache, row.ID)
+		return
+	}
+	if len(r.cache) >= maxCachedRuns {
+		for id := range r.cache { // evict one, any
+			delete(r.cache, id)
+			break
+		}
+	}
+	r.cache[row.ID] = cachedRun{row: row, run: run}
+}
+
+func (r *Runner) forget(runID string) {
+	r.mu.Lock()
+	delete(r.cache, runID)
+	r.mu.Unlock()
 }
 
 // liveEffects drops dispatches that a later event of the same batch
