@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -83,18 +80,11 @@ func (g *globals) dial() (*client, error) {
 	if server == "" {
 		server = DefaultServer
 	}
-	host, _, err := net.SplitHostPort(server)
+	opts, err := identity.DialOptions(server, tok)
 	if err != nil {
-		return nil, usageErr("--server %q: want HOST:PORT", server)
+		return nil, usageErr("--server: %v", err)
 	}
-	ip := net.ParseIP(host)
-	local := host == "localhost" || (ip != nil && ip.IsLoopback())
-	creds := insecure.NewCredentials()
-	if !local {
-		creds = credentials.NewClientTLSFromCert(nil, "")
-	}
-	conn, err := grpc.NewClient(server, grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(identity.PerRPCCredentials{Token: tok, Insecure: local}))
+	conn, err := grpc.NewClient(server, opts...)
 	if err != nil {
 		return nil, &exitError{code: ExitInternal, err: fmt.Errorf("connect to %s: %w", server, err)}
 	}

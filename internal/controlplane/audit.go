@@ -130,7 +130,7 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 			return err
 		}
 		effects := map[string]bool{}
-		for _, st := range stepsOf(m) {
+		for _, st := range stepsOf(m.Plan()) {
 			if st.SideEffect {
 				effects[st.ID] = true
 			}

@@ -170,7 +170,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		if o.Listen == "" {
 			o.Listen = "127.0.0.1:7443"
 		}
-		if !loopback(o.Listen) || (o.AdminListen != "" && !loopback(o.AdminListen)) {
+		if !identity.Loopback(o.Listen) || (o.AdminListen != "" && !identity.Loopback(o.AdminListen)) {
 			return fmt.Errorf("--dev listens on loopback only; %s is not", o.Listen)
 		}
 		dir := filepath.Join(o.Home, "dev")
@@ -292,18 +292,6 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	srv.Shutdown(drain)
 	return nil
-}
-
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // loadConfig reads a YAML config; flags given on the command line win.

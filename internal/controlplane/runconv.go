@@ -211,15 +211,8 @@ func runSummary(sr store.Run, run *engine.Run, planName string) *tollgatev1.RunS
 		State: runStateToProto[run.State], StateReason: run.Reason, OpenAsks: int32(open), CreatedAt: ts(sr.CreatedAt), UpdatedAt: ts(sr.UpdatedAt)}
 }
 
-// mustMachine wraps a plan for stepsOf without indexing it.
-func mustMachine(p *plan.Plan) planHolder { return planHolder{p} }
-
-type planHolder struct{ p *plan.Plan }
-
-func (h planHolder) Plan() *plan.Plan { return h.p }
-
 // stepsOf lists every step of a plan, at any depth.
-func stepsOf(m interface{ Plan() *plan.Plan }) []plan.Step {
+func stepsOf(p *plan.Plan) []plan.Step {
 	var out []plan.Step
 	var walk func(steps []plan.Step, stops []plan.StoppingPoint)
 	walk = func(steps []plan.Step, stops []plan.StoppingPoint) {
@@ -233,6 +226,6 @@ func stepsOf(m interface{ Plan() *plan.Plan }) []plan.Step {
 			}
 		}
 	}
-	walk(m.Plan().InitialSteps, m.Plan().StoppingPoints)
+	walk(p.InitialSteps, p.StoppingPoints)
 	return out
 }

@@ -84,7 +84,7 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if res.Plan == nil {
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errInvalid)
 	}
-	for _, st := range stepsOf(mustMachine(res.Plan)) {
+	for _, st := range stepsOf(res.Plan) {
 		if st.SideEffect && st.WithoutAsking && (s.cfg.WithoutAsking == nil || !s.cfg.WithoutAsking(who, st)) {
 			return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run; remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, errDenied)
 		}
@@ -183,7 +183,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 func report(m *engine.Machine, before, after *engine.Run) *tollgatev1.CancellationReport {
 	r := &tollgatev1.CancellationReport{}
 	var ids []string
-	for _, st := range stepsOf(m) {
+	for _, st := range stepsOf(m.Plan()) {
 		if st.Kind != plan.KindJoin {
 			ids = append(ids, st.ID)
 		}

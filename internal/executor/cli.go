@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +15,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -114,20 +111,13 @@ func Serve(ctx context.Context, c ServeConfig) error {
 		return err
 	}
 	defer host.Close()
-	hostPart, _, err := net.SplitHostPort(c.Addr)
+	opts, err := identity.DialOptions(c.Addr, c.Token)
 	if err != nil {
-		return fmt.Errorf("control plane address %q: %w", c.Addr, err)
+		return fmt.Errorf("control plane: %w", err)
 	}
-	ip := net.ParseIP(hostPart)
-	local := hostPart == "localhost" || (ip != nil && ip.IsLoopback())
-	creds := insecure.NewCredentials()
-	if !local {
-		creds = credentials.NewClientTLSFromCert(nil, "")
-	}
-	conn, err := grpc.NewClient(c.Addr, grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(identity.PerRPCCredentials{Token: c.Token, Insecure: local}),
-		// Pings no more often than the server's enforcement allows.
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+	// Pings no more often than the server's enforcement allows.
+	opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+	conn, err := grpc.NewClient(c.Addr, opts...)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

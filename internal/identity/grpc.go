@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -198,10 +200,36 @@ func loopbackURI(u string) bool {
 	if err != nil {
 		return false
 	}
-	host := parsed.Hostname()
+	return loopbackHost(parsed.Hostname())
+}
+
+func loopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Loopback reports whether addr (HOST:PORT) names this machine's loopback
+// interface; it is false for anything it cannot parse.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && loopbackHost(host)
+}
+
+// DialOptions are how every Tollgate client reaches a server at addr with
+// a bearer token: TLS (system roots) to anything but loopback; on loopback,
+// plain TCP, which only --dev servers listen on.
+func DialOptions(addr, token string) ([]grpc.DialOption, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("address %q: want HOST:PORT", addr)
+	}
+	local := Loopback(addr)
+	creds := insecure.NewCredentials()
+	if !local {
+		creds = credentials.NewClientTLSFromCert(nil, "")
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(PerRPCCredentials{Token: token, Insecure: local})}, nil
 }
