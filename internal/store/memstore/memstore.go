@@ -96,14 +96,6 @@ func (s *Store) GetRun(_ context.Context, id string) (store.Run, error) {
 
 // ListRuns implements store.Store: newest first.
 func (s *Store) ListRuns(_ context.Context, q store.RunQuery) ([]store.Run, string, error) {
-	var afterAt time.Time
-	var afterID string
-	if q.PageToken != "" {
-		var err error
-		if afterAt, afterID, err = store.ParsePageToken(q.PageToken); err != nil {
-			return nil, "", err
-		}
-	}
 	s.mu.RLock()
 	var all []store.Run
 	for _, r := range s.runs {
@@ -113,25 +105,8 @@ func (s *Store) ListRuns(_ context.Context, q store.RunQuery) ([]store.Run, stri
 		}
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(all, func(a, b store.Run) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		return cmpString(b.ID, a.ID)
-	})
-	if q.PageToken != "" {
-		i := 0
-		for i < len(all) && (all[i].CreatedAt.After(afterAt) || (all[i].CreatedAt.Equal(afterAt) && all[i].ID >= afterID)) {
-			i++
-		}
-		all = all[i:]
-	}
-	limit := store.Limit(q.Limit)
-	if len(all) <= limit {
-		return all, "", nil
-	}
-	last := all[limit-1]
-	return all[:limit], store.PageToken(last.CreatedAt, last.ID), nil
+	key := func(r store.Run) (time.Time, string) { return r.CreatedAt, r.ID }
+	return page(all, q.PageToken, q.Limit, key, true)
 }
 
 // GetAsk implements store.Store.
@@ -147,14 +122,6 @@ func (s *Store) GetAsk(_ context.Context, id string) (store.Ask, error) {
 
 // ListAsks implements store.Store: soonest deadline first.
 func (s *Store) ListAsks(_ context.Context, q store.AskQuery) ([]store.Ask, string, error) {
-	var afterAt time.Time
-	var afterID string
-	if q.PageToken != "" {
-		var err error
-		if afterAt, afterID, err = store.ParsePageToken(q.PageToken); err != nil {
-			return nil, "", err
-		}
-	}
 	s.mu.RLock()
 	var all []store.Ask
 	for _, a := range s.asks {
@@ -166,25 +133,54 @@ func (s *Store) ListAsks(_ context.Context, q store.AskQuery) ([]store.Ask, stri
 		}
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(all, func(a, b store.Ask) int {
-		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
-			return c
+	key := func(a store.Ask) (time.Time, string) { return a.ExpiresAt, a.ID }
+	return page(all, q.PageToken, q.Limit, key, false)
+}
+
+// page orders rows by key (time, then id; descending when desc), skips
+// past the page token's key, and cuts a page with the next token.
+func page[T any](rows []T, token string, limit int, key func(T) (time.Time, string), desc bool) ([]T, string, error) {
+	order := func(a, b T) int {
+		at, aid := key(a)
+		bt, bid := key(b)
+		c := at.Compare(bt)
+		if c == 0 {
+			c = cmpString(aid, bid)
 		}
-		return cmpString(a.ID, b.ID)
-	})
-	if q.PageToken != "" {
+		if desc {
+			return -c
+		}
+		return c
+	}
+	slices.SortFunc(rows, order)
+	if token != "" {
+		afterAt, afterID, err := store.ParsePageToken(token)
+		if err != nil {
+			return nil, "", err
+		}
 		i := 0
-		for i < len(all) && (all[i].ExpiresAt.Before(afterAt) || (all[i].ExpiresAt.Equal(afterAt) && all[i].ID <= afterID)) {
+		for i < len(rows) {
+			at, id := key(rows[i])
+			c := at.Compare(afterAt)
+			if c == 0 {
+				c = cmpString(id, afterID)
+			}
+			if desc {
+				c = -c
+			}
+			if c > 0 {
+				break
+			}
 			i++
 		}
-		all = all[i:]
+		rows = rows[i:]
 	}
-	limit := store.Limit(q.Limit)
-	if len(all) <= limit {
-		return all, "", nil
+	limit = store.Limit(limit)
+	if len(rows) <= limit {
+		return rows, "", nil
 	}
-	last := all[limit-1]
-	return all[:limit], store.PageToken(last.ExpiresAt, last.ID), nil
+	at, id := key(rows[limit-1])
+	return rows[:limit], store.PageToken(at, id), nil
 }
 
 // Journal implements store.Store.
