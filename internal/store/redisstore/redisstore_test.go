@@ -152,7 +152,9 @@ func TestDeadlineUsesRedisClock(t *testing.T) {
 	s, _ := newStore(t, Config{})
 	now, err := s.Now(ctx)
 	must(t, err)
-	deadline := now.Add(time.Millisecond)
+	// Far enough ahead that the first commit (an fsync under a loaded CI
+	// machine) lands before it; the test then waits on the server's clock.
+	deadline := now.Add(300 * time.Millisecond)
 	c1 := storetest.Commit(newRun("r1", "alice", base), 0, "parked", []store.Ask{newAsk("r1", "a", "pending", "user:alice", deadline)}, "run.started")
 	c1.Deadline = deadline // still in the future by the server's clock
 	must(t, s.Commit(ctx, c1))
