@@ -36,6 +36,6 @@ func devExecutor(ctx context.Context, d controlplane.DevExecutor) error {
 	} else {
 		d.Log.Warn("run from a checkout of the repository to host the example MCP servers; the dev executor hosts none")
 	}
-	return executor.Serve(ctx, executor.ServeConfig{ID: "dev-executor", Addr: d.Addr, Token: d.Token,
+	return executor.Serve(ctx, executor.ServeConfig{ID: "dev-executor", Addr: d.Addr, TLS: d.TLS,
 		GrantKeys: map[string]ed25519.PublicKey{"grant": d.GrantKey}, MCPServers: servers, Log: d.Log, Capacity: 32})
 }

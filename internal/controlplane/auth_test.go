@@ -1,9 +1,11 @@
 package controlplane
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"testing"
 	"time"
 
@@ -64,5 +66,18 @@ func TestBadTokensAreRefusedEverywhere(t *testing.T) {
 	}
 	if got := e.get("alice", r.GetId()); got.GetState() != tollgatev1.RunState_RUN_STATE_PARKED {
 		t.Fatalf("nothing a bad token sent may have changed the run: %v", got.GetState())
+	}
+}
+
+// An executor identity is refused by every approver-API handler, even if
+// a listener ever authenticated one there.
+func TestCallerRefusesExecutors(t *testing.T) {
+	ctx := identity.WithPrincipal(context.Background(), identity.Principal{Subject: "edge-1", Kind: identity.KindExecutor})
+	if _, err := caller(ctx); !errors.Is(err, errDenied) {
+		t.Fatalf("caller with an executor principal: %v, want permission denied", err)
+	}
+	ctx = identity.WithPrincipal(context.Background(), identity.Principal{Subject: "alice", Kind: identity.KindPerson})
+	if who, err := caller(ctx); err != nil || who != "alice" {
+		t.Fatalf("caller with a person: %q, %v", who, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -39,6 +40,7 @@ type ExecDispatcher struct {
 	waiting  []offer
 	leases   map[string]*lease
 	seq      int
+	draining bool
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -103,6 +105,24 @@ func NewExecDispatcher(cfg DispatcherConfig) *ExecDispatcher {
 	return d
 }
 
+// Drain starts a shutdown: no new lease goes out, and every connected
+// executor is asked to finish what it runs by deadline, report, and
+// close its stream (so the executor listener's graceful stop can end).
+// Steps that become runnable meanwhile stay queued in the store and are
+// offered again by the next start-up's Recover. It does not block.
+func (d *ExecDispatcher) Drain(deadline time.Time) {
+	msg := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Drain{Drain: &tollgatev1.Drain{Deadline: timestamppb.New(deadline)}}}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.draining = true
+	for s := range d.sessions {
+		select {
+		case s.out <- msg:
+		default: // a full queue: the hard stop at the deadline ends it
+		}
+	}
+}
+
 // Close stops the reaper and waits for it.
 func (d *ExecDispatcher) Close() {
 	close(d.stop)
@@ -140,6 +160,9 @@ func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispa
 
 // assign leases o to a session with a free credit. d.mu is held.
 func (d *ExecDispatcher) assign(o offer) bool {
+	if d.draining {
+		return false
+	}
 	var best *session
 	for s := range d.sessions {
 		if s.credits > 0 && !s.silent && s.takes(o) && (best == nil || s.credits > best.credits) {
@@ -275,10 +298,14 @@ func (d *ExecDispatcher) reap() {
 // acks, starts, heartbeats and results up.
 func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) error {
 	ctx := stream.Context()
-	who, err := caller(ctx)
-	if err != nil {
-		return err
+	p, ok := identity.FromContext(ctx)
+	if !ok {
+		return fmt.Errorf("no authenticated executor: %w", errUnauthenticated)
 	}
+	if p.Kind != identity.KindExecutor {
+		return fmt.Errorf("%s %s may not open an executor stream: %w", p.Kind, p.Subject, errDenied)
+	}
+	who := p.Subject
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -286,6 +313,9 @@ func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer
 	hello := first.GetHello()
 	if hello == nil {
 		return fmt.Errorf("the first message must be hello: %w", errInvalid)
+	}
+	if id := hello.GetExecutorId(); id != "" && id != who {
+		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", id, who, errDenied)
 	}
 	d.mu.Lock()
 	d.seq++

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -32,8 +33,10 @@ import (
 // DevUsers get tokens minted by --dev.
 var DevUsers = []string{"alice", "bob", "carol", "dave"}
 
-// devExecutorUser is the identity of the executor --dev starts.
-const devExecutorUser = "dev-executor"
+// devExecutors get client certificates minted by --dev: the executor
+// --dev starts, and two for executors started by hand
+// (examples/executor.yaml).
+var devExecutors = []string{"dev-executor", "edge-1", "edge-2"}
 
 // Options are the control plane's settings, from flags or a config file
 // (the same names in YAML).
@@ -55,6 +58,12 @@ type Options struct {
 	DrainTimeout  time.Duration `yaml:"drain_timeout"`
 	GrantKey      string        `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
 	LeaseTTL      time.Duration `yaml:"lease_ttl"`
+	// The executor listener: mTLS, ExecutorService only.
+	ExecutorListen string `yaml:"executor_listen"`
+	ExecutorCert   string `yaml:"executor_cert"` // the listener's certificate (PEM)
+	ExecutorKey    string `yaml:"executor_key"`
+	ExecutorCA     string `yaml:"executor_ca"` // CA bundle that executors' client certificates chain to
+	TrustDomain    string `yaml:"trust_domain"`
 }
 
 // StoreOpener opens the production store for a --redis URL; it is a
@@ -74,10 +83,11 @@ type MainConfig struct {
 	DevExecutor func(ctx context.Context, d DevExecutor) error
 }
 
-// DevExecutor is what the --dev executor needs to connect.
+// DevExecutor is what the --dev executor needs to connect: the executor
+// listener's address and a client TLS config holding its certificate.
 type DevExecutor struct {
 	Addr     string
-	Token    string
+	TLS      *tls.Config
 	GrantKey ed25519.PublicKey
 	Home     string
 	Log      *slog.Logger
@@ -125,6 +135,11 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&o.GrantKey, "grant-key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for in-flight RPCs")
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "a lease whose executor sends no heartbeat for this long is lost")
+	fs.StringVar(&o.ExecutorListen, "executor-listen", "", "executor listener address: mTLS, ExecutorService only (default 127.0.0.1:7444 with --dev; empty: no executors)")
+	fs.StringVar(&o.ExecutorCert, "executor-cert", "", "certificate (PEM) of the executor listener (--dev: minted in the dev folder)")
+	fs.StringVar(&o.ExecutorKey, "executor-key", "", "private key (PEM) of --executor-cert")
+	fs.StringVar(&o.ExecutorCA, "executor-ca", "", "CA bundle (PEM) executors' client certificates must chain to")
+	fs.StringVar(&o.TrustDomain, "trust-domain", identity.DefaultTrustDomain, "executors are spiffe://TRUST-DOMAIN/executor/NAME in their certificate's URI SAN")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -173,10 +188,23 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		if !identity.Loopback(o.Listen) || (o.AdminListen != "" && !identity.Loopback(o.AdminListen)) {
 			return fmt.Errorf("--dev listens on loopback only; %s is not", o.Listen)
 		}
+		if o.ExecutorListen == "" {
+			o.ExecutorListen = "127.0.0.1:7444"
+		}
+		if !identity.Loopback(o.ExecutorListen) {
+			return fmt.Errorf("--dev listens on loopback only; %s is not", o.ExecutorListen)
+		}
 		dir := filepath.Join(o.Home, "dev")
-		b, err := identity.MintDev(dir, append(slices.Clone(DevUsers), devExecutorUser), o.Issuer, o.Audience, 30*24*time.Hour, time.Now())
+		b, err := identity.MintDev(dir, DevUsers, o.Issuer, o.Audience, 30*24*time.Hour, time.Now())
 		if err != nil {
 			return fmt.Errorf("mint dev identities: %w", err)
+		}
+		if o.ExecutorCert == "" {
+			pki, err := identity.MintDevPKI(filepath.Join(dir, "pki"), o.TrustDomain, devExecutors, 30*24*time.Hour, time.Now())
+			if err != nil {
+				return fmt.Errorf("mint dev certificates: %w", err)
+			}
+			o.ExecutorCert, o.ExecutorKey, o.ExecutorCA = pki.Server.Cert, pki.Server.Key, pki.CA
 		}
 		keys[b.KeyID] = b.PublicKey
 		if len(roles) == 0 {
@@ -186,9 +214,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		fmt.Fprintf(mc.Stdout, `Tollgate control plane (dev mode)
   store:   in memory — nothing survives this process
   tokens:  %s (users %s; carol holds role finance)
+  certs:   %s (executors %s)
   use:     approvectl --as alice run graph-ask-demo --wait
            TOLLGATE_TOKEN=$(cat %s) approvectl asks
-`, filepath.Join(dir, "tokens"), strings.Join(DevUsers, ", "), b.TokenPaths["alice"])
+`, filepath.Join(dir, "tokens"), strings.Join(DevUsers, ", "), filepath.Join(dir, "pki"), strings.Join(devExecutors, ", "), b.TokenPaths["alice"])
 	case o.Redis != "":
 		if mc.OpenRedis == nil {
 			return errors.New("this build has no Redis store")
@@ -231,9 +260,15 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return err
 	}
+	var execTLS *tls.Config
+	if o.ExecutorListen != "" {
+		if execTLS, err = identity.ServerTLS(o.ExecutorCert, o.ExecutorKey, o.ExecutorCA); err != nil {
+			return fmt.Errorf("executor listener: %w (give --executor-cert, --executor-key and --executor-ca)", err)
+		}
+	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Roles: roles,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection, WithoutAsking: withoutAsking,
-		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL})
+		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain})
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
 	}
@@ -242,8 +277,18 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(lis) }()
+	var execLis net.Listener
+	if o.ExecutorListen != "" {
+		if execLis, err = net.Listen("tcp", o.ExecutorListen); err != nil {
+			lis.Close()
+			return fmt.Errorf("executor listen: %w", err)
+		}
+		go func() { errc <- srv.ServeExecutors(execLis) }()
+	} else {
+		log.Warn("no --executor-listen: no executor can connect, so runs with tool steps stay blocked")
+	}
 	var admin *http.Server
 	if o.AdminListen != "" {
 		mux := http.NewServeMux()
@@ -255,18 +300,23 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			}
 		}()
 	}
-	log.Info("serving", "listen", lis.Addr().String(), "admin", o.AdminListen, "dev", o.Dev)
+	execAddr := ""
+	if execLis != nil {
+		execAddr = execLis.Addr().String()
+	}
+	log.Info("serving", "listen", lis.Addr().String(), "executor_listen", execAddr, "admin", o.AdminListen, "dev", o.Dev)
 	execCtx, stopExec := context.WithCancel(ctx)
 	defer stopExec()
 	execDone := make(chan struct{})
 	if o.Dev && mc.DevExecutor != nil {
-		tok, err := os.ReadFile(filepath.Join(o.Home, "dev", "tokens", devExecutorUser+".jwt"))
+		pki := filepath.Join(o.Home, "dev", "pki")
+		clientTLS, err := identity.ClientTLS(filepath.Join(pki, "executor-"+devExecutors[0]+".pem"), filepath.Join(pki, "executor-"+devExecutors[0]+".key"), o.ExecutorCA, "")
 		if err != nil {
-			return fmt.Errorf("dev executor token: %w", err)
+			return fmt.Errorf("dev executor certificate: %w", err)
 		}
 		go func() {
 			defer close(execDone)
-			d := DevExecutor{Addr: lis.Addr().String(), Token: strings.TrimSpace(string(tok)), GrantKey: gpriv.Public().(ed25519.PublicKey), Home: o.Home, Log: log}
+			d := DevExecutor{Addr: execLis.Addr().String(), TLS: clientTLS, GrantKey: gpriv.Public().(ed25519.PublicKey), Home: o.Home, Log: log}
 			if err := mc.DevExecutor(execCtx, d); err != nil && execCtx.Err() == nil {
 				log.Error("dev executor stopped", "error", err)
 			}
@@ -277,6 +327,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if mc.Ready != nil {
 		mc.Ready(lis.Addr().String())
 	}
+
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
@@ -318,6 +369,11 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	merge("redis", func() { setIf(&o.Redis, fromFile.Redis) })
 	merge("home", func() { setIf(&o.Home, fromFile.Home) })
 	merge("grant-key", func() { setIf(&o.GrantKey, fromFile.GrantKey) })
+	merge("executor-listen", func() { setIf(&o.ExecutorListen, fromFile.ExecutorListen) })
+	merge("executor-cert", func() { setIf(&o.ExecutorCert, fromFile.ExecutorCert) })
+	merge("executor-key", func() { setIf(&o.ExecutorKey, fromFile.ExecutorKey) })
+	merge("executor-ca", func() { setIf(&o.ExecutorCA, fromFile.ExecutorCA) })
+	merge("trust-domain", func() { setIf(&o.TrustDomain, fromFile.TrustDomain) })
 	merge("jwt-issuer", func() { setIf(&o.Issuer, fromFile.Issuer) })
 	merge("jwt-audience", func() { setIf(&o.Audience, fromFile.Audience) })
 	merge("allow-volatile-store", func() { o.AllowVolatile = o.AllowVolatile || fromFile.AllowVolatile })

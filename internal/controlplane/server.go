@@ -3,11 +3,14 @@ package controlplane
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -48,6 +51,15 @@ type Config struct {
 	SigningKey ed25519.PrivateKey
 	KeyID      string
 	LeaseTTL   time.Duration
+	// ExecutorTLS is the executor listener's TLS config: it must require
+	// and verify client certificates ([identity.ServerTLS]). Executors are
+	// known by their certificate's URI SAN in TrustDomain (default
+	// identity.DefaultTrustDomain); the executor listener serves only
+	// ExecutorService and the API listener does not serve it at all, so
+	// people's tokens cannot open an executor stream and executors cannot
+	// call the approver API.
+	ExecutorTLS *tls.Config
+	TrustDomain string
 	// WithoutAsking says who may approve a `without asking` step by
 	// starting a run; nil refuses all.
 	WithoutAsking func(starter string, step plan.Step) bool
@@ -55,11 +67,15 @@ type Config struct {
 
 // Server is a control plane's gRPC server with its handlers.
 type Server struct {
-	GRPC   *grpc.Server
-	Runner *Runner
-	health *health.Server
-	log    *slog.Logger
-	execs  *ExecDispatcher
+	// GRPC serves the API for people and services (bearer tokens).
+	GRPC *grpc.Server
+	// Executors serves ExecutorService over mTLS; nil when the server
+	// has an external Dispatcher.
+	Executors *grpc.Server
+	Runner    *Runner
+	health    *health.Server
+	log       *slog.Logger
+	execs     *ExecDispatcher
 }
 
 // healthMethods skip authentication so load balancers can probe.
@@ -79,15 +95,17 @@ func NewServer(cfg Config) *Server {
 	}
 	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
-	gs := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(unaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip)),
-		grpc.ChainStreamInterceptor(streamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip)),
+	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxSendMsgSize(MaxSendMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
-	)
+	}
+	gs := grpc.NewServer(append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip)),
+		grpc.ChainStreamInterceptor(streamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip)),
+	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
 	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Roles: cfg.Roles, WithoutAsking: cfg.WithoutAsking})
@@ -95,16 +113,43 @@ func NewServer(cfg Config) *Server {
 	tollgatev1.RegisterRunServiceServer(gs, svc)
 	tollgatev1.RegisterApprovalServiceServer(gs, svc)
 	tollgatev1.RegisterAuditServiceServer(gs, svc)
-	if execs != nil {
-		execs.runner = runner
-		tollgatev1.RegisterExecutorServiceServer(gs, execs)
-	}
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	return &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log, execs: execs}
+	srv := &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log, execs: execs}
+	if execs != nil {
+		execs.runner = runner
+		td := cfg.TrustDomain
+		if td == "" {
+			td = identity.DefaultTrustDomain
+		}
+		// No TLS config is a server nobody can connect to as an
+		// executor: every handshake fails. It never falls back to
+		// plain TCP.
+		tlsCfg := cfg.ExecutorTLS
+		if tlsCfg == nil {
+			tlsCfg = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+		}
+		srv.Executors = grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsCfg)),
+			grpc.ChainUnaryInterceptor(unaryErrors(cfg.Log), identity.ExecutorUnaryInterceptor(td)),
+			grpc.ChainStreamInterceptor(streamErrors(cfg.Log), identity.ExecutorStreamInterceptor(td)),
+		}, limits...)...)
+		tollgatev1.RegisterExecutorServiceServer(srv.Executors, execs)
+		healthpb.RegisterHealthServer(srv.Executors, hs)
+	}
+	return srv
+}
+
+// ServeExecutors serves the executor listener (mTLS, ExecutorService
+// only) on lis until Shutdown. It blocks; with no built-in dispatcher it
+// returns at once.
+func (s *Server) ServeExecutors(lis net.Listener) error {
+	if s.Executors == nil {
+		return lis.Close()
+	}
+	return s.Executors.Serve(lis)
 }
 
 // Serve serves on lis until Shutdown. It blocks.
@@ -117,16 +162,33 @@ func (s *Server) Serve(lis net.Listener) error {
 // then stops hard.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.health.Shutdown()
+	servers := []*grpc.Server{s.GRPC}
+	if s.Executors != nil {
+		servers = append(servers, s.Executors)
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(10 * time.Second)
+		}
+		// Executors finish a little before the hard stop, so their
+		// reports still arrive.
+		s.execs.Drain(time.Now().Add(time.Until(deadline) * 4 / 5))
+	}
 	done := make(chan struct{})
 	go func() {
-		s.GRPC.GracefulStop()
+		var wg sync.WaitGroup
+		for _, g := range servers {
+			wg.Go(g.GracefulStop)
+		}
+		wg.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
 		s.log.Warn("drain deadline passed; stopping hard")
-		s.GRPC.Stop()
+		for _, g := range servers {
+			g.Stop()
+		}
 		<-done
 	}
 	if s.execs != nil {

@@ -51,10 +51,17 @@ type Services struct {
 func NewServices(cfg ServiceConfig) *Services { return &Services{cfg: cfg} }
 
 // caller is the authenticated principal; never a request field.
+//
+// Executors are not callers of this API: an executor identity is refused
+// here even though the API listener never authenticates one (defence in
+// depth should a listener ever serve both).
 func caller(ctx context.Context) (string, error) {
 	p, ok := identity.FromContext(ctx)
 	if !ok {
 		return "", fmt.Errorf("no authenticated caller: %w", errUnauthenticated)
+	}
+	if p.Kind == identity.KindExecutor {
+		return "", fmt.Errorf("executor %s may not call the approver api: %w", p.Subject, errDenied)
 	}
 	return p.Subject, nil
 }

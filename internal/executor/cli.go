@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -26,12 +28,22 @@ import (
 type FileConfig struct {
 	ID           string            `yaml:"id"`
 	ControlPlane string            `yaml:"control_plane"` // host:port
-	TokenFile    string            `yaml:"token_file"`    // bearer token (mTLS comes with a later milestone)
-	GrantKeys    map[string]string `yaml:"grant_keys"`    // key id → PEM public key of the control plane's grant signer
+	TLS          TLSConfig         `yaml:"tls"`
+	GrantKeys    map[string]string `yaml:"grant_keys"` // key id → PEM public key of the control plane's grant signer
 	Labels       []string          `yaml:"labels"`
 	Capacity     int               `yaml:"capacity"`
 	MCPServers   []MCPServer       `yaml:"mcp_servers"`
 	Model        ModelConfig       `yaml:"model"` // prose steps; none: the template provider
+}
+
+// TLSConfig is the executor's client certificate (its identity is the
+// certificate's URI SAN, spiffe://TRUST-DOMAIN/executor/NAME) and the CA
+// the control plane's certificate must chain to.
+type TLSConfig struct {
+	Cert       string `yaml:"cert"`
+	Key        string `yaml:"key"`
+	CA         string `yaml:"ca"`
+	ServerName string `yaml:"server_name"` // default: the host of control_plane
 }
 
 // Options are what a process-level caller passes to Main.
@@ -69,9 +81,12 @@ func Main(ctx context.Context, args []string, o Options) error {
 	if err := dec.Decode(&fc); err != nil {
 		return fmt.Errorf("config %s: %w", *path, err)
 	}
-	tok, err := os.ReadFile(expandHome(fc.TokenFile))
+	if fc.ControlPlane == "" {
+		return fmt.Errorf("config %s: control_plane (HOST:PORT of the control plane's executor listener) is required", *path)
+	}
+	tlsCfg, err := identity.ClientTLS(expandHome(fc.TLS.Cert), expandHome(fc.TLS.Key), expandHome(fc.TLS.CA), fc.TLS.ServerName)
 	if err != nil {
-		return fmt.Errorf("read token: %w", err)
+		return fmt.Errorf("config %s: tls: %w", *path, err)
 	}
 	keys := map[string]ed25519.PublicKey{}
 	for id, p := range fc.GrantKeys {
@@ -86,7 +101,7 @@ func Main(ctx context.Context, args []string, o Options) error {
 	if fc.Model.BaseURL != "" {
 		prose = ChatCompletions{BaseURL: fc.Model.BaseURL, Model: fc.Model.Model, APIKey: os.Getenv(fc.Model.APIKeyEnv)}
 	}
-	return Serve(ctx, ServeConfig{ID: fc.ID, Addr: fc.ControlPlane, Token: strings.TrimSpace(string(tok)), GrantKeys: keys,
+	return Serve(ctx, ServeConfig{ID: fc.ID, Addr: fc.ControlPlane, TLS: tlsCfg, GrantKeys: keys,
 		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Prose: prose, Log: log})
 }
 
@@ -94,7 +109,7 @@ func Main(ctx context.Context, args []string, o Options) error {
 type ServeConfig struct {
 	ID         string
 	Addr       string
-	Token      string
+	TLS        *tls.Config // client certificate and roots (identity.ClientTLS)
 	GrantKeys  map[string]ed25519.PublicKey
 	Labels     []string
 	Capacity   int
@@ -111,12 +126,11 @@ func Serve(ctx context.Context, c ServeConfig) error {
 		return err
 	}
 	defer host.Close()
-	opts, err := identity.DialOptions(c.Addr, c.Token)
-	if err != nil {
-		return fmt.Errorf("control plane: %w", err)
+	if c.TLS == nil {
+		return errors.New("executor: no tls config; executors connect with a client certificate")
 	}
 	// Pings no more often than the server's enforcement allows.
-	opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(c.TLS)), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second})}
 	conn, err := grpc.NewClient(c.Addr, opts...)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

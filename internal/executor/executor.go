@@ -131,6 +131,8 @@ type conn struct {
 	mu     sync.Mutex
 	held   map[string]*work // by lease id
 	starts map[string]chan bool
+
+	running sync.WaitGroup // one per lease being run
 }
 
 type work struct {
@@ -188,6 +190,7 @@ func session(ctx context.Context, cfg Config) error {
 		defer workers.Done()
 		c.heartbeat(ctx, interval)
 	}()
+	draining := false
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -200,8 +203,10 @@ func session(ctx context.Context, cfg Config) error {
 			c.held[x.Lease.GetLeaseId()] = &work{lease: x.Lease, cancel: lcancel}
 			c.mu.Unlock()
 			workers.Add(1)
+			c.running.Add(1)
 			go func() {
 				defer workers.Done()
+				defer c.running.Done()
 				defer lcancel()
 				c.run(lctx, x.Lease)
 			}()
@@ -218,8 +223,49 @@ func session(ctx context.Context, cfg Config) error {
 			cfg.Log.Warn("control plane refused", "lease", x.Refused.GetLeaseId(), "why", x.Refused.GetMessage())
 			c.stop(x.Refused.GetLeaseId())
 		case *tollgatev1.ControlMessage_Drain:
-			return nil
+			// Keep receiving: leases still running need their start
+			// acks. The control plane ends the stream after Drained.
+			if !draining {
+				draining = true
+				workers.Add(1)
+				go func() {
+					defer workers.Done()
+					c.drain(ctx, x.Drain.GetDeadline().AsTime())
+				}()
+			}
 		}
+	}
+}
+
+// drain lets the leases being run finish until deadline, cancels those
+// still running then (reporting them abandoned), sends Drained and closes
+// the send side. It blocks until then or until ctx ends.
+func (c *conn) drain(ctx context.Context, deadline time.Time) {
+	c.cfg.Log.Info("control plane asks to drain", "deadline", deadline)
+	done := make(chan struct{})
+	go func() { c.running.Wait(); close(done) }() // ends once every lease's goroutine has
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	drained := &tollgatev1.Drained{}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		<-done
+		return
+	case <-timer.C:
+		c.mu.Lock()
+		for id, w := range c.held {
+			drained.Abandoned = append(drained.Abandoned, &tollgatev1.LeaseRef{LeaseId: id, Fence: w.lease.GetFence()})
+			w.cancel()
+		}
+		c.mu.Unlock()
+		<-done
+	}
+	c.cfg.Log.Info("drained", "abandoned", len(drained.Abandoned))
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if err := c.stream.Send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Drained{Drained: drained}}); err == nil {
+		_ = c.stream.CloseSend()
 	}
 }
 

@@ -21,7 +21,7 @@ func TestConnectDisconnectCyclesLeakNothing(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	func() {
 		w := newWorld(t, "")
-		conn := w.conn(t, "exec-cycles")
+		conn := w.execConn(t, "cycler")
 		client := tollgatev1.NewExecutorServiceClient(conn)
 		cycles := 1000
 		if testing.Short() {

@@ -42,11 +42,13 @@ func TestMain(m *testing.M) {
 
 // plane is a running control plane process.
 type plane struct {
-	cmd    *exec.Cmd
-	addr   string
-	home   string
-	stderr *logBuffer
-	done   chan error
+	cmd  *exec.Cmd
+	addr string
+	// execAddr is the executor listener, when the plane serves one.
+	execAddr string
+	home     string
+	stderr   *logBuffer
+	done     chan error
 }
 
 // logBuffer holds a process's stderr, written by one goroutine and read
@@ -68,7 +70,7 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-var listenRe = regexp.MustCompile(`msg=serving listen=(\S+)`)
+var listenRe = regexp.MustCompile(`msg=serving listen=(\S+) executor_listen=(\S*)`)
 
 // startPlane starts `controlplane args…` and waits until it listens.
 func startPlane(t *testing.T, home string, args ...string) *plane {
@@ -82,7 +84,7 @@ func startPlane(t *testing.T, home string, args ...string) *plane {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
+	addr := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
@@ -90,7 +92,7 @@ func startPlane(t *testing.T, home string, args ...string) *plane {
 			p.stderr.WriteString(line + "\n")
 			if m := listenRe.FindStringSubmatch(line); m != nil {
 				select {
-				case addr <- m[1]:
+				case addr <- m[1:]:
 				default:
 				}
 			}
@@ -98,7 +100,8 @@ func startPlane(t *testing.T, home string, args ...string) *plane {
 	}()
 	go func() { p.done <- cmd.Wait(); pw.Close() }()
 	select {
-	case p.addr = <-addr:
+	case a := <-addr:
+		p.addr, p.execAddr = a[0], strings.Trim(a[1], `"`)
 	case err := <-p.done:
 		t.Fatalf("control plane exited before listening: %v\n%s", err, p.stderr)
 	case <-time.After(30 * time.Second):
@@ -187,7 +190,7 @@ type runOut struct {
 }
 
 func TestDevPlaneWithApprovectl(t *testing.T) {
-	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0")
+	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	recipe := writeRecipe(t, askFirst)
 
 	var run runOut

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tollgate-dev/tollgate/examples"
@@ -71,13 +72,18 @@ func (t *tools) count(name string) int {
 }
 
 type world struct {
-	addr   string
-	srv    *controlplane.Server
-	priv   ed25519.PrivateKey
-	gpub   ed25519.PublicKey
-	tools  *tools
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	addr string
+	// execAddr is the executor listener (mTLS); pki holds its CA and
+	// the executors' certificates.
+	execAddr string
+	pki      identity.DevPKI
+	pkiDir   string
+	srv      *controlplane.Server
+	priv     ed25519.PrivateKey
+	gpub     ed25519.PublicKey
+	tools    *tools
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 func newWorld(t testing.TB, catalogExtra string) *world {
@@ -93,16 +99,30 @@ func newWorldOn(t testing.TB, catalogExtra string, st store.Store) *world {
 		t.Fatal(err)
 	}
 	cat, _ := compiler.ParseCatalog(append(append([]byte{}, examples.Catalog...), catalogExtra...))
-	w := &world{priv: priv, gpub: gpub, tools: newTools(cat)}
+	w := &world{priv: priv, gpub: gpub, tools: newTools(cat), pkiDir: t.TempDir()}
+	w.pki, err = identity.MintDevPKI(w.pkiDir, identity.DefaultTrustDomain, nil, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverTLS, err := identity.ServerTLS(w.pki.Server.Cert, w.pki.Server.Key, w.pki.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
 	w.srv = controlplane.NewServer(controlplane.Config{Store: st, Verifier: v, Catalog: cat,
-		Skills: controlplane.ExampleSkills(), SigningKey: gpriv, KeyID: "cp", LeaseTTL: 2 * time.Second})
+		Skills: controlplane.ExampleSkills(), SigningKey: gpriv, KeyID: "cp", LeaseTTL: 2 * time.Second, ExecutorTLS: serverTLS})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.addr = lis.Addr().String()
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.srv.Serve(lis) }()
+	execLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.execAddr = execLis.Addr().String()
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); _ = w.srv.Serve(lis) }()
+	go func() { defer func() { done <- struct{}{} }(); _ = w.srv.ServeExecutors(execLis) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	t.Cleanup(func() {
@@ -111,6 +131,7 @@ func newWorldOn(t testing.TB, catalogExtra string, st store.Store) *world {
 		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
 		defer c()
 		w.srv.Shutdown(sctx)
+		<-done
 		<-done
 	})
 	_ = ctx
@@ -131,10 +152,30 @@ func (w *world) conn(t testing.TB, user string) *grpc.ClientConn {
 	return c
 }
 
+// execConn is executor id's connection to the executor listener, with
+// a client certificate naming it.
+func (w *world) execConn(t testing.TB, id string) *grpc.ClientConn {
+	t.Helper()
+	certs, err := identity.IssueExecutorCert(w.pki.CA, w.pki.CAKey, w.pkiDir, identity.DefaultTrustDomain, id, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := identity.ClientTLS(certs.Cert, certs.Key, w.pki.CA, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := grpc.NewClient(w.execAddr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // executor starts an executor process-equivalent (same code path as the
-// binary) that connects over loopback gRPC.
+// binary) that connects over loopback gRPC with its certificate.
 func (w *world) executor(t testing.TB, ctx context.Context, id string) {
-	client := tollgatev1.NewExecutorServiceClient(w.conn(t, "exec-"+id))
+	client := tollgatev1.NewExecutorServiceClient(w.execConn(t, id))
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()

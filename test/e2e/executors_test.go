@@ -36,7 +36,7 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 	t.Helper()
 	redis := redistest.Start(t)
 	home := t.TempDir()
-	if _, err := identity.MintDev(filepath.Join(home, "dev"), append([]string{"alice", "bob"}, executors...), "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
+	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := os.ReadFile(filepath.Join(home, "dev", "signing.pub"))
@@ -46,7 +46,12 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 	catalog := filepath.Join(home, "catalog.yaml")
 	os.WriteFile(catalog, append(cat, testCatalog...), 0o644)
 	c := &cluster{t: t, home: home, execs: map[string]*exec.Cmd{}, marks: filepath.Join(home, "marks.json"), notes: filepath.Join(home, "notes.jsonl")}
+	pki, err := identity.MintDevPKI(filepath.Join(home, "pki"), identity.DefaultTrustDomain, executors, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.plane = startPlane(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
+		"--executor-listen", "127.0.0.1:0", "--executor-cert", pki.Server.Cert, "--executor-key", pki.Server.Key, "--executor-ca", pki.CA,
 		"--grant-key", filepath.Join(home, "grant.key"), "--lease-ttl", "1s", "--catalog", catalog, "--allow-without-asking", "alice")
 	servers := fmt.Sprintf(`
   - {name: test, command: [%q, "--file", %q]}
@@ -55,8 +60,8 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 `, buildExample(t, "testserver"), c.marks, buildExample(t, "monitor"), buildExample(t, "notes"), c.notes)
 	for _, id := range executors {
 		cfg := filepath.Join(home, id+".yaml")
-		os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntoken_file: %s\ngrant_keys: {grant: %s}\ncapacity: 8\nmcp_servers:%s",
-			id, c.plane.addr, filepath.Join(home, "dev", "tokens", id+".jwt"), filepath.Join(home, "grant.pub"), servers)), 0o644)
+		os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\nmcp_servers:%s",
+			id, c.plane.execAddr, pki.Executors[id].Cert, pki.Executors[id].Key, pki.CA, filepath.Join(home, "grant.pub"), servers)), 0o644)
 		cmd := exec.Command(filepath.Join(bin, "executor"), "--config", cfg)
 		cmd.Stderr = os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 takes its MCP servers too

@@ -33,7 +33,7 @@ func (w *world) mcpExecutor(t *testing.T, ctx context.Context, id string, server
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := tollgatev1.NewExecutorServiceClient(w.conn(t, "exec-"+id))
+	client := tollgatev1.NewExecutorServiceClient(w.execConn(t, id))
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
