@@ -143,28 +143,20 @@ func TestTwoExecutorsOnRedis(t *testing.T) {
 	}
 }
 
-func TestKilledExecutorAfterStartIsInDoubt(t *testing.T) {
-	c := newCluster(t, "edge-1", "edge-2")
-	id := c.start("m: test.mark {\"name\": \"effect\", \"hold_ms\": 20000} without asking\n")
+// killAfterStart starts a side-effecting step, kills its executor with
+// SIGKILL once the effect has happened, and returns the run and its
+// in-doubt ask.
+func killAfterStart(t *testing.T, c *cluster) (id, doubt, killed string) {
+	t.Helper()
+	id = c.start("m: test.mark {\"name\": \"effect\", \"hold_ms\": 20000} without asking\n")
 	r := c.until(id, "started", func(r runOut) bool { st, _, _ := stepOf(r, "m"); return st == "started" })
-	// The mark happened (the counter is written before the tool holds).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if c.mark("effect") == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the mark never landed")
-		}
-		<-time.After(20 * time.Millisecond)
-	}
-	_, holder, _ := stepOf(r, "m")
-	syscall.Kill(-c.execs[holder].Process.Pid, syscall.SIGKILL)
+	c.waitMark("effect", 1)
+	_, killed, _ = stepOf(r, "m")
+	syscall.Kill(-c.execs[killed].Process.Pid, syscall.SIGKILL)
 	r = c.until(id, "parked in doubt", func(r runOut) bool { return r.State == "parked" })
 	if st, _, attempts := stepOf(r, "m"); st != "in_doubt" || attempts != 1 {
 		t.Fatalf("the started side effect is in doubt, not re-run: %s, %d attempts", st, attempts)
 	}
-	var doubt string
 	for _, a := range r.Asks {
 		if strings.Contains(a.AskID, "doubt_m_1") {
 			doubt = a.AskID
@@ -173,12 +165,57 @@ func TestKilledExecutorAfterStartIsInDoubt(t *testing.T) {
 	if doubt == "" {
 		t.Fatalf("an in-doubt ask opens: %+v", r.Asks)
 	}
+	return id, doubt, killed
+}
+
+// waitMark waits until the test MCP server has counted n calls of name
+// (the counter is written before the tool holds).
+func (c *cluster) waitMark(name string, n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.mark(name) < n {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("mark %s never reached %d (at %d)", name, n, c.mark(name))
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+}
+
+func TestKilledExecutorAfterStartIsInDoubt(t *testing.T) {
+	c := newCluster(t, "edge-1", "edge-2")
+	id, doubt, _ := killAfterStart(t, c)
 	if res := c.plane.ctl(t, "", "--as", "alice", "answer", doubt, "it ran"); res.code != 0 {
 		t.Fatalf("%s %s", res.stdout, res.stderr)
 	}
 	c.until(id, "complete", func(r runOut) bool { return r.State == "complete" })
 	if n := c.mark("effect"); n != 1 {
 		t.Fatalf("the marker count stays 1, got %d", n)
+	}
+}
+
+// "retry" on an in-doubt step is a person's decision to run the effect
+// again: it runs once more, on the surviving executor, under a new grant
+// and a higher fence.
+func TestInDoubtRetryRunsAgainOnce(t *testing.T) {
+	c := newCluster(t, "edge-1", "edge-2")
+	id, doubt, killed := killAfterStart(t, c)
+	if res := c.plane.ctl(t, "", "--as", "alice", "answer", doubt, "retry"); res.code != 0 {
+		t.Fatalf("%s %s", res.stdout, res.stderr)
+	}
+	r := c.until(id, "started again", func(r runOut) bool {
+		st, _, attempts := stepOf(r, "m")
+		return st == "started" && attempts == 2
+	})
+	c.waitMark("effect", 2)
+	if _, holder, _ := stepOf(r, "m"); holder == killed {
+		t.Fatalf("the retry went to the killed executor %s", holder)
+	}
+	if res := c.plane.ctl(t, "", "--as", "alice", "runs", "cancel", id); res.code != 0 {
+		t.Fatalf("%s %s", res.stdout, res.stderr)
+	}
+	c.until(id, "cancelled", func(r runOut) bool { return r.State == "cancelled" })
+	if n := c.mark("effect"); n != 2 {
+		t.Fatalf("retry ran the effect once more: marker %d, want 2", n)
 	}
 }
 
