@@ -218,7 +218,8 @@ func (t *tx) open(sp *stopInfo) bool {
 		exp = d
 	}
 	a := &AskRun{ID: sp.sp.ID, Type: sp.sp.Type, Title: sp.sp.Title, Audience: sp.sp.Audience, Added: sp.sp.Added,
-		State: AskPending, OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: sp.sp.OnExpiry}
+		State: AskPending, OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: sp.sp.OnExpiry,
+		Quorum: sp.sp.Quorum, Approvers: slices.Clone(sp.sp.Approvers), Amend: slices.Clone(sp.sp.Amend)}
 	if a.Audience == "" {
 		a.Audience = plan.AudienceRequester
 	}

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +73,10 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.decide(e, expired)
 	case Answer:
 		err = t.answer(e, expired)
+	case Amend:
+		err = t.amend(e, expired)
+	case Revoke:
+		err = t.revoke(e, expired)
 	case Cancel:
 		err = t.cancel(e.Actor, e.Reason)
 	case StepLeased:
@@ -138,6 +145,9 @@ func (t *tx) pendingAsk(id, actor string, expired bool) (*AskRun, error) {
 	if a.Audience == plan.AudienceRequester && actor != t.run.Requester {
 		return nil, fmt.Errorf("%w: %q asks the requester (%s)", ErrForbidden, a.Title, t.run.Requester)
 	}
+	if len(a.Approvers) > 0 && !slices.Contains(a.Approvers, actor) {
+		return nil, fmt.Errorf("%w: %q asks %s", ErrForbidden, a.Title, strings.Join(a.Approvers, ", "))
+	}
 	return a, nil
 }
 
@@ -172,8 +182,112 @@ func (t *tx) decide(e Decide, expired bool) error {
 		t.reject(a, e.Actor, reason)
 		return nil
 	}
-	t.choose(a, e.Actor, opt, "", "approve")
+	return t.vote(a, Decision{Kind: "approve", Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy}, opt)
+}
+
+// vote counts an approval of opt toward the ask's quorum of distinct
+// people and chooses opt once the quorum is reached. A second approval
+// by the same person is refused and counts nothing.
+func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
+	if a.Type != plan.StopMenu || a.Quorum <= 1 {
+		t.choose(a, d, opt)
+		return nil
+	}
+	n := 1
+	for _, v := range a.Votes {
+		if v.Actor == d.Actor {
+			return fmt.Errorf("%w: %s approved %q at %s; it needs %d distinct people", ErrAlreadyVoted, d.Actor, a.Title, v.At.UTC().Format(time.RFC3339), a.Quorum)
+		}
+		if v.Option == opt.ID {
+			n++
+		}
+	}
+	a.Votes = append(a.Votes, Vote{Actor: d.Actor, Option: opt.ID, At: t.at, Why: d.Why, Digest: a.PayloadDigest()})
+	t.record("ask.voted", d.Actor, map[string]any{"ask": a.ID, "option": opt.ID, "votes": n, "quorum": a.Quorum, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
+	if n < a.Quorum {
+		return nil
+	}
+	t.choose(a, d, opt)
 	return nil
+}
+
+// amend changes an amendable integer field of the governed payloads.
+func (t *tx) amend(e Amend, expired bool) error {
+	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
+	if err != nil {
+		return err
+	}
+	var bound *plan.AmendBound
+	var allowed []string
+	for i, b := range a.Amend {
+		allowed = append(allowed, fmt.Sprintf("%s %d..%d", b.Field, b.Min, b.Max))
+		if b.Field == e.Field {
+			bound = &a.Amend[i]
+		}
+	}
+	if bound == nil {
+		if len(allowed) == 0 {
+			return fmt.Errorf("%w: %q allows no amendment", ErrBadAmend, a.Title)
+		}
+		return fmt.Errorf("%w: %s may not be amended (amendable: %s)", ErrBadAmend, e.Field, strings.Join(allowed, ", "))
+	}
+	if e.Value < bound.Min || e.Value > bound.Max {
+		return fmt.Errorf("%w: %s %d is out of bounds %d..%d", ErrBadAmend, e.Field, e.Value, bound.Min, bound.Max)
+	}
+	before := a.PayloadDigest()
+	var from []string
+	changed := 0
+	for i := range a.Payload {
+		p := &a.Payload[i]
+		m, err := plan.DecodeObject(p.Args)
+		if err != nil {
+			return fmt.Errorf("%w: args of %s: %v", ErrBadAmend, p.Step, err)
+		}
+		old, ok := m[e.Field]
+		if !ok {
+			continue
+		}
+		from = append(from, fmt.Sprint(old))
+		m[e.Field] = e.Value
+		p.Args = plan.AppendCanonical(nil, m)
+		sum := sha256.Sum256(p.Args)
+		p.Digest = "sha256:" + hex.EncodeToString(sum[:])
+		changed++
+	}
+	if changed == 0 {
+		return fmt.Errorf("%w: no governed step of %q has a field %s", ErrBadAmend, a.Title, e.Field)
+	}
+	withdrawn := len(a.Votes)
+	a.Votes = nil
+	change := fmt.Sprintf("%s %s → %d", e.Field, strings.Join(from, ", "), e.Value)
+	a.Decisions = append(a.Decisions, Decision{Kind: "amend", Actor: e.Actor, At: t.at, Reason: change})
+	t.record("ask.amended", e.Actor, map[string]any{"ask": a.ID, "field": e.Field, "to": e.Value, "change": change,
+		"digest_before": before, "digest_after": a.PayloadDigest(), "approvals_withdrawn": withdrawn})
+	return nil
+}
+
+// revoke withdraws the actor's approval of a gate that still waits for
+// its quorum.
+func (t *tx) revoke(e Revoke, expired bool) error {
+	a, ok := t.run.Asks[e.Ask]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownAsk, e.Ask)
+	}
+	if a.State == AskConsumed || a.State == AskApproved {
+		return fmt.Errorf("%w: %q is %s; its step was already scheduled under it", ErrAlreadyDecided, a.Title, a.State)
+	}
+	if _, err := t.pendingAsk(e.Ask, e.Actor, expired); err != nil {
+		return err
+	}
+	for i, v := range a.Votes {
+		if v.Actor == e.Actor {
+			a.Votes = slices.Delete(a.Votes, i, i+1)
+			a.Decisions = append(a.Decisions, Decision{Kind: "revoke", Actor: e.Actor, At: t.at, Option: v.Option, Reason: e.Reason})
+			t.record("approval.revoked", e.Actor, map[string]any{"ask": a.ID, "option": v.Option, "reason": e.Reason, "votes": len(a.Votes)})
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s has not approved %q", ErrNoVote, e.Actor, a.Title)
 }
 
 func (t *tx) answer(e Answer, expired bool) error {
@@ -202,7 +316,7 @@ func (t *tx) answer(e Answer, expired bool) error {
 			return t.resolveDoubt(a, e.Actor, r.Option.ID, "")
 		}
 		if a.Type == plan.StopText {
-			t.choose(a, e.Actor, plan.Option{}, r.Text, "answer")
+			t.choose(a, Decision{Kind: "answer", Actor: e.Actor, Text: r.Text, Why: e.Why, Policy: e.Policy}, plan.Option{})
 			return nil
 		}
 		opt, _ := findOption(a, r.Option.ID)
@@ -210,7 +324,7 @@ func (t *tx) answer(e Answer, expired bool) error {
 			t.reject(a, e.Actor, "answered "+opt.Label)
 			return nil
 		}
-		t.choose(a, e.Actor, opt, "", "answer")
+		return t.vote(a, Decision{Kind: "answer", Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy}, opt)
 	case answer.Dropped:
 		return t.cancel(e.Actor, fmt.Sprintf("dropped while %q was asked", a.Title))
 	}
@@ -240,17 +354,19 @@ func optionList(a *AskRun) string {
 	return strings.Join(parts, ", ")
 }
 
-// choose records an answer and activates what follows it.
-func (t *tx) choose(a *AskRun, actor string, opt plan.Option, text, kind string) {
+// choose records an answer (d: kind, actor, text, authority) and
+// activates what follows it.
+func (t *tx) choose(a *AskRun, d Decision, opt plan.Option) {
 	st := t.m.stops[a.ID]
-	d := Decision{Kind: kind, Actor: actor, At: t.at, Option: opt.ID, Text: text}
-	a.Option, a.Label, a.Text = opt.ID, opt.Label, text
+	actor, kind := d.Actor, d.Kind
+	d.At, d.Option = t.at, opt.ID
+	a.Option, a.Label, a.Text = opt.ID, opt.Label, d.Text
 	state := AskAnswered
 	if a.Type == plan.StopMenu {
 		state = AskApproved
 	}
 	t.closeAsk(a, state, d)
-	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": kind, "option": opt.ID, "label": opt.Label})
+	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": kind, "option": opt.ID, "label": opt.Label, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
 	if a.Type == plan.StopMenu {
 		t.activate(st.options[opt.ID])
 	} else if st.then != nil {

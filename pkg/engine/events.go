@@ -22,6 +22,32 @@ type Decide struct {
 	Option string // the option id to approve; ignored when Reject
 	Reject bool
 	Reason string
+	Why    string
+	Policy string
+	At     time.Time
+}
+
+// Decide's Why and Policy, when set, record the authority the control
+// plane checked the actor against at decision time (I9); the engine
+// stores them with the decision.
+
+// Amend changes an integer field of the ask's governed payloads within the
+// recipe's `amend:` bounds. The payload digest is recomputed and every
+// approval given so far is withdrawn: they approved something else (I6).
+type Amend struct {
+	Ask   string
+	Actor string
+	Field string
+	Value int64
+	At    time.Time
+}
+
+// Revoke withdraws the actor's approval of a gate still waiting for its
+// quorum.
+type Revoke struct {
+	Ask    string
+	Actor  string
+	Reason string
 	At     time.Time
 }
 
@@ -33,6 +59,8 @@ type Answer struct {
 	// Literal takes Text as the answer of a free-text ask without
 	// interpreting control words (a typed API answer, not a chat reply).
 	Literal bool
+	Why     string
+	Policy  string
 	At      time.Time
 }
 
@@ -92,6 +120,8 @@ type StepBlocked struct {
 func (e Tick) at() time.Time          { return e.At }
 func (e Decide) at() time.Time        { return e.At }
 func (e Answer) at() time.Time        { return e.At }
+func (e Amend) at() time.Time         { return e.At }
+func (e Revoke) at() time.Time        { return e.At }
 func (e Cancel) at() time.Time        { return e.At }
 func (e StepLeased) at() time.Time    { return e.At }
 func (e StepStarted) at() time.Time   { return e.At }

@@ -5,6 +5,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"time"
@@ -153,7 +155,15 @@ type AskRun struct {
 	Text      string        `json:"text,omitempty"`    // a free-text answer
 	Misses    int           `json:"misses,omitempty"`  // consecutive replies that were not answers
 	Decisions []Decision    `json:"decisions,omitempty"`
-	Closed    time.Time     `json:"closed_at,omitzero"`
+	// Quorum is how many distinct people must approve a gate (0 or 1:
+	// one). Approvers, when set, are the only people the recipe asks.
+	// Votes are the approvals so far, each bound to the payload it saw:
+	// an amendment clears them (I6).
+	Quorum    int               `json:"quorum,omitempty"`
+	Approvers []string          `json:"approvers,omitempty"`
+	Votes     []Vote            `json:"votes,omitempty"`
+	Amend     []plan.AmendBound `json:"amend,omitempty"` // fields an approver may change, with bounds
+	Closed    time.Time         `json:"closed_at,omitzero"`
 }
 
 // Payload is one governed side effect as the approver is shown it: the
@@ -166,6 +176,28 @@ type Payload struct {
 	Digest string      `json:"digest"` // sha256 of the canonical args
 }
 
+// Vote is one person's approval of a gate that needs a quorum.
+type Vote struct {
+	Actor  string    `json:"actor"`
+	Option string    `json:"option"`
+	At     time.Time `json:"at"`
+	Why    string    `json:"why,omitempty"`    // the authority it was given under
+	Digest string    `json:"digest,omitempty"` // PayloadDigest when it was given
+}
+
+// PayloadDigest is one digest over every governed payload of the ask: an
+// approval binds it.
+func (a *AskRun) PayloadDigest() string {
+	if len(a.Payload) == 1 {
+		return a.Payload[0].Digest
+	}
+	h := sha256.New()
+	for _, p := range a.Payload {
+		h.Write([]byte(p.Step + "=" + p.Digest + "\n"))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
 // Decision is one recorded act on an ask.
 type Decision struct {
 	Kind   string    `json:"kind"` // approve, reject, answer, expire, cancel
@@ -174,6 +206,8 @@ type Decision struct {
 	Option string    `json:"option,omitempty"`
 	Reason string    `json:"reason,omitempty"`
 	Text   string    `json:"text,omitempty"`
+	Why    string    `json:"why,omitempty"`    // the authority it was made under (policy's reason, a delegation)
+	Policy string    `json:"policy,omitempty"` // the policy version it was authorized under
 }
 
 // Errors Apply returns for an event it refuses; the run is unchanged.
@@ -188,4 +222,7 @@ var (
 	ErrStaleAttempt    = errors.New("stale attempt")
 	ErrRunEnded        = errors.New("the run has ended")
 	ErrWrongTransition = errors.New("event does not fit the step's state")
+	ErrAlreadyVoted    = errors.New("already approved by this person")
+	ErrBadAmend        = errors.New("amendment refused")
+	ErrNoVote          = errors.New("no approval to revoke")
 )

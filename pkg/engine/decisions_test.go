@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vendorPayment parks at the finance gate with pay's args fixed.
+func vendorPayment(t *testing.T) *sim {
+	t.Helper()
+	s := newSim(t, skill(t, "vendor-payment"))
+	s.succeed("vendor", map[string]any{"bank_account": "DE00 2048"})
+	s.succeed("invoice", 1)
+	s.succeed("po", 1)
+	s.succeed("match", "ok")
+	s.want(Parked)
+	return s
+}
+
+// The gate of a two-of-three recipe.
+const quorumRecipe = `a: notes.search {"q": "x"}
+ask finance:
+  store it?
+  approvers: 2 of bob, carol, dave
+b: notes.store {"text": "{a}"}
+`
+
+func TestQuorumNeedsDistinctPeople(t *testing.T) {
+	s := newSim(t, compile(t, quorumRecipe))
+	s.succeed("a", "x")
+	s.want(Parked)
+	ask := ""
+	for id := range s.run.Asks {
+		ask = id
+	}
+	s.apply(Decide{Ask: ask, Actor: "bob", Option: "1", Why: "named approver", At: s.tick(time.Second)})
+	for range 4 {
+		if _, err := s.m.Apply(s.run, Decide{Ask: ask, Actor: "bob", Option: "1", At: s.tick(time.Second)}); !errors.Is(err, ErrAlreadyVoted) {
+			t.Fatalf("bob approving again: %v, want ErrAlreadyVoted", err)
+		}
+	}
+	if a := s.run.Asks[ask]; a.State != AskPending || len(a.Votes) != 1 || s.dispatched()["b"] != 0 {
+		t.Fatalf("one person five times leaves it pending: %s, %d votes, b dispatched %d", a.State, len(a.Votes), s.dispatched()["b"])
+	}
+	if _, err := s.m.Apply(s.run, Decide{Ask: ask, Actor: "erin", Option: "1", At: s.tick(time.Second)}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("someone the recipe does not name: %v", err)
+	}
+	// bob withdraws; carol alone is then one vote, dave completes it.
+	s.apply(Revoke{Ask: ask, Actor: "bob", Reason: "changed my mind", At: s.tick(time.Second)})
+	if _, err := s.m.Apply(s.run, Revoke{Ask: ask, Actor: "bob", At: s.tick(time.Second)}); !errors.Is(err, ErrNoVote) {
+		t.Fatalf("revoking twice: %v", err)
+	}
+	s.apply(Decide{Ask: ask, Actor: "carol", Option: "1", At: s.tick(time.Second)})
+	if s.dispatched()["b"] != 0 {
+		t.Fatal("a revoked vote still counted toward the quorum")
+	}
+	s.apply(Decide{Ask: ask, Actor: "dave", Option: "1", At: s.tick(time.Second)})
+	if s.dispatched()["b"] != 1 || s.run.Asks[ask].State != AskConsumed {
+		t.Fatalf("two distinct approvals: b dispatched %d, ask %s", s.dispatched()["b"], s.run.Asks[ask].State)
+	}
+	if _, err := s.m.Apply(s.run, Revoke{Ask: ask, Actor: "dave", At: s.tick(time.Second)}); !errors.Is(err, ErrAlreadyDecided) {
+		t.Fatalf("revoking a consumed approval: %v", err)
+	}
+}
+
+func TestAmendWithinBounds(t *testing.T) {
+	s := vendorPayment(t)
+	a := s.run.Asks["ask_1"]
+	before := a.PayloadDigest()
+	for _, tc := range []struct {
+		ev   Amend
+		want string
+	}{
+		{Amend{Ask: "ask_1", Actor: "dave", Field: "amount", Value: 500000}, "out of bounds 0..485000"},
+		{Amend{Ask: "ask_1", Actor: "dave", Field: "amount", Value: -1}, "out of bounds"},
+		{Amend{Ask: "ask_1", Actor: "dave", Field: "bank_account", Value: 1}, "may not be amended (amendable: amount 0..485000)"},
+	} {
+		tc.ev.At = s.tick(time.Second)
+		_, err := s.m.Apply(s.run, tc.ev)
+		if !errors.Is(err, ErrBadAmend) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.ev, err, tc.want)
+		}
+	}
+	s.apply(Amend{Ask: "ask_1", Actor: "dave", Field: "amount", Value: 400000, At: s.tick(time.Second)})
+	a = s.run.Asks["ask_1"]
+	if a.PayloadDigest() == before || a.State != AskPending {
+		t.Fatalf("the amendment changes the payload digest and leaves the ask pending: %s, %s", a.PayloadDigest(), a.State)
+	}
+	s.approve("ask_1", "dave")
+	d := s.queued["pay"]
+	if !strings.Contains(string(d.Args), `"amount":400000`) || !strings.Contains(string(d.Args), `"bank_account":"DE00 2048"`) {
+		t.Fatalf("pay runs with the amended amount and nothing else changed: %s", d.Args)
+	}
+}
+
+// I6: an amendment withdraws approvals given to the payload before it.
+func TestAmendWithdrawsVotes(t *testing.T) {
+	s := newSim(t, compile(t, `a: notes.search {"q": "x"}
+ask finance:
+  pay?
+  approvers: 2 of bob, carol
+  amend: amount between 1 and 10
+b: payments.pay {"vendor": "V", "invoice": "I", "amount": 10, "currency": "INR", "bank_account": "{a}"}
+`))
+	s.succeed("a", "x")
+	ask := ""
+	for id := range s.run.Asks {
+		ask = id
+	}
+	s.apply(Decide{Ask: ask, Actor: "bob", Option: "1", At: s.tick(time.Second)})
+	s.apply(Amend{Ask: ask, Actor: "carol", Field: "amount", Value: 5, At: s.tick(time.Second)})
+	if n := len(s.run.Asks[ask].Votes); n != 0 {
+		t.Fatalf("bob approved amount 10; after the amendment his vote must not count (%d votes)", n)
+	}
+	s.apply(Decide{Ask: ask, Actor: "carol", Option: "1", At: s.tick(time.Second)})
+	if s.dispatched()["b"] != 0 {
+		t.Fatal("one vote on the amended payload dispatched a 2-of quorum")
+	}
+	s.apply(Decide{Ask: ask, Actor: "bob", Option: "1", At: s.tick(time.Second)})
+	if d := s.queued["b"]; !strings.Contains(string(d.Args), `"amount":5`) {
+		t.Fatalf("pay after two votes on the amended payload: %s", d.Args)
+	}
+}
