@@ -34,7 +34,7 @@ func toStatus(err error) error {
 	}
 	switch {
 	case errors.Is(err, errInvalid), errors.Is(err, engine.ErrBadOption), errors.Is(err, engine.ErrReasonRequired),
-		errors.Is(err, store.ErrInvalid):
+		errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrBadAmend):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrUnknownAsk):
 		return status.Error(codes.NotFound, err.Error())
@@ -44,7 +44,7 @@ func toStatus(err error) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, engine.ErrAlreadyDecided), errors.Is(err, engine.ErrExpired), errors.Is(err, engine.ErrRunEnded),
 		errors.Is(err, errStalePayload), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
-		errors.Is(err, engine.ErrUnknownStep):
+		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, errBusy):
 		return status.Error(codes.Aborted, err.Error())

@@ -97,29 +97,13 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 func askSummary(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.AskSummary {
 	s := &tollgatev1.AskSummary{Id: store.AskID(run.ID, a.ID), RunId: run.ID, StoppingPointId: a.ID, Kind: askKindToProto[a.Type],
 		State: askStateToProto[a.State], Title: a.Title, Requester: run.Requester, Skill: skill, Consequence: consequence(a),
-		Quorum: 1, CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), PayloadDigest: payloadDigest(a)}
+		Quorum: 1, CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), PayloadDigest: a.PayloadDigest()}
 	for _, d := range a.Decisions {
 		if d.Kind == "approve" || d.Kind == "answer" {
 			s.Approvals++
 		}
 	}
 	return s
-}
-
-// payloadDigest is the ask's one digest over its governed actions: the
-// digest of the single action, or of the list of them.
-func payloadDigest(a *engine.AskRun) string {
-	switch len(a.Payload) {
-	case 0:
-		return ""
-	case 1:
-		return a.Payload[0].Digest
-	}
-	var parts []string
-	for _, p := range a.Payload {
-		parts = append(parts, p.Step+"="+p.Digest)
-	}
-	return "list:" + strings.Join(parts, ",")
 }
 
 // consequence says in plain words what approving does.
@@ -146,7 +130,7 @@ func consequence(a *engine.AskRun) string {
 func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask {
 	out := &tollgatev1.Ask{Id: store.AskID(run.ID, a.ID), RunId: run.ID, StoppingPointId: a.ID, Kind: askKindToProto[a.Type],
 		State: askStateToProto[a.State], Title: a.Title, Consequence: consequence(a), Requester: run.Requester,
-		PayloadDigest: payloadDigest(a), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), OnExpiry: expiryToProto[a.OnExpiry],
+		PayloadDigest: a.PayloadDigest(), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), OnExpiry: expiryToProto[a.OnExpiry],
 		Quorum: 1, SelectedOptionId: a.Option, AnswerText: a.Text, MissCount: int32(a.Misses), ClosedAt: ts(a.Closed),
 		AnswerCommand: answerCommand(run, a)}
 	if a.Audience != "" && a.Audience != plan.AudienceRequester {
@@ -161,7 +145,7 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 	}
 	for _, d := range a.Decisions {
 		out.Decisions = append(out.Decisions, &tollgatev1.Decision{Kind: decisionKindToProto[d.Kind], Actor: d.Actor, Time: ts(d.At),
-			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, PayloadDigest: payloadDigest(a), Counts: d.Kind != "expire" && d.Kind != "cancel"})
+			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, PayloadDigest: a.PayloadDigest(), Counts: d.Kind != "expire" && d.Kind != "cancel"})
 	}
 	return out
 }

@@ -347,8 +347,8 @@ func (s *Services) decidable(ctx context.Context, askID, reviewed string) (strin
 	if ok, why := s.mayDecide(who, run, a); !ok {
 		return "", nil, nil, fmt.Errorf("%s: %w", why, errDenied)
 	}
-	if reviewed != "" && reviewed != payloadDigest(a) {
-		return "", nil, nil, fmt.Errorf("you reviewed %s, the ask now binds %s: %w", reviewed, payloadDigest(a), errStalePayload)
+	if reviewed != "" && reviewed != a.PayloadDigest() {
+		return "", nil, nil, fmt.Errorf("you reviewed %s, the ask now binds %s: %w", reviewed, a.PayloadDigest(), errStalePayload)
 	}
 	return who, run, a, nil
 }
@@ -374,6 +374,21 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 	case *tollgatev1.DecideRequest_Reject:
 		build = func(now time.Time) engine.Event {
 			return engine.Decide{Ask: a.ID, Actor: who, Reject: true, Reason: d.Reject.GetReason(), At: now}
+		}
+	case *tollgatev1.DecideRequest_Amend:
+		v, err := parseMinorUnits(d.Amend.GetNewValueJson())
+		if err != nil {
+			return nil, fmt.Errorf("amend %s: %w: %w", d.Amend.GetField(), err, errInvalid)
+		}
+		build = func(now time.Time) engine.Event {
+			return engine.Amend{Ask: a.ID, Actor: who, Field: d.Amend.GetField(), Value: v, At: now}
+		}
+	case *tollgatev1.DecideRequest_Revoke:
+		if strings.TrimSpace(d.Revoke.GetReason()) == "" {
+			return nil, fmt.Errorf("revoke: a reason is required: %w", errInvalid)
+		}
+		build = func(now time.Time) engine.Event {
+			return engine.Revoke{Ask: a.ID, Actor: who, Reason: d.Revoke.GetReason(), At: now}
 		}
 	case *tollgatev1.DecideRequest_TextAnswer:
 		if a.Type != plan.StopText {

@@ -187,8 +187,12 @@ type Vote struct {
 
 // PayloadDigest is one digest over every governed payload of the ask: an
 // approval binds it.
+// An ask governing nothing (a question) has none: "".
 func (a *AskRun) PayloadDigest() string {
-	if len(a.Payload) == 1 {
+	switch len(a.Payload) {
+	case 0:
+		return ""
+	case 1:
 		return a.Payload[0].Digest
 	}
 	h := sha256.New()
