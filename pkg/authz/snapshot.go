@@ -271,7 +271,8 @@ func selfCheck(modelText []byte) error {
 		{"dan", "probe.act", 100, "x", "y", "probe", false, "an expired second hop"},
 		{"mallory", "probe.act", 100, "x", "y", "probe", false, "a stranger"},
 		{"alice", "probe.other", 100, "x", "y", "probe", false, "another action"},
-		{"alice", "probe.act", 100, "x", "y", "other", false, "another domain"},
+		{"alice", "probe.act", 100, "x", "y", "other", false, "a role held in another domain"},
+		{"olive", "probe.act", 100, "x", "y", "probe", false, "a rule of another domain"},
 		{"gina", big, 1 << 53, "x", "y", "probe", true, "2^53 at a limit of 2^53"},
 		{"gina", big, 1<<53 + 1, "x", "y", "probe", false, "2^53+1 at a limit of 2^53"},
 	} {
@@ -298,4 +299,7 @@ g, carol, role:r, probe, 2000-01-01T00:00:00Z, 2000-01-02T00:00:00Z
 g, dan, frank, probe, _, _
 g, frank, alice, probe, 2000-01-01T00:00:00Z, 2000-01-02T00:00:00Z
 g, gina, role:big, probe, _, _
+p, role:o, other, probe.act, 100
+p2, other, probe.act, 1, none, XXX
+g, olive, role:o, probe, _, _
 `
