@@ -240,7 +240,10 @@ func partyNames(parties []string) []string {
 func (s *snapshot) whyNot(actor string, m Matter, f floorRow) string {
 	t := s.now()
 	reach := s.reach(actor, m.Domain, t)
-	for _, party := range f.separate {
+	for _, party := range []string{SepRequester, SepAgentOwner} {
+		if !slices.Contains(f.separate, party) {
+			continue
+		}
 		who := m.Requester
 		if party == SepAgentOwner {
 			who = m.AgentOwner
