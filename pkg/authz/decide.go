@@ -240,10 +240,7 @@ func partyNames(parties []string) []string {
 func (s *snapshot) whyNot(actor string, m Matter, f floorRow) string {
 	t := s.now()
 	reach := s.reach(actor, m.Domain, t)
-	for _, party := range []string{SepRequester, SepAgentOwner} {
-		if !slices.Contains(f.separate, party) {
-			continue
-		}
+	for _, party := range f.separate {
 		who := m.Requester
 		if party == SepAgentOwner {
 			who = m.AgentOwner
@@ -290,8 +287,8 @@ func (s *snapshot) reach(name, domain string, t time.Time) map[string]string {
 	for depth := 0; depth < maxHierarchy && len(frontier) > 0; depth++ {
 		var next []string
 		for _, n := range frontier {
-			for _, l := range s.pol.links {
-				if l.member != n || l.domain != domain || !l.inForce(t) {
+			for _, l := range s.pol.out[domain][n] {
+				if !l.inForce(t) {
 					continue
 				}
 				if _, seen := prev[l.target]; !seen {

@@ -135,8 +135,13 @@ func (p refPolicy) allowed(actor string, m Matter, t time.Time) bool {
 	return false
 }
 
-var fuzzNames = []string{"alice", "bob", "carol", "erin", "frank", "hank", "ivan", "judy", "kim", "lee", "sam", "gina", "tess", "uma", "zed", "olga", "role:finance", "finance", "", "role:member", "role:senior", "role:big"}
-var fuzzWindows = [][2]string{{"_", "_"}, {"2026-08-01T00:00:00Z", "2026-08-15T00:00:00Z"}, {"2026-09-01T00:00:00Z", "2026-09-15T00:00:00Z"}, {"_", "2026-09-05T12:00:00Z"}, {"2026-09-05T12:00:00Z", "_"}, {"2026-10-01T00:00:00Z", "_"}}
+func fuzzNames() []string {
+	return []string{"alice", "bob", "carol", "erin", "frank", "hank", "ivan", "judy", "kim", "lee", "sam", "gina", "tess", "uma", "zed", "olga", "role:finance", "finance", "", "role:member", "role:senior", "role:big"}
+}
+
+func fuzzWindows() [][2]string {
+	return [][2]string{{"_", "_"}, {"2026-08-01T00:00:00Z", "2026-08-15T00:00:00Z"}, {"2026-09-01T00:00:00Z", "2026-09-15T00:00:00Z"}, {"_", "2026-09-05T12:00:00Z"}, {"2026-09-05T12:00:00Z", "_"}, {"2026-10-01T00:00:00Z", "_"}}
+}
 
 // FuzzAuthorize: random requests, at random times, under the test policy
 // plus random extra links, are never allowed when the reference rule says
@@ -157,6 +162,7 @@ func FuzzAuthorize(f *testing.F) {
 	f.Add(uint8(14), uint8(1), uint8(2), uint8(0), uint8(0), int64(9), true, uint8(0), int32(0), []byte{14, 6, 0, 0, 14, 6, 1, 0})
 	c := newClock(t0)
 	model := []byte(defaultModel)
+	fuzzNames, fuzzWindows := fuzzNames(), fuzzWindows()
 	f.Fuzz(func(t *testing.T, ai, ri, oi, di, xi uint8, amt int64, hasAmt bool, ci uint8, minutes int32, extra []byte) {
 		src := string(base)
 		for i := 0; i+4 <= len(extra) && i < 4*12; i += 4 {

@@ -72,7 +72,7 @@ func (l link) inForce(t time.Time) bool {
 type floorRow struct {
 	domain, action string
 	quorum         int
-	separate       []string // sorted subset of {agent_owner, requester}
+	separate       []string // subset of {requester, agent_owner}, in that order
 	currency       string   // "" when the action carries no amount
 }
 
@@ -84,8 +84,9 @@ type policy struct {
 	rules  []rule
 	links  []link
 	floors map[floorKey]floorRow
-	roles  map[string]map[string]bool // domain → role names (with prefix) defined there
-	people map[string][]string        // domain → every principal named in its g rows, sorted
+	roles  map[string]map[string]bool   // domain → role names (with prefix) defined there
+	people map[string][]string          // domain → every principal named in its g rows, sorted
+	out    map[string]map[string][]link // domain → member → its links
 }
 
 func isRole(name string) bool { return strings.HasPrefix(name, RolePrefix) }
@@ -186,7 +187,8 @@ func (p *policy) addRow(rec []string) error {
 				}
 				f.separate = append(f.separate, s)
 			}
-			slices.Sort(f.separate)
+			// canonical order: the requester first
+			slices.SortFunc(f.separate, func(a, b string) int { return strings.Compare(b, a) })
 		}
 		if rec[5] != limitNone {
 			if !isCurrency(rec[5]) {
@@ -254,6 +256,13 @@ func (p *policy) check() error {
 	}
 	for d := range p.people {
 		slices.Sort(p.people[d])
+	}
+	p.out = map[string]map[string][]link{}
+	for _, l := range p.links {
+		if p.out[l.domain] == nil {
+			p.out[l.domain] = map[string][]link{}
+		}
+		p.out[l.domain][l.member] = append(p.out[l.domain][l.member], l)
 	}
 	return nil
 }
