@@ -1,0 +1,482 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// AudienceMe is the recipe's `ask me`: the requester. Same value as
+// plan.AudienceRequester.
+const AudienceMe = "me"
+
+// Errors wrapped by Authorize and Route. A decision returned with an error
+// is always a denial.
+var (
+	// ErrInvalidRequest: a required field is missing or malformed, or a
+	// principal is a role name. The caller has a bug, or is under attack.
+	ErrInvalidRequest = errors.New("invalid authorization request")
+	// ErrEnforce: casbin could not evaluate the policy.
+	ErrEnforce = errors.New("policy evaluation failed")
+)
+
+// Matter is what is to be decided: one action of one run.
+type Matter struct {
+	Domain string // tenant, e.g. "acme"
+	Action string // action type "server.tool", e.g. "payments.pay"
+	// Amount is in minor units of Currency (485000 INR = ₹4,850.00); nil
+	// when the action carries none. Compared exactly, as int64.
+	Amount *int64
+	// Currency is the ISO 4217 code of Amount; required with an Amount and
+	// must be the policy's currency for the action.
+	Currency   string
+	Requester  string // the authenticated principal who started the run
+	AgentOwner string // the principal who owns the executing agent
+}
+
+// RecipeAsk is whom the recipe asks, as compiled into the plan's stopping
+// point (plan.StoppingPoint.Audience, Approvers, Quorum). It can only
+// narrow who may decide; policy sets the floor and wins.
+type RecipeAsk struct {
+	// Audience is AudienceMe (`ask me`), a role name (`ask finance`), or ""
+	// (no narrowing).
+	Audience string
+	// Approvers are the names in `approvers:`: a name that is a role in the
+	// domain's policy means its holders, any other name is a person. The
+	// decider must match one of them (and the Audience, if set).
+	Approvers []string
+	// Quorum is K of `approvers: K of …`; 0 when not set. The effective
+	// quorum is the larger of this and the policy's.
+	Quorum int
+}
+
+// Request asks whether Actor may decide a Matter, now.
+type Request struct {
+	// Actor is the authenticated principal deciding — from the transport's
+	// authentication, never from a request body. Role names are refused.
+	Actor string
+	Matter
+	// Ask is what the recipe asked. The zero value narrows nothing: policy
+	// alone decides (as after an escalation to the policy's roles).
+	Ask RecipeAsk
+}
+
+// Decision is the answer to a Request, or one eligible person in a Route.
+type Decision struct {
+	Allowed bool
+	Actor   string
+	// Role is the bare name of the role whose rule allowed it.
+	Role string
+	// Via is the principal whose authority the actor exercised by
+	// delegation (the holder of Role at the end of the chain); "" when the
+	// actor holds Role directly.
+	Via string
+	// Reason says why, in words for the inbox and the journal: e.g. "role
+	// finance in acme; limit 500000 ≥ 485000 INR", or why not.
+	Reason string
+	// PolicyVersion is the version of the policy this was evaluated by.
+	PolicyVersion string
+}
+
+// Authorize decides, at decision time and by the current policy, whether
+// req.Actor may decide req.Matter, within what req.Ask asked. It never
+// blocks on I/O. A non-nil error (ErrInvalidRequest, ErrEnforce, or ctx's
+// error) always comes with Allowed=false.
+func (a *Authorizer) Authorize(ctx context.Context, req Request) (Decision, error) {
+	d, err := a.cur.Load().authorize(ctx, req)
+	if err != nil {
+		d.Allowed = false
+	}
+	return d, err
+}
+
+func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error) {
+	d := Decision{Actor: req.Actor, PolicyVersion: s.version}
+	if err := ctx.Err(); err != nil {
+		d.Reason = "not evaluated: " + err.Error()
+		return d, fmt.Errorf("authz: %w", err)
+	}
+	if err := checkPrincipal("actor", req.Actor); err != nil {
+		d.Reason = err.Error()
+		return d, err
+	}
+	if req.Ask.Quorum < 0 {
+		d.Reason = "negative quorum"
+		return d, fmt.Errorf("authz: %w: negative quorum", ErrInvalidRequest)
+	}
+	f, refusal, err := s.checkMatter(req.Matter)
+	if err != nil || refusal != "" {
+		d.Reason = refusal
+		if err != nil {
+			d.Reason = err.Error()
+		}
+		return d, err
+	}
+	d, err = s.enforce(req.Actor, req.Matter, f)
+	if err != nil || !d.Allowed {
+		return d, err
+	}
+	if ok, why := s.admits(req.Actor, req.Matter, req.Ask); !ok {
+		d.Allowed, d.Role, d.Via, d.Reason = false, "", "", why
+	}
+	return d, nil
+}
+
+func checkPrincipal(field, name string) error {
+	if name == "" {
+		return fmt.Errorf("authz: %w: missing %s", ErrInvalidRequest, field)
+	}
+	if isRole(name) {
+		return fmt.Errorf("authz: %w: %s %q is a role name, not a principal", ErrInvalidRequest, field, name)
+	}
+	return nil
+}
+
+// checkMatter validates m and finds its floor. An error means the request
+// is malformed; a refusal means it is well-formed and denied.
+func (s *snapshot) checkMatter(m Matter) (f floorRow, refusal string, err error) {
+	inv := func(format string, args ...any) error {
+		return fmt.Errorf("authz: %w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	switch {
+	case m.Domain == "":
+		return f, "", inv("missing domain")
+	case m.Action == "":
+		return f, "", inv("missing action")
+	}
+	if err := checkAction(m.Action); err != nil {
+		return f, "", inv("%w", err)
+	}
+	if err := checkPrincipal("requester", m.Requester); err != nil {
+		return f, "", err
+	}
+	if err := checkPrincipal("agent owner", m.AgentOwner); err != nil {
+		return f, "", err
+	}
+	if m.Amount != nil && *m.Amount < 0 {
+		return f, "", inv("negative amount %d", *m.Amount)
+	}
+	if (m.Amount == nil) != (m.Currency == "") {
+		if m.Amount == nil {
+			return f, "", inv("a currency without an amount")
+		}
+		return f, "", inv("missing currency for amount %d", *m.Amount)
+	}
+	f, ok := s.pol.floors[floorKey{m.Domain, m.Action}]
+	switch {
+	case !ok:
+		return f, fmt.Sprintf("no policy for %s in %s: nobody may decide it", m.Action, m.Domain), nil
+	case f.currency != "" && m.Amount == nil:
+		return f, "", inv("missing amount: %s in %s is limited in %s", m.Action, m.Domain, f.currency)
+	case f.currency == "" && m.Amount != nil:
+		return f, fmt.Sprintf("policy says %s in %s carries no amount, but this one carries %d %s", m.Action, m.Domain, *m.Amount, m.Currency), nil
+	case f.currency != m.Currency:
+		return f, fmt.Sprintf("amount is in %s; policy limits %s in %s in %s", m.Currency, m.Action, m.Domain, f.currency), nil
+	}
+	return f, "", nil
+}
+
+// enforce asks casbin. Only casbin's answer allows; the rest explains it.
+func (s *snapshot) enforce(actor string, m Matter, f floorRow) (Decision, error) {
+	d := Decision{Actor: actor, PolicyVersion: s.version}
+	amt := amountArg{}
+	if m.Amount != nil {
+		amt = amountArg{set: true, minor: *m.Amount}
+	}
+	ok, explain, err := s.enf.EnforceEx(actor, m.Domain, m.Action, amt, m.Requester, m.AgentOwner)
+	if err != nil {
+		d.Reason = "policy evaluation failed"
+		return d, fmt.Errorf("authz: %w: %w", ErrEnforce, err)
+	}
+	if !ok {
+		d.Reason = s.whyNot(actor, m, f)
+		return d, nil
+	}
+	if len(explain) != 4 || explain[1] != m.Domain || explain[2] != m.Action {
+		d.Reason = "policy evaluation failed"
+		return d, fmt.Errorf("authz: %w: allowed by no readable rule (%q)", ErrEnforce, explain)
+	}
+	d.Allowed = true
+	d.Role = strings.TrimPrefix(explain[0], RolePrefix)
+	var b strings.Builder
+	fmt.Fprintf(&b, "role %s in %s", d.Role, m.Domain)
+	if path := s.path(actor, explain[0], m.Domain, s.now()); len(path) > 2 {
+		for _, n := range path[1 : len(path)-1] {
+			if !isRole(n) {
+				d.Via = n
+			}
+		}
+		if d.Via != "" {
+			fmt.Fprintf(&b, " by delegation from %s (%s)", d.Via, strings.Join(path, " → "))
+		}
+	}
+	if m.Amount != nil {
+		if explain[3] == limitUnlimited {
+			fmt.Fprintf(&b, "; no limit for %d %s", *m.Amount, m.Currency)
+		} else {
+			fmt.Fprintf(&b, "; limit %s ≥ %d %s", explain[3], *m.Amount, m.Currency)
+		}
+	}
+	if len(f.separate) > 0 {
+		fmt.Fprintf(&b, "; not %s, nor acting for them", strings.Join(partyNames(f.separate), " or "))
+	}
+	d.Reason = b.String()
+	return d, nil
+}
+
+func partyNames(parties []string) []string {
+	out := make([]string, len(parties))
+	for i, p := range parties {
+		out[i] = strings.ReplaceAll("the "+p, "_", " ")
+	}
+	return out
+}
+
+// whyNot explains a denial. It reads the parsed rows, not casbin, so it
+// only words the reason; it never decides.
+func (s *snapshot) whyNot(actor string, m Matter, f floorRow) string {
+	t := s.now()
+	reach := s.reach(actor, m.Domain, t)
+	for _, party := range f.separate {
+		who := m.Requester
+		if party == SepAgentOwner {
+			who = m.AgentOwner
+		}
+		label := partyNames([]string{party})[0]
+		if actor == who {
+			return fmt.Sprintf("separation of duties: %s is %s", actor, label)
+		}
+		if _, ok := reach[who]; ok {
+			return fmt.Sprintf("separation of duties: %s acts for %s %s by delegation (%s)", actor, label, who, strings.Join(s.path(actor, who, m.Domain, t), " → "))
+		}
+	}
+	var may, held []string
+	for _, r := range s.pol.rules {
+		if r.domain != m.Domain || r.action != m.Action {
+			continue
+		}
+		name := strings.TrimPrefix(r.role, RolePrefix)
+		may = append(may, name)
+		if _, ok := reach[r.role]; ok {
+			lim := "no limit"
+			if r.kind == limitKindAmount {
+				lim = fmt.Sprintf("limit %d", r.limit)
+			}
+			held = append(held, name+": "+lim)
+		}
+	}
+	slices.Sort(may)
+	if len(held) == 0 {
+		return fmt.Sprintf("%s holds no role in %s that may decide %s (roles that may: %s)", actor, m.Domain, m.Action, strings.Join(may, ", "))
+	}
+	if m.Amount != nil {
+		return fmt.Sprintf("amount %d %s is over what %s may approve (%s)", *m.Amount, m.Currency, actor, strings.Join(held, "; "))
+	}
+	return fmt.Sprintf("denied by policy for %s in %s", m.Action, m.Domain)
+}
+
+// reach walks the links in force at t from name within domain, breadth
+// first and as deep as casbin goes, and returns each node reached with its
+// predecessor. Explanations only.
+func (s *snapshot) reach(name, domain string, t time.Time) map[string]string {
+	prev := map[string]string{name: ""}
+	frontier := []string{name}
+	for depth := 0; depth < maxHierarchy && len(frontier) > 0; depth++ {
+		var next []string
+		for _, n := range frontier {
+			for _, l := range s.pol.out[domain][n] {
+				if !l.inForce(t) {
+					continue
+				}
+				if _, seen := prev[l.target]; !seen {
+					prev[l.target] = n
+					next = append(next, l.target)
+				}
+			}
+		}
+		frontier = next
+	}
+	return prev
+}
+
+// path is the chain from name to target (both included), or nil.
+func (s *snapshot) path(name, target, domain string, t time.Time) []string {
+	prev := s.reach(name, domain, t)
+	if _, ok := prev[target]; !ok {
+		return nil
+	}
+	var out []string
+	for n := target; n != ""; n = prev[n] {
+		out = append(out, n)
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// holds reports whether name is target or holds target in domain now
+// (as a role or by delegation), as casbin's role manager sees it.
+func (s *snapshot) holds(name, target, domain string) bool {
+	if name == target {
+		return true
+	}
+	lk := s.enf.GetLock() // the role manager is not locked by the enforcer (trap 4)
+	lk.RLock()
+	defer lk.RUnlock()
+	ok, err := s.crm.HasLink(name, target, domain)
+	return err == nil && ok
+}
+
+// admits reports whether the recipe asked actor, and if not, why.
+func (s *snapshot) admits(actor string, m Matter, ask RecipeAsk) (bool, string) {
+	if ask.Audience != "" && !s.named(actor, m, ask.Audience, true) {
+		if ask.Audience == AudienceMe {
+			return false, fmt.Sprintf("the recipe asks the requester (%s); %s is not the requester", m.Requester, actor)
+		}
+		return false, fmt.Sprintf("the recipe asks %s; %s does not hold it in %s", ask.Audience, actor, m.Domain)
+	}
+	if len(ask.Approvers) > 0 && !slices.ContainsFunc(ask.Approvers, func(n string) bool { return s.named(actor, m, n, false) }) {
+		return false, fmt.Sprintf("the recipe's approvers are %s; %s is none of them", strings.Join(ask.Approvers, ", "), actor)
+	}
+	return true, ""
+}
+
+// named reports whether actor is who a recipe name designates: the
+// requester for "me", the holders of a role, or a person (or that person's
+// delegate, while the delegation is in force).
+func (s *snapshot) named(actor string, m Matter, name string, audience bool) bool {
+	if name == AudienceMe {
+		return s.holds(actor, m.Requester, m.Domain)
+	}
+	role := RolePrefix + strings.TrimPrefix(name, RolePrefix)
+	if s.pol.roles[m.Domain][role] {
+		return s.holds(actor, role, m.Domain)
+	}
+	if audience || isRole(name) {
+		return false // `ask ROLE` naming a role the domain does not define: nobody
+	}
+	return s.holds(actor, name, m.Domain)
+}
+
+// Route is where an ask goes: the recipe's request combined with the
+// policy's floor.
+type Route struct {
+	Floor Floor
+	// Quorum is the larger of the policy's and the recipe's (≥ 1).
+	Quorum int
+	// Eligible are the people the recipe asks who may decide, each with
+	// why, sorted by actor. The inbox shows the ask to them.
+	Eligible []Decision
+	// Escalate is true when Eligible holds fewer distinct authorities than
+	// Quorum: the ask escalates; it is never approved by default.
+	Escalate bool
+	// Reason explains Escalate.
+	Reason string
+	// EscalateTo are the people policy alone allows (the recipe's narrowing
+	// dropped): whom an escalation may go to. It may be short of Quorum too.
+	EscalateTo []Decision
+	// PolicyVersion is the version this route was computed by.
+	PolicyVersion string
+}
+
+// Route computes who may decide m as the recipe asked, under the current
+// policy. Authority is checked again by Authorize when the decision is
+// made. An error (ErrInvalidRequest, ErrEnforce, ctx's) comes with
+// Escalate=true and no Eligible.
+func (a *Authorizer) Route(ctx context.Context, m Matter, ask RecipeAsk) (Route, error) {
+	s := a.cur.Load()
+	r, err := s.route(ctx, m, ask)
+	if err != nil {
+		r.Eligible, r.Escalate = nil, true
+		if r.Reason == "" {
+			r.Reason = err.Error()
+		}
+	}
+	return r, err
+}
+
+func (s *snapshot) route(ctx context.Context, m Matter, ask RecipeAsk) (Route, error) {
+	r := Route{PolicyVersion: s.version, Quorum: max(ask.Quorum, 1)}
+	if ask.Quorum < 0 {
+		return r, fmt.Errorf("authz: %w: negative quorum", ErrInvalidRequest)
+	}
+	f, refusal, err := s.checkMatter(m)
+	if err != nil {
+		return r, err
+	}
+	if refusal != "" {
+		r.Escalate, r.Reason = true, refusal
+		return r, nil
+	}
+	r.Floor, _ = s.floor(m.Domain, m.Action)
+	r.Quorum = max(f.quorum, ask.Quorum, 1)
+	for _, p := range s.pol.people[m.Domain] {
+		if err := ctx.Err(); err != nil {
+			return r, fmt.Errorf("authz: %w", err)
+		}
+		d, err := s.enforce(p, m, f)
+		if err != nil {
+			return r, err
+		}
+		if !d.Allowed {
+			continue
+		}
+		r.EscalateTo = append(r.EscalateTo, d)
+		if ok, _ := s.admits(p, m, ask); ok {
+			r.Eligible = append(r.Eligible, d)
+		}
+	}
+	n := Distinct(r.Eligible)
+	if n >= r.Quorum {
+		return r, nil
+	}
+	r.Escalate = true
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of the people the recipe asks may decide %s in %s; quorum is %d", n, m.Action, m.Domain, r.Quorum)
+	if ask.Audience == AudienceMe && n == 0 {
+		if d, err := s.enforce(m.Requester, m, f); err == nil && !d.Allowed {
+			fmt.Fprintf(&b, " (%s)", d.Reason)
+		}
+	}
+	if e := Distinct(r.EscalateTo); e < r.Quorum {
+		fmt.Fprintf(&b, "; policy alone allows %d: escalate beyond the policy's roles", e)
+	} else {
+		names := make([]string, len(r.EscalateTo))
+		for i, d := range r.EscalateTo {
+			names[i] = d.Actor
+		}
+		fmt.Fprintf(&b, "; policy allows %s", strings.Join(names, ", "))
+	}
+	r.Reason = b.String()
+	return r, nil
+}
+
+// Distinct counts the distinct authorities among approvals: an actor and
+// the principal whose authority they exercised (Via) count once, so a
+// person and their delegate cannot make a quorum of two.
+func Distinct(approvals []Decision) int {
+	parent := map[string]string{}
+	var find func(string) string
+	find = func(x string) string {
+		if p, ok := parent[x]; ok && p != x {
+			r := find(p)
+			parent[x] = r
+			return r
+		}
+		parent[x] = x
+		return x
+	}
+	for _, d := range approvals {
+		a := find(d.Actor)
+		if d.Via != "" {
+			parent[a] = find(d.Via)
+		}
+	}
+	roots := map[string]bool{}
+	for _, d := range approvals {
+		roots[find(d.Actor)] = true
+	}
+	return len(roots)
+}
