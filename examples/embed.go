@@ -14,3 +14,9 @@ var Catalog []byte
 //
 //go:embed skills
 var Skills embed.FS
+
+// Policy is examples/policy.csv: the dev policy (pkg/authz) --dev starts
+// with when none is given.
+//
+//go:embed policy.csv
+var Policy []byte

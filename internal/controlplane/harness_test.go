@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
@@ -156,6 +157,17 @@ func echoTools() map[string]func(json.RawMessage) (any, error) {
 // executors at all).
 func newEnv(t *testing.T, st store.Store, tools map[string]func(json.RawMessage) (any, error)) *env {
 	t.Helper()
+	return newEnvOn(t, st, devPolicy(t), tools)
+}
+
+// newEnvWith is newEnv with the memory store and the given policy.
+func newEnvWith(t *testing.T, az Authority, tools map[string]func(json.RawMessage) (any, error)) *env {
+	t.Helper()
+	return newEnvOn(t, nil, az, tools)
+}
+
+func newEnvOn(t *testing.T, st store.Store, az Authority, tools map[string]func(json.RawMessage) (any, error)) *env {
+	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	v, err := identity.NewVerifier(identity.Config{Issuer: testIssuer, Audience: testAudience, Keys: map[string]ed25519.PublicKey{"k": pub}})
 	if err != nil {
@@ -173,7 +185,7 @@ func newEnv(t *testing.T, st store.Store, tools map[string]func(json.RawMessage)
 		disp = e.exec
 	}
 	e.logs = &lockedBuffer{}
-	e.srv = NewServer(Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Roles: map[string][]string{"carol": {"finance"}},
+	e.srv = NewServer(Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Authority: az, Domain: "acme",
 		Dispatcher: disp, Log: slog.New(slog.NewTextHandler(e.logs, nil))})
 	if e.exec != nil {
 		e.exec.runner = e.srv.Runner
@@ -261,4 +273,33 @@ func (e *env) get(user, id string) *tollgatev1.Run {
 		e.t.Fatal(err)
 	}
 	return resp.GetRun()
+}
+
+// devPolicy is the dev policy of examples/policy.csv: alice requests and
+// holds finance (so separation of duties refuses her), bob may approve up
+// to 100000, dave up to 1000000, carol acts for dave within a window.
+func devPolicy(t testing.TB) *authz.Authorizer {
+	t.Helper()
+	a, err := authz.New(authz.Config{PolicyPath: "../../examples/policy.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// journal reads a run's whole journal through the audit API.
+func journal(t *testing.T, e *env, runID string) []*tollgatev1.JournalRecord {
+	t.Helper()
+	var out []*tollgatev1.JournalRecord
+	tok := ""
+	for {
+		resp, err := e.audit("alice").ListJournal(bg, &tollgatev1.ListJournalRequest{RunId: runID, PageToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, resp.GetRecords()...)
+		if tok = resp.GetNextPageToken(); tok == "" {
+			return out
+		}
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -51,7 +52,10 @@ type Options struct {
 	Issuer        string        `yaml:"jwt_issuer"`
 	Audience      string        `yaml:"jwt_audience"`
 	JWTKeys       []string      `yaml:"jwt_keys"`             // PEM public keys; the key id is the file name without extension
-	Roles         []string      `yaml:"roles"`                // USER=ROLE
+	Policy        string        `yaml:"policy"`               // casbin policy CSV (pkg/authz); watched and reloaded
+	PolicyModel   string        `yaml:"policy_model"`         // casbin model; default: the built-in one
+	Domain        string        `yaml:"domain"`               // the policy domain of this plane's runs
+	AgentOwners   []string      `yaml:"agent_owners"`         // AGENT=PERSON
 	WithoutAsking []string      `yaml:"allow_without_asking"` // users who may approve `without asking` steps by starting a run; "*" for all
 	AskExpiry     time.Duration `yaml:"ask_expiry"`
 	Reflection    bool          `yaml:"reflection"`
@@ -128,7 +132,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&o.Issuer, "jwt-issuer", "tollgate-dev", "required JWT issuer")
 	fs.StringVar(&o.Audience, "jwt-audience", "tollgate", "required JWT audience")
 	fs.Var(listFlag{&o.JWTKeys}, "jwt-key", "Ed25519 public key PEM that signs tokens (repeatable)")
-	fs.Var(listFlag{&o.Roles}, "role", "USER=ROLE: the user may decide asks for the role (repeatable)")
+	fs.StringVar(&o.Policy, "policy", "", "policy file (CSV, pkg/authz): roles, limits, quorum, separation of duties, delegations; reloaded on change (--dev: examples/policy.csv copied to the dev folder)")
+	fs.StringVar(&o.PolicyModel, "policy-model", "", "casbin model file (default: the built-in one)")
+	fs.StringVar(&o.Domain, "domain", "acme", "policy domain of this control plane's runs")
+	fs.Var(listFlag{&o.AgentOwners}, "agent-owner", "AGENT=PERSON: PERSON owns the agent principal AGENT; separation of duties excludes both (repeatable)")
 	fs.Var(listFlag{&o.WithoutAsking}, "allow-without-asking", "USER (or *) may approve `without asking` steps by starting a run (repeatable; default nobody)")
 	fs.DurationVar(&o.AskExpiry, "ask-expiry", engine.DefaultAskExpiry, "deadline of an ask whose recipe sets none")
 	fs.BoolVar(&o.Reflection, "reflection", false, "serve gRPC reflection")
@@ -167,13 +174,13 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return err
 	}
-	roles := map[string][]string{}
-	for _, r := range o.Roles {
-		user, role, ok := strings.Cut(r, "=")
-		if !ok || user == "" || role == "" {
-			return fmt.Errorf("--role %q: want USER=ROLE", r)
+	owners := map[string]string{}
+	for _, r := range o.AgentOwners {
+		agent, person, ok := strings.Cut(r, "=")
+		if !ok || agent == "" || person == "" {
+			return fmt.Errorf("--agent-owner %q: want AGENT=PERSON", r)
 		}
-		roles[user] = append(roles[user], role)
+		owners[agent] = person
 	}
 
 	var st store.Store
@@ -207,17 +214,23 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			o.ExecutorCert, o.ExecutorKey, o.ExecutorCA = pki.Server.Cert, pki.Server.Key, pki.CA
 		}
 		keys[b.KeyID] = b.PublicKey
-		if len(roles) == 0 {
-			roles["carol"] = []string{"finance"}
+		if o.Policy == "" {
+			o.Policy = filepath.Join(dir, "policy.csv")
+			if _, err := os.Stat(o.Policy); errors.Is(err, os.ErrNotExist) {
+				if err := os.WriteFile(o.Policy, examples.Policy, 0o644); err != nil {
+					return fmt.Errorf("write dev policy: %w", err)
+				}
+			}
 		}
 		st = memstore.New(memstore.Config{})
 		fmt.Fprintf(mc.Stdout, `Tollgate control plane (dev mode)
   store:   in memory — nothing survives this process
-  tokens:  %s (users %s; carol holds role finance)
+  tokens:  %s (users %s)
+  policy:  %s (edit it: reloaded within a second)
   certs:   %s (executors %s)
   use:     approvectl --as alice run graph-ask-demo --wait
            TOLLGATE_TOKEN=$(cat %s) approvectl asks
-`, filepath.Join(dir, "tokens"), strings.Join(DevUsers, ", "), filepath.Join(dir, "pki"), strings.Join(devExecutors, ", "), b.TokenPaths["alice"])
+`, filepath.Join(dir, "tokens"), strings.Join(DevUsers, ", "), o.Policy, filepath.Join(dir, "pki"), strings.Join(devExecutors, ", "), b.TokenPaths["alice"])
 	case o.Redis != "":
 		if mc.OpenRedis == nil {
 			return errors.New("this build has no Redis store")
@@ -260,13 +273,20 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return err
 	}
+	if o.Policy == "" {
+		return errors.New("--policy FILE is required: who may decide what (see examples/policy.csv)")
+	}
+	az, err := authz.New(authz.Config{ModelPath: o.PolicyModel, PolicyPath: o.Policy, Log: log})
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
 	var execTLS *tls.Config
 	if o.ExecutorListen != "" {
 		if execTLS, err = identity.ServerTLS(o.ExecutorCert, o.ExecutorKey, o.ExecutorCA); err != nil {
 			return fmt.Errorf("executor listener: %w (give --executor-cert, --executor-key and --executor-ca)", err)
 		}
 	}
-	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Roles: roles,
+	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Authority: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection, WithoutAsking: withoutAsking,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain})
 	if err := srv.Runner.Recover(ctx); err != nil {
@@ -278,6 +298,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	errc := make(chan error, 3)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); _ = az.Watch(watchCtx) }()
+	defer func() { stopWatch(); <-watchDone }()
 	go func() { errc <- srv.Serve(lis) }()
 	var execLis net.Listener
 	if o.ExecutorListen != "" {
@@ -386,7 +410,10 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	})
 	o.Catalogs = append(o.Catalogs, fromFile.Catalogs...)
 	o.JWTKeys = append(o.JWTKeys, fromFile.JWTKeys...)
-	o.Roles = append(o.Roles, fromFile.Roles...)
+	o.AgentOwners = append(o.AgentOwners, fromFile.AgentOwners...)
+	merge("policy", func() { setIf(&o.Policy, fromFile.Policy) })
+	merge("policy-model", func() { setIf(&o.PolicyModel, fromFile.PolicyModel) })
+	merge("domain", func() { setIf(&o.Domain, fromFile.Domain) })
 	return nil
 }
 

@@ -36,11 +36,14 @@ const (
 
 // Config wires a control plane's gRPC server.
 type Config struct {
-	Store      store.Store
-	Verifier   *identity.Verifier
-	Catalog    *compiler.Catalog
-	Skills     Skills
-	Roles      map[string][]string
+	Store    store.Store
+	Verifier *identity.Verifier
+	Catalog  *compiler.Catalog
+	Skills   Skills
+	// Authority, Domain and Owners: see ServiceConfig.
+	Authority  Authority
+	Domain     string
+	Owners     map[string]string
 	Dispatcher Dispatcher
 	Log        *slog.Logger
 	Engine     engine.Config
@@ -108,7 +111,7 @@ func NewServer(cfg Config) *Server {
 	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
-	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Roles: cfg.Roles, WithoutAsking: cfg.WithoutAsking})
+	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, WithoutAsking: cfg.WithoutAsking})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
 	tollgatev1.RegisterRunServiceServer(gs, svc)
 	tollgatev1.RegisterApprovalServiceServer(gs, svc)

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/answer"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -31,9 +32,14 @@ type ServiceConfig struct {
 	Store   store.Store
 	Catalog func() *compiler.Catalog
 	Skills  Skills
-	// Roles lists the roles each principal holds; an ask for a role may be
-	// decided only by its holders. (Policy-based authority comes later.)
-	Roles map[string][]string
+	// Authority decides, at decision time, who may decide an ask (I9);
+	// nil allows only the requester to decide `ask me` asks. Domain is the
+	// policy domain of this control plane's runs. Owners maps an agent
+	// principal that starts runs to the person who owns it (separation of
+	// duties excludes both); a principal not listed owns itself.
+	Authority Authority
+	Domain    string
+	Owners    map[string]string
 	// WithoutAsking says whether a starter may approve a `without asking`
 	// step by starting the run (I1). Nil refuses every such step.
 	WithoutAsking func(starter string, step plan.Step) bool
@@ -224,28 +230,100 @@ func report(m *engine.Machine, before, after *engine.Run) *tollgatev1.Cancellati
 	return r
 }
 
-// audiences is who the caller is, for the inbox.
+// Authority is the policy the approver API consults (pkg/authz).
+type Authority interface {
+	// Authorize decides one actor on one action now; an error denies.
+	Authorize(ctx context.Context, req authz.Request) (authz.Decision, error)
+	// Holds and RolesOf answer for asks that govern no action.
+	Holds(actor, role, domain string) bool
+	RolesOf(actor, domain string) []string
+	Version() string
+}
+
+// audiences is who the caller is, for the inbox: the asks of these
+// audiences are candidates, each then authorized in full.
 func (s *Services) audiences(who string) []string {
 	out := []string{"user:" + who}
-	for _, r := range s.cfg.Roles[who] {
-		out = append(out, "role:"+r)
+	if s.cfg.Authority != nil {
+		for _, r := range s.cfg.Authority.RolesOf(who, s.cfg.Domain) {
+			out = append(out, "role:"+r)
+		}
 	}
 	return out
 }
 
-// mayDecide checks the caller against an ask's audience: the requester for
-// `ask me`, a holder of the role otherwise. It says why either way.
-func (s *Services) mayDecide(who string, run *engine.Run, a *engine.AskRun) (bool, string) {
-	if a.Audience == "" || a.Audience == plan.AudienceRequester {
-		if who == run.Requester {
-			return true, "you started the run and the ask is for the requester"
+// authority is what mayDecide found: whether the caller may decide, why
+// (in words, for the caller and the journal), and the policy version it
+// was judged by.
+type authority struct {
+	ok        bool
+	why       string
+	policy    string
+	delegated bool
+}
+
+// mayDecide checks the caller's authority over an ask now, at decision
+// time. An ask that governs actions is decided by policy for every one of
+// them (role, limit, separation of duties, delegation windows), within
+// whom the recipe asked; a question or an in-doubt ask by its audience
+// alone. A policy error denies.
+func (s *Services) mayDecide(ctx context.Context, who string, run *engine.Run, a *engine.AskRun) (authority, error) {
+	me := a.Audience == "" || a.Audience == plan.AudienceRequester
+	if a.Type == engine.InDoubt || len(a.Payload) == 0 || s.cfg.Authority == nil {
+		switch {
+		case me && who == run.Requester:
+			return authority{ok: true, why: "you started the run and the ask is for the requester"}, nil
+		case me:
+			return authority{why: fmt.Sprintf("the ask is for the requester, %s", run.Requester)}, nil
+		case s.cfg.Authority != nil && s.cfg.Authority.Holds(who, a.Audience, s.cfg.Domain):
+			return authority{ok: true, why: "you hold the role " + a.Audience, policy: s.cfg.Authority.Version()}, nil
 		}
-		return false, fmt.Sprintf("the ask is for the requester, %s", run.Requester)
+		return authority{why: "the ask is for the role " + a.Audience + ", which you do not hold"}, nil
 	}
-	if slices.Contains(s.cfg.Roles[who], a.Audience) {
-		return true, "you hold the role " + a.Audience
+	var whys []string
+	policy, delegated := "", false
+	for _, p := range a.Payload {
+		m, err := s.matter(run, p)
+		if err != nil {
+			return authority{why: err.Error()}, nil
+		}
+		d, err := s.cfg.Authority.Authorize(ctx, authz.Request{Actor: who, Matter: m,
+			Ask: authz.RecipeAsk{Audience: a.Audience, Approvers: a.Approvers, Quorum: a.Quorum}})
+		if err != nil {
+			return authority{why: d.Reason}, fmt.Errorf("authorize %s on %s: %w", who, m.Action, err)
+		}
+		if !d.Allowed {
+			return authority{why: d.Reason, policy: d.PolicyVersion}, nil
+		}
+		whys = append(whys, d.Reason)
+		policy = d.PolicyVersion
+		delegated = delegated || d.Via != ""
 	}
-	return false, "the ask is for the role " + a.Audience + ", which you do not hold"
+	return authority{ok: true, why: strings.Join(slices.Compact(whys), "; "), policy: policy, delegated: delegated}, nil
+}
+
+// matter is the policy's view of one governed action: its type, and the
+// amount and currency its args carry (fields "amount", in minor units,
+// and "currency").
+func (s *Services) matter(run *engine.Run, p engine.Payload) (authz.Matter, error) {
+	owner := run.Requester
+	if o, ok := s.cfg.Owners[run.Requester]; ok {
+		owner = o
+	}
+	m := authz.Matter{Domain: s.cfg.Domain, Action: p.Server + "." + p.Tool, Requester: run.Requester, AgentOwner: owner}
+	args, err := plan.DecodeObject(p.Args)
+	if err != nil {
+		return m, fmt.Errorf("args of %s: %w", p.Step, err)
+	}
+	if v, ok := args["amount"]; ok {
+		n, err := parseMinorUnits(fmt.Sprint(v))
+		if err != nil {
+			return m, fmt.Errorf("amount of %s: %w", p.Step, err)
+		}
+		m.Amount = &n
+		m.Currency, _ = args["currency"].(string)
+	}
+	return m, nil
 }
 
 // ListAsks is the caller's inbox: asks the caller may decide.
@@ -283,13 +361,32 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 			}
 			continue
 		}
-		// The row is the inbox: who it is for was fixed when it opened, so
-		// no run needs loading to list it.
-		basis, why := tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_REQUESTER, "you started the run and the ask is for the requester"
-		if role, ok := strings.CutPrefix(row.Audience, "role:"); ok {
-			basis, why = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_ROLE, "you hold the role "+role
-		}
+		// The row's audience made it a candidate; policy decides now
+		// whether the caller may decide it (limits, separation of duties,
+		// delegation windows), and says why.
 		_, stop, _ := splitAskID(row.ID)
+		var auth authority
+		if row.State == string(engine.AskPending) {
+			run, _, err := s.cfg.Runner.Get(ctx, row.RunID)
+			if err != nil {
+				return nil, err
+			}
+			a := run.Asks[stop]
+			if a == nil {
+				continue
+			}
+			if auth, err = s.mayDecide(ctx, who, run, a); err != nil || !auth.ok {
+				continue
+			}
+		}
+		basis := tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_REQUESTER
+		switch {
+		case auth.delegated:
+			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_DELEGATED
+		case strings.HasPrefix(row.Audience, "role:"):
+			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_ROLE
+		}
+		why := auth.why
 		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: why, Ask: &tollgatev1.AskSummary{
 			Id: row.ID, RunId: row.RunID, StoppingPointId: stop, State: askStateToProto[engine.AskState(row.State)], Title: row.Title,
 			Requester: row.Requester, Quorum: 1, CreatedAt: ts(row.CreatedAt), ExpiresAt: ts(row.ExpiresAt)}})
@@ -324,40 +421,47 @@ func (s *Services) GetAsk(ctx context.Context, req *tollgatev1.GetAskRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	ok, why := s.mayDecide(who, run, a)
-	if ok && a.State != engine.AskPending {
-		ok, why = false, "it is "+string(a.State)
+	auth, err := s.mayDecide(ctx, who, run, a)
+	if err != nil {
+		auth = authority{why: "policy could not be evaluated: " + err.Error()}
 	}
-	return &tollgatev1.GetAskResponse{Ask: askToProto(run, a, ""), MayDecide: ok, Why: why}, nil
+	if auth.ok && a.State != engine.AskPending {
+		auth = authority{why: "it is " + string(a.State)}
+	}
+	return &tollgatev1.GetAskResponse{Ask: askToProto(run, a, ""), MayDecide: auth.ok, Why: auth.why}, nil
 }
 
 // decidable loads an ask for the caller to act on: authenticated, allowed
 // by its audience now (authority is checked at decision time, not when the
 // ask was routed), and — when the caller says what they reviewed — still
 // binding that exact payload (I6).
-func (s *Services) decidable(ctx context.Context, askID, reviewed string) (string, *engine.Run, *engine.AskRun, error) {
+func (s *Services) decidable(ctx context.Context, askID, reviewed string) (string, *engine.Run, *engine.AskRun, authority, error) {
 	who, err := caller(ctx)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, authority{}, err
 	}
 	run, a, err := s.loadAsk(ctx, askID)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, authority{}, err
 	}
-	if ok, why := s.mayDecide(who, run, a); !ok {
-		return "", nil, nil, fmt.Errorf("%s: %w", why, errDenied)
+	auth, err := s.mayDecide(ctx, who, run, a)
+	if err != nil {
+		return "", nil, nil, auth, fmt.Errorf("%s: %w: %w", auth.why, errDenied, err)
+	}
+	if !auth.ok {
+		return "", nil, nil, auth, fmt.Errorf("%s: %w", auth.why, errDenied)
 	}
 	if reviewed != "" && reviewed != a.PayloadDigest() {
-		return "", nil, nil, fmt.Errorf("you reviewed %s, the ask now binds %s: %w", reviewed, a.PayloadDigest(), errStalePayload)
+		return "", nil, nil, auth, fmt.Errorf("you reviewed %s, the ask now binds %s: %w", reviewed, a.PayloadDigest(), errStalePayload)
 	}
-	return who, run, a, nil
+	return who, run, a, auth, nil
 }
 
 // Decide records a typed decision by the caller. Authority is checked now,
 // at decision time; the deadline is checked by the engine and again by the
 // store's commit.
 func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
-	who, run, a, err := s.decidable(ctx, req.GetAskId(), req.GetExpectedPayloadDigest())
+	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), req.GetExpectedPayloadDigest())
 	if err != nil {
 		return nil, err
 	}
@@ -369,11 +473,11 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			opt = "1"
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, At: now}
 		}
 	case *tollgatev1.DecideRequest_Reject:
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Reject: true, Reason: d.Reject.GetReason(), At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Reject: true, Reason: d.Reject.GetReason(), Why: auth.why, Policy: auth.policy, At: now}
 		}
 	case *tollgatev1.DecideRequest_Amend:
 		v, err := parseMinorUnits(d.Amend.GetNewValueJson())
@@ -399,7 +503,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, fmt.Errorf("the answer is empty: %w", errInvalid)
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Answer{Ask: a.ID, Actor: who, Text: text, Literal: true, At: now}
+			return engine.Answer{Ask: a.ID, Actor: who, Text: text, Literal: true, Why: auth.why, Policy: auth.policy, At: now}
 		}
 	case nil:
 		return nil, fmt.Errorf("no decision given: %w", errInvalid)
@@ -427,12 +531,12 @@ var answerKindToProto = map[answer.Kind]tollgatev1.AnswerKind{
 // Answer interprets a free-text reply with the one matcher (package
 // answer). Every reply gets a typed, non-empty response.
 func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*tollgatev1.AnswerResponse, error) {
-	who, run, a, err := s.decidable(ctx, req.GetAskId(), req.GetExpectedPayloadDigest())
+	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), req.GetExpectedPayloadDigest())
 	if err != nil {
 		return nil, err
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), At: now}
+		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, At: now}
 	})
 	if err != nil {
 		return nil, err

@@ -480,3 +480,35 @@ func Distinct(approvals []Decision) int {
 	}
 	return len(roots)
 }
+
+// Holds reports whether actor holds role (a bare name, as recipes write
+// it) in domain now, directly or by a delegation in force. It is the
+// authority of an ask that governs no action (a question), where no rule
+// of an action applies. A role the domain does not define, or an actor
+// that is itself a role name, holds nothing.
+func (a *Authorizer) Holds(actor, role, domain string) bool {
+	if checkPrincipal("actor", actor) != nil {
+		return false
+	}
+	s := a.cur.Load()
+	r := RolePrefix + strings.TrimPrefix(role, RolePrefix)
+	return s.pol.roles[domain][r] && s.holds(actor, r, domain)
+}
+
+// RolesOf lists the roles (bare names, sorted) actor holds in domain now,
+// directly or by a delegation in force: the audiences of the asks the
+// inbox may show actor, before each is authorized in full.
+func (a *Authorizer) RolesOf(actor, domain string) []string {
+	if checkPrincipal("actor", actor) != nil {
+		return nil
+	}
+	s := a.cur.Load()
+	var out []string
+	for r := range s.pol.roles[domain] {
+		if s.holds(actor, r, domain) {
+			out = append(out, strings.TrimPrefix(r, RolePrefix))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -308,3 +308,13 @@ func TestDevPlaneRefusesNonLoopback(t *testing.T) {
 		t.Fatalf("--dev on all interfaces must be refused: %v %s", err, out)
 	}
 }
+
+// examplePolicy is the absolute path of examples/policy.csv.
+func examplePolicy(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("../../examples/policy.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -52,7 +52,7 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 	}
 	c.plane = startPlane(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
 		"--executor-listen", "127.0.0.1:0", "--executor-cert", pki.Server.Cert, "--executor-key", pki.Server.Key, "--executor-ca", pki.CA,
-		"--grant-key", filepath.Join(home, "grant.key"), "--lease-ttl", "1s", "--catalog", catalog, "--allow-without-asking", "alice")
+		"--grant-key", filepath.Join(home, "grant.key"), "--policy", examplePolicy(t), "--lease-ttl", "1s", "--catalog", catalog, "--allow-without-asking", "alice")
 	servers := fmt.Sprintf(`
   - {name: test, command: [%q, "--file", %q]}
   - {name: mcp-monitor, command: [%q]}

@@ -40,7 +40,7 @@ func TestKill9WithRedis(t *testing.T) {
 	redis := redistest.Start(t)
 	home := t.TempDir()
 	key := prodKeys(t, home)
-	args := []string{"--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", key, "--grant-key", filepath.Join(home, "grant.key")}
+	args := []string{"--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", key, "--grant-key", filepath.Join(home, "grant.key"), "--policy", examplePolicy(t)}
 	p := startPlane(t, home, args...)
 
 	gate := writeRecipe(t, "ask me:\n  go ahead?\n  expires: 1h\nw: notes.store {\"text\":\"hi\"}\n")
@@ -124,11 +124,11 @@ func TestRedisRefusesVolatileServer(t *testing.T) {
 	redis := redistest.Start(t, redistest.Volatile())
 	home := t.TempDir()
 	key := prodKeys(t, home)
-	r := startFails(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", key, "--grant-key", filepath.Join(home, "grant.key"))
+	r := startFails(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", key, "--grant-key", filepath.Join(home, "grant.key"), "--policy", examplePolicy(t))
 	if !strings.Contains(r, "appendonly") {
 		t.Fatalf("a Redis that keeps nothing on disk must be refused: %s", r)
 	}
-	p := startPlane(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", key, "--allow-volatile-store", "--grant-key", filepath.Join(home, "grant.key"))
+	p := startPlane(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", key, "--allow-volatile-store", "--grant-key", filepath.Join(home, "grant.key"), "--policy", examplePolicy(t))
 	if r := p.ctl(t, "", "--as", "alice", "runs"); r.code != 0 {
 		t.Fatalf("%d %s", r.code, r.stderr)
 	}
