@@ -70,6 +70,56 @@ func newRejectCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+func newAmendCmd(g *globals) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "amend ASK FIELD VALUE",
+		Short: "Change an amendable field of an ask's payload within its bounds",
+		Long: `Change a field the recipe declared amendable (amend: FIELD between MIN and MAX),
+e.g. "approvectl amend RUN/ask_1 amount 400000". VALUE is an integer in minor
+units; outside the bounds it is refused. The payload digest changes, so
+approvals given before no longer count: approve again after amending.`,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer c.conn.Close()
+			resp, err := c.approvals.Decide(cmd.Context(), &tollgatev1.DecideRequest{AskId: args[0],
+				Decision: &tollgatev1.DecideRequest_Amend{Amend: &tollgatev1.Amend{Field: args[1], NewValueJson: args[2], Reason: reason}}})
+			if err != nil {
+				return rpcErr(err)
+			}
+			if g.json() {
+				return g.printJSON(askPacketJSON(resp.GetAsk()))
+			}
+			fmt.Fprintf(g.cfg.Stdout, "%s: %s is now %s; the payload digest is %s (approve again)\n", args[0], args[1], args[2], resp.GetAsk().GetPayloadDigest())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
+	return cmd
+}
+
+func newRevokeCmd(g *globals) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "revoke ASK --reason TEXT",
+		Short: "Withdraw your approval of an ask that still waits for its quorum",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageErr("revoke needs --reason: say why, it is recorded")
+			}
+			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0],
+				Decision: &tollgatev1.DecideRequest_Revoke{Revoke: &tollgatev1.Revoke{Reason: reason}}})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
+	return cmd
+}
+
 func newAnswerCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "answer ASK [TEXT]",

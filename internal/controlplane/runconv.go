@@ -49,8 +49,12 @@ var askKindToProto = map[plan.StopType]tollgatev1.AskKind{
 
 var decisionKindToProto = map[string]tollgatev1.DecisionKind{
 	"approve": tollgatev1.DecisionKind_DECISION_KIND_APPROVE, "reject": tollgatev1.DecisionKind_DECISION_KIND_REJECT,
-	"answer": tollgatev1.DecisionKind_DECISION_KIND_ANSWER,
+	"answer": tollgatev1.DecisionKind_DECISION_KIND_ANSWER, "amend": tollgatev1.DecisionKind_DECISION_KIND_AMEND,
+	"revoke": tollgatev1.DecisionKind_DECISION_KIND_REVOKE,
 }
+
+// quorum is how many distinct approvals the ask needs (at least one).
+func quorum(a *engine.AskRun) int32 { return int32(max(a.Quorum, 1)) }
 
 func ts(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
@@ -97,11 +101,11 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 func askSummary(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.AskSummary {
 	s := &tollgatev1.AskSummary{Id: store.AskID(run.ID, a.ID), RunId: run.ID, StoppingPointId: a.ID, Kind: askKindToProto[a.Type],
 		State: askStateToProto[a.State], Title: a.Title, Requester: run.Requester, Skill: skill, Consequence: consequence(a),
-		Quorum: 1, CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), PayloadDigest: a.PayloadDigest()}
-	for _, d := range a.Decisions {
-		if d.Kind == "approve" || d.Kind == "answer" {
-			s.Approvals++
-		}
+		Quorum: quorum(a), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), PayloadDigest: a.PayloadDigest()}
+	if a.State == engine.AskPending {
+		s.Approvals = int32(len(a.Votes))
+	} else if a.State == engine.AskApproved || a.State == engine.AskConsumed || a.State == engine.AskAnswered {
+		s.Approvals = quorum(a)
 	}
 	return s
 }
@@ -131,7 +135,7 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 	out := &tollgatev1.Ask{Id: store.AskID(run.ID, a.ID), RunId: run.ID, StoppingPointId: a.ID, Kind: askKindToProto[a.Type],
 		State: askStateToProto[a.State], Title: a.Title, Consequence: consequence(a), Requester: run.Requester,
 		PayloadDigest: a.PayloadDigest(), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), OnExpiry: expiryToProto[a.OnExpiry],
-		Quorum: 1, SelectedOptionId: a.Option, AnswerText: a.Text, MissCount: int32(a.Misses), ClosedAt: ts(a.Closed),
+		Quorum: quorum(a), SelectedOptionId: a.Option, AnswerText: a.Text, MissCount: int32(a.Misses), ClosedAt: ts(a.Closed),
 		AnswerCommand: answerCommand(run, a)}
 	if a.Audience != "" && a.Audience != plan.AudienceRequester {
 		out.AuthorityRequired = &tollgatev1.AuthorityRequirement{}
@@ -145,7 +149,8 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 	}
 	for _, d := range a.Decisions {
 		out.Decisions = append(out.Decisions, &tollgatev1.Decision{Kind: decisionKindToProto[d.Kind], Actor: d.Actor, Time: ts(d.At),
-			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, PayloadDigest: a.PayloadDigest(), Counts: d.Kind != "expire" && d.Kind != "cancel"})
+			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, PayloadDigest: a.PayloadDigest(), Counts: d.Kind != "expire" && d.Kind != "cancel",
+			Authority: d.Why, PolicyVersion: d.Policy})
 	}
 	return out
 }

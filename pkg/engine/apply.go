@@ -203,6 +203,12 @@ func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
 		}
 	}
 	a.Votes = append(a.Votes, Vote{Actor: d.Actor, Option: opt.ID, At: t.at, Why: d.Why, Digest: a.PayloadDigest()})
+	if n < a.Quorum {
+		// The vote that completes the quorum is recorded by choose.
+		vd := d
+		vd.At, vd.Option = t.at, opt.ID
+		a.Decisions = append(a.Decisions, vd)
+	}
 	t.record("ask.voted", d.Actor, map[string]any{"ask": a.ID, "option": opt.ID, "votes": n, "quorum": a.Quorum, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
 	if n < a.Quorum {
 		return nil
