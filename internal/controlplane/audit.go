@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/store"
@@ -172,6 +173,14 @@ func (s *Services) ListJournal(ctx context.Context, req *tollgatev1.ListJournalR
 	}
 	limit := store.Limit(int(req.GetPageSize()))
 	after := int64(req.GetAfterSeq())
+	if tok := req.GetPageToken(); tok != "" {
+		// The token is the seq of the last record of the previous page.
+		n, err := strconv.ParseInt(tok, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("page token %q: %w", tok, errInvalid)
+		}
+		after = max(after, n)
+	}
 	recs, err := s.cfg.Store.Journal(ctx, req.GetRunId(), after, limit+1)
 	if err != nil {
 		return nil, err

@@ -2,9 +2,12 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -250,4 +253,62 @@ func TestRevokedRoleReachesEveryReplica(t *testing.T) {
 	t.Logf("the other replica denies %v after the change", time.Since(changed).Round(time.Millisecond))
 	_, err = planes[1].approvals("dave").Decide(bg, approve(askID))
 	wantDenied(t, "dave after the revocation", err, "dave")
+}
+
+// Freshness at consumption (I6): the vendor's bank account changes after
+// the ask opened; the approval is not consumed, the ask goes stale saying
+// what changed, and a new ask carries the new account. A change in a
+// field that does not matter asks nothing.
+func TestStaleApprovalThroughTheAPI(t *testing.T) {
+	var mu sync.Mutex
+	vendor := map[string]any{"bank_account": "DE00 2048", "status": "active", "phone": "+49 1"}
+	tools := echoTools()
+	tools["erp.get_vendor"] = func(json.RawMessage) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(vendor), nil
+	}
+	set := func(k, v string) { mu.Lock(); vendor[k] = v; mu.Unlock() }
+	e := newEnv(t, nil, tools)
+	r := e.start("alice", "vendor-payment")
+	askID := r.GetId() + "/ask_1"
+	first, err := e.approvals("dave").GetAsk(bg, &tollgatev1.GetAskRequest{AskId: askID})
+	if err != nil || first.GetAsk().GetResourceVersion() == "" || first.GetAsk().GetMaterialFields()["bank_account"] != `"DE00 2048"` {
+		t.Fatalf("the packet carries the facts it was asked on: %v %v", first.GetAsk().GetMaterialFields(), err)
+	}
+	set("bank_account", "DE00 7731")
+	if _, err := e.approvals("dave").Decide(bg, approve(askID)); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	stale, err := e.approvals("dave").GetAsk(bg, &tollgatev1.GetAskRequest{AskId: askID + "~1"})
+	if err != nil || stale.GetAsk().GetState() != tollgatev1.AskState_ASK_STATE_STALE ||
+		!strings.Contains(stale.GetAsk().GetStateReason(), "bank_account ending 2048 → ending 7731") {
+		t.Fatalf("the old ask is stale and says what changed: %v %v", stale.GetAsk(), err)
+	}
+	if n := e.exec.calls(r.GetId() + "/pay"); n != 0 {
+		t.Fatalf("pay was called %d times with the old account", n)
+	}
+	again, err := e.approvals("dave").GetAsk(bg, &tollgatev1.GetAskRequest{AskId: askID})
+	if err != nil || again.GetAsk().GetState() != tollgatev1.AskState_ASK_STATE_PENDING || !strings.Contains(again.GetAsk().GetActions()[0].GetArgsJson(), "DE00 7731") {
+		t.Fatalf("a new ask with the new account: %v %v", again.GetAsk(), err)
+	}
+	set("phone", "+49 2") // not a material field
+	if _, err := e.approvals("dave").Decide(bg, approve(askID)); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	run := e.get("alice", r.GetId())
+	if run.GetState() != tollgatev1.RunState_RUN_STATE_COMPLETE || e.exec.calls(r.GetId()+"/pay") != 1 {
+		t.Fatalf("unchanged material facts: pay runs once: %v, %d calls", run.GetState(), e.exec.calls(r.GetId()+"/pay"))
+	}
+	var staleRecs int
+	for _, rec := range journal(t, e, r.GetId()) {
+		if rec.GetKind() == "ask.stale" {
+			staleRecs++
+		}
+	}
+	if staleRecs != 1 {
+		t.Fatalf("one ask.stale record, got %d", staleRecs)
+	}
 }

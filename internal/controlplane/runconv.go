@@ -37,7 +37,7 @@ var askStateToProto = map[engine.AskState]tollgatev1.AskState{
 	engine.AskPending: tollgatev1.AskState_ASK_STATE_PENDING, engine.AskApproved: tollgatev1.AskState_ASK_STATE_APPROVED,
 	engine.AskConsumed: tollgatev1.AskState_ASK_STATE_CONSUMED, engine.AskAnswered: tollgatev1.AskState_ASK_STATE_ANSWERED,
 	engine.AskRejected: tollgatev1.AskState_ASK_STATE_REJECTED, engine.AskExpired: tollgatev1.AskState_ASK_STATE_EXPIRED,
-	engine.AskCancelled: tollgatev1.AskState_ASK_STATE_CANCELLED,
+	engine.AskCancelled: tollgatev1.AskState_ASK_STATE_CANCELLED, engine.AskStale: tollgatev1.AskState_ASK_STATE_STALE,
 }
 
 var askStateFromProto = invert(askStateToProto)
@@ -136,7 +136,13 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 		State: askStateToProto[a.State], Title: a.Title, Consequence: consequence(a), Requester: run.Requester,
 		PayloadDigest: a.PayloadDigest(), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), OnExpiry: expiryToProto[a.OnExpiry],
 		Quorum: quorum(a), SelectedOptionId: a.Option, AnswerText: a.Text, MissCount: int32(a.Misses), ClosedAt: ts(a.Closed),
-		AnswerCommand: answerCommand(run, a)}
+		AnswerCommand: answerCommand(run, a), ResourceVersion: a.ResourceVersion, MaterialFields: a.Material, StateReason: stateReason(a)}
+	for _, b := range a.Amend {
+		out.Amendable = append(out.Amendable, &tollgatev1.AmendBound{Field: b.Field, Min: b.Min, Max: b.Max})
+	}
+	for i := len(a.Decisions) - 1; i >= 0 && out.PolicyVersion == ""; i-- {
+		out.PolicyVersion = a.Decisions[i].Policy
+	}
 	if a.Audience != "" && a.Audience != plan.AudienceRequester {
 		out.AuthorityRequired = &tollgatev1.AuthorityRequirement{}
 	}
@@ -153,6 +159,21 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 			Authority: d.Why, PolicyVersion: d.Policy})
 	}
 	return out
+}
+
+// stateReason says in words why the ask is in its state.
+func stateReason(a *engine.AskRun) string {
+	switch {
+	case a.State == engine.AskStale:
+		return "changed after it was approved: " + a.Stale
+	case a.Verifying:
+		return "approved; checking the facts are unchanged before it is used"
+	case a.State == engine.AskRejected || a.State == engine.AskExpired || a.State == engine.AskCancelled:
+		if n := len(a.Decisions); n > 0 {
+			return a.Decisions[n-1].Reason
+		}
+	}
+	return ""
 }
 
 // answerCommand is the exact command that answers a pending ask.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -207,11 +208,21 @@ func (t *tx) grant(st *plan.Step) (string, bool) {
 
 // open opens a stopping point whose inputs have finished.
 func (t *tx) open(sp *stopInfo) bool {
-	if _, ok := t.run.Asks[sp.sp.ID]; ok {
+	prev, ok := t.run.Asks[sp.sp.ID]
+	if ok && prev.State != AskStale {
 		return false
 	}
 	if !t.ready(sp.sp.After) {
 		return false
+	}
+	round := 0
+	if prev != nil {
+		// Asked again after going stale: the stale ask keeps its record
+		// under a round-numbered id; the ask id itself is the live one.
+		old := *prev
+		old.ID = fmt.Sprintf("%s~%d", prev.ID, prev.Round+1)
+		t.run.Asks[old.ID] = &old
+		round = prev.Round + 1
 	}
 	exp := t.m.cfg.DefaultExpiry
 	if d, err := parseDur(sp.sp.Expires); err == nil && d > 0 {
@@ -231,10 +242,149 @@ func (t *tx) open(sp *stopInfo) bool {
 		sum := sha256.Sum256(args)
 		a.Payload = append(a.Payload, Payload{Step: g.step.ID, Server: g.step.Server, Tool: g.step.Tool, Args: args, Digest: "sha256:" + hex.EncodeToString(sum[:])})
 	}
+	a.Round = round
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
-	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt})
+	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": round, "digest": a.PayloadDigest()})
+	if sp.check != nil {
+		// The facts the approver decides on: read now, compared again
+		// before the approval is consumed.
+		a.HasCheck = true
+		t.probe(a, "the ask opened")
+	}
 	return true
+}
+
+// probe queues the next attempt of an ask's freshness probe.
+func (t *tx) probe(a *AskRun, why string) {
+	id := CheckStepID(a.ID)
+	s := t.run.Steps[id]
+	if s == nil {
+		s = &StepRun{Status: StatusWaiting}
+		t.run.Steps[id] = s
+	}
+	t.queue(id, s, why)
+}
+
+// probing reports whether an ask's probe is queued or running.
+func (t *tx) probing(a *AskRun) bool {
+	s := t.run.Steps[CheckStepID(a.ID)]
+	return s != nil && (s.Status == StatusQueued || s.Status.InFlight())
+}
+
+// checked handles a finished attempt of an ask's freshness probe: the
+// facts of an opening ask, or the verdict on an approval waiting to be
+// consumed.
+func (t *tx) checked(askID string, attempt int) {
+	a := t.run.Asks[askID]
+	s := t.run.Steps[CheckStepID(askID)]
+	if a == nil || s == nil || t.run.State.Terminal() {
+		return
+	}
+	facts, err := t.material(a, s)
+	if a.Material == nil && a.FactsError == "" {
+		if err != nil {
+			a.FactsError = err.Error()
+			t.record("ask.facts", "system", map[string]any{"ask": a.ID, "error": err.Error()})
+		} else {
+			a.Material, a.ResourceVersion = facts, factsDigest(facts)
+			t.record("ask.facts", "system", map[string]any{"ask": a.ID, "resource_version": a.ResourceVersion})
+		}
+	}
+	if !a.Verifying {
+		return
+	}
+	if a.VerifyAttempt != attempt {
+		// This result was read before the approval: read again.
+		if !t.probing(a) {
+			t.probe(a, "verify the approval")
+			a.VerifyAttempt = s.Attempt
+		}
+		return
+	}
+	var changed []string
+	switch {
+	case err != nil:
+		changed = append(changed, "the facts could not be read again: "+err.Error())
+	case a.Material == nil:
+		changed = append(changed, "the facts could not be read when you were asked: "+a.FactsError)
+	default:
+		for _, f := range slices.Sorted(maps.Keys(facts)) {
+			if facts[f] != a.Material[f] {
+				changed = append(changed, fmt.Sprintf("%s %s → %s", f, mask(a.Material[f]), mask(facts[f])))
+			}
+		}
+	}
+	a.Verifying = false
+	if len(changed) == 0 {
+		t.record("approval.fresh", "system", map[string]any{"ask": a.ID, "resource_version": a.ResourceVersion, "digest": a.PayloadDigest()})
+		t.activate(t.m.stops[a.ID].options[a.Option])
+		return
+	}
+	t.stale(a, strings.Join(changed, "; "))
+}
+
+// stale retires an approval whose facts changed before it was consumed,
+// and re-prepares: the read-only steps the governed steps and the ask's
+// inputs depend on run again, and the ask opens anew when they are done.
+func (t *tx) stale(a *AskRun, what string) {
+	a.Stale = what
+	t.closeAsk(a, AskStale, Decision{Kind: "stale", Actor: "system", At: t.at, Reason: what})
+	t.record("ask.stale", "system", map[string]any{"ask": a.ID, "changed": what, "round": a.Round})
+	for _, id := range t.m.stops[a.ID].prepare {
+		s := t.run.Steps[id]
+		if s == nil || !s.Status.Done() {
+			continue
+		}
+		s.Status, s.Output, s.Error = StatusWaiting, nil, ""
+		t.record("step.reprepare", "system", map[string]any{"step": id, "because": a.ID})
+	}
+}
+
+// material reads the check's material fields from the probe's output.
+func (t *tx) material(a *AskRun, s *StepRun) (map[string]string, error) {
+	if s.Status != StatusSucceeded {
+		return nil, fmt.Errorf("%s", s.Error)
+	}
+	out, err := decodeValue(s.Output)
+	if err != nil {
+		return nil, fmt.Errorf("the check's output is not JSON: %w", err)
+	}
+	facts := map[string]string{}
+	for _, f := range t.m.stops[a.ID].sp.Check.Fields {
+		v := out
+		for _, part := range strings.Split(f, ".") {
+			m, _ := v.(map[string]any)
+			v = m[part]
+		}
+		facts[f] = string(plan.AppendCanonical(nil, v))
+	}
+	return facts, nil
+}
+
+func factsDigest(facts map[string]string) string {
+	h := sha256.New()
+	for _, f := range slices.Sorted(maps.Keys(facts)) {
+		h.Write([]byte(f + "=" + facts[f] + "\n"))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// mask shows a changed value without disclosing it: anything with a digit
+// in it (an account, an IBAN, a phone) by its last four characters only.
+func mask(canonical string) string {
+	v := canonical
+	if u, err := strconv.Unquote(canonical); err == nil {
+		v = u
+	}
+	if strings.ContainsAny(v, "0123456789") {
+		r := []rune(v)
+		if len(r) <= 4 {
+			return "ending " + strings.Repeat("•", len(r))
+		}
+		return "ending " + string(r[len(r)-4:])
+	}
+	return v
 }
 
 // derive sets the run's state from its steps and asks, and journals a
@@ -253,8 +403,18 @@ func (t *tx) deriveState() {
 		return
 	}
 	inflight, queued, blocked, pending, failedSkip := 0, 0, 0, 0, 0
-	waiting, doubt := 0, 0
+	waiting, doubt, probes, probesBlocked := 0, 0, 0, 0
 	for id, s := range r.Steps {
+		if strings.HasPrefix(id, "check~") {
+			// A freshness probe: it reads facts while people decide, so
+			// it keeps no run from being parked.
+			if s.Status == StatusQueued && s.Blocked {
+				probesBlocked++
+			} else if s.Status == StatusQueued || s.Status.InFlight() {
+				probes++
+			}
+			continue
+		}
 		switch s.Status {
 		case StatusLeased, StatusStarted:
 			inflight++
@@ -314,6 +474,10 @@ func (t *tx) deriveState() {
 		r.State = Blocked
 	case pending > 0:
 		r.State = Parked
+	case probes > 0:
+		r.State = Running
+	case probesBlocked > 0:
+		r.State = Blocked
 	case waiting == 0 && unopened == 0 && doubt == 0:
 		if failedSkip > 0 {
 			t.end(Partial, "finished; some branches failed but every join held")

@@ -84,9 +84,13 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 	case StepStarted:
 		err = t.started(e)
 	case StepSucceeded:
-		err = t.finished(e.Step, e.Attempt, e.Output, "")
+		if err = t.finished(e.Step, e.Attempt, e.Output, ""); err == nil {
+			t.afterProbe(e.Step, e.Attempt)
+		}
 	case StepFailed:
-		err = t.finished(e.Step, e.Attempt, nil, e.Error)
+		if err = t.finished(e.Step, e.Attempt, nil, e.Error); err == nil {
+			t.afterProbe(e.Step, e.Attempt)
+		}
 	case LeaseLost:
 		err = t.leaseLost(e)
 	case StepBlocked:
@@ -360,8 +364,17 @@ func optionList(a *AskRun) string {
 	return strings.Join(parts, ", ")
 }
 
+// afterProbe hands a finished freshness probe to its ask.
+func (t *tx) afterProbe(step string, attempt int) {
+	if ask, ok := strings.CutPrefix(step, "check~"); ok && t.m.stops[ask] != nil && t.m.stops[ask].check != nil {
+		t.checked(ask, attempt)
+	}
+}
+
 // choose records an answer (d: kind, actor, text, authority) and
-// activates what follows it.
+// activates what follows it. An approval of a gate with a check: probe
+// is not usable yet: the probe runs again, and only unchanged facts
+// activate the option (checked).
 func (t *tx) choose(a *AskRun, d Decision, opt plan.Option) {
 	st := t.m.stops[a.ID]
 	actor, kind := d.Actor, d.Kind
@@ -373,6 +386,15 @@ func (t *tx) choose(a *AskRun, d Decision, opt plan.Option) {
 	}
 	t.closeAsk(a, state, d)
 	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": kind, "option": opt.ID, "label": opt.Label, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
+	if a.Type == plan.StopMenu && st.check != nil {
+		a.Verifying = true
+		a.VerifyAttempt = 0 // a probe still running read the facts before this approval
+		if !t.probing(a) {
+			t.probe(a, "verify the approval")
+			a.VerifyAttempt = t.run.Steps[CheckStepID(a.ID)].Attempt
+		}
+		return
+	}
 	if a.Type == plan.StopMenu {
 		t.activate(st.options[opt.ID])
 	} else if st.then != nil {

@@ -16,6 +16,9 @@ func vendorPayment(t *testing.T) *sim {
 	s.succeed("po", 1)
 	s.succeed("match", "ok")
 	s.want(Parked)
+	// The facts the approver decides on, read as the ask opened.
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "DE00 2048", "status": "active"})
+	s.want(Parked)
 	return s
 }
 
@@ -89,6 +92,7 @@ func TestAmendWithinBounds(t *testing.T) {
 		t.Fatalf("the amendment changes the payload digest and leaves the ask pending: %s, %s", a.PayloadDigest(), a.State)
 	}
 	s.approve("ask_1", "dave")
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "DE00 2048", "status": "active"})
 	d := s.queued["pay"]
 	if !strings.Contains(string(d.Args), `"amount":400000`) || !strings.Contains(string(d.Args), `"bank_account":"DE00 2048"`) {
 		t.Fatalf("pay runs with the amended amount and nothing else changed: %s", d.Args)
@@ -121,5 +125,76 @@ b: payments.pay {"vendor": "V", "invoice": "I", "amount": 10, "currency": "INR",
 	s.apply(Decide{Ask: ask, Actor: "bob", Option: "1", At: s.tick(time.Second)})
 	if d := s.queued["b"]; !strings.Contains(string(d.Args), `"amount":5`) {
 		t.Fatalf("pay after two votes on the amended payload: %s", d.Args)
+	}
+}
+
+// I6 freshness: a changed material fact retires the approval before it is
+// consumed, names what changed (masked), re-prepares and asks again; the
+// side effect never runs with the old facts.
+func TestStaleApprovalIsNotConsumed(t *testing.T) {
+	s := vendorPayment(t)
+	s.approve("ask_1", "dave")
+	// Between approval and consumption the vendor's bank account changes.
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "DE00 7731", "status": "active"})
+	if _, ok := s.queued["pay"]; ok {
+		t.Fatal("pay dispatched although the bank account changed")
+	}
+	a := s.run.Asks["ask_1"]
+	if a.State != AskStale || a.Stale != "bank_account ending 2048 → ending 7731" {
+		t.Fatalf("the ask is stale and says what changed, masked: %s %q", a.State, a.Stale)
+	}
+	// Re-prepare: the facts are read again; the run is not parked on a dead ask.
+	if st := s.run.Steps["vendor"]; st.Status != StatusQueued || st.Attempt != 2 {
+		t.Fatalf("vendor runs again: %+v", st)
+	}
+	s.succeed("vendor", map[string]any{"bank_account": "DE00 7731"})
+	s.succeed("invoice", 1)
+	s.succeed("po", 1)
+	s.succeed("match", "ok")
+	a = s.run.Asks["ask_1"]
+	if a.State != AskPending || a.Round != 1 || !strings.Contains(string(a.Payload[0].Args), "DE00 7731") {
+		t.Fatalf("a new ask with the new account: %s round %d %s", a.State, a.Round, a.Payload[0].Args)
+	}
+	if old := s.run.Asks["ask_1~1"]; old == nil || old.State != AskStale {
+		t.Fatalf("the stale ask keeps its record: %+v", old)
+	}
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "DE00 7731", "status": "active"})
+	s.approve("ask_1", "dave")
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "DE00 7731", "status": "active", "phone": "changed"})
+	if d := s.queued["pay"]; !strings.Contains(string(d.Args), "DE00 7731") {
+		t.Fatalf("a change in a field that does not matter asks nothing: pay %s", d.Args)
+	}
+	if s.dispatched()["pay"] != 1 {
+		t.Fatalf("pay dispatched %d times", s.dispatched()["pay"])
+	}
+}
+
+// An approval given while the opening probe still runs waits for a probe
+// read after it.
+func TestApprovalDuringTheOpeningProbe(t *testing.T) {
+	s := newSim(t, skill(t, "vendor-payment"))
+	s.succeed("vendor", map[string]any{"bank_account": "DE00 2048"})
+	s.succeed("invoice", 1)
+	s.succeed("po", 1)
+	s.succeed("match", "ok")
+	s.approve("ask_1", "dave")
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "DE00 2048"}) // read before the approval
+	if _, ok := s.queued["pay"]; ok {
+		t.Fatal("consumed on facts read before the approval")
+	}
+	if st := s.run.Steps[CheckStepID("ask_1")]; st.Status != StatusQueued || st.Attempt != 2 {
+		t.Fatalf("the probe runs again after the approval: %+v", st)
+	}
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "DE00 2048"})
+	if _, ok := s.queued["pay"]; !ok {
+		t.Fatal("unchanged facts: pay dispatches")
+	}
+}
+
+func TestMask(t *testing.T) {
+	for in, want := range map[string]string{`"DE00 2048"`: "ending 2048", `"active"`: "active", `"12"`: "ending ••", `48`: "ending ••", `null`: "null"} {
+		if got := mask(in); got != want {
+			t.Errorf("mask(%s) = %q, want %q", in, got, want)
+		}
 	}
 }

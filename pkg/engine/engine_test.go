@@ -218,7 +218,12 @@ func TestVendorPaymentPayloadIsWhatRuns(t *testing.T) {
 	if string(a.Payload[0].Args) != want || !strings.HasPrefix(a.Payload[0].Digest, "sha256:") {
 		t.Fatalf("payload: %s", a.Payload[0].Args)
 	}
-	s.approve("ask_1", "carol") // a role ask: authorization is the control plane's job
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "XX2048", "status": "active"}) // the facts as asked
+	s.approve("ask_1", "carol")                                                                   // a role ask: authorization is the control plane's job
+	if _, ok := s.queued["pay"]; ok {
+		t.Fatal("I6: pay dispatched before the check probe verified the facts")
+	}
+	s.succeed(CheckStepID("ask_1"), map[string]any{"bank_account": "XX2048", "status": "active"})
 	if string(s.queued["pay"].Args) != want {
 		t.Fatalf("dispatched %s, approved %s", s.queued["pay"].Args, want)
 	}

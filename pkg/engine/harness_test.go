@@ -106,8 +106,8 @@ func (s *sim) succeed(step string, out any) {
 	s.apply(StepLeased{Step: step, Attempt: d.Attempt, Executor: "x1", LeaseID: "l-" + step, At: s.tick(time.Millisecond)})
 	s.apply(StepStarted{Step: step, Attempt: d.Attempt, At: s.tick(time.Millisecond)})
 	b, _ := json.Marshal(out)
+	delete(s.queued, step) // the result may queue the step again (a probe)
 	s.apply(StepSucceeded{Step: step, Attempt: d.Attempt, Output: b, At: s.tick(time.Millisecond)})
-	delete(s.queued, step)
 }
 
 func (s *sim) fail(step, msg string) {

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -48,7 +50,17 @@ type stopInfo struct {
 	options  map[string]*phaseInfo // menu: option id → continuation
 	then     *phaseInfo            // questions
 	governed []*stepInfo           // side-effecting steps this gate governs
+	// check is the gate's freshness probe as a step of its own (id
+	// CheckStepID(ask)); prepare lists the read-only steps the governed
+	// steps and the ask's inputs depend on, re-run when the ask goes
+	// stale.
+	check   *stepInfo
+	prepare []string
 }
+
+// CheckStepID is the id of an ask's freshness probe among a run's steps.
+// "~" cannot occur in a recipe's ids, so it never collides.
+func CheckStepID(ask string) string { return "check~" + ask }
 
 func phaseKey(ask, option string) string { return ask + "/" + option }
 
@@ -66,7 +78,64 @@ func New(p *plan.Plan, cfg Config) (*Machine, error) {
 	}
 	m := &Machine{plan: p, digest: digest, cfg: cfg, steps: map[string]*stepInfo{}, stops: map[string]*stopInfo{}, phases: map[string]*phaseInfo{}}
 	m.top = m.index("", p.InitialSteps, p.StoppingPoints, nil, nil)
+	for _, st := range m.stops {
+		if c := st.sp.Check; c != nil {
+			probe := &plan.Step{ID: CheckStepID(st.sp.ID), Kind: plan.KindTool, Server: c.Server, Tool: c.Tool, Args: c.Args,
+				Idempotent: true, OnFail: plan.OnFailSkip}
+			st.check = &stepInfo{step: probe, phase: st.phase}
+			st.check.refs, _ = plan.ObjectRefs(c.Args)
+			m.steps[probe.ID] = st.check
+		}
+		st.prepare = m.prepareSet(st)
+	}
 	return m, nil
+}
+
+// prepareSet is every read-only step an ask's governed steps and inputs
+// depend on, directly or through others: what re-preparing re-runs.
+// Side-effecting steps are never in it (I7).
+func (m *Machine) prepareSet(st *stopInfo) []string {
+	seen := map[string]bool{}
+	var walk func(id string)
+	walk = func(id string) {
+		si, ok := m.steps[id]
+		if !ok || seen[id] {
+			return
+		}
+		seen[id] = true
+		for _, d := range si.step.DependsOn {
+			walk(d)
+		}
+		for _, d := range si.step.In {
+			walk(d)
+		}
+		for _, r := range si.refs {
+			walk(r.ID)
+		}
+	}
+	for _, id := range st.sp.After {
+		walk(id)
+	}
+	for _, ref := range st.sp.Show {
+		id, _, _ := strings.Cut(ref, ".")
+		walk(id)
+	}
+	for _, g := range st.governed {
+		for _, d := range g.step.DependsOn {
+			walk(d)
+		}
+		for _, r := range g.refs {
+			walk(r.ID)
+		}
+	}
+	var out []string
+	for id := range seen {
+		if !m.steps[id].step.SideEffect {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (m *Machine) index(key string, steps []plan.Step, stops []plan.StoppingPoint, owner *stopInfo, parent *phaseInfo) *phaseInfo {

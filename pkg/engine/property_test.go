@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,11 @@ import (
 //	I1: a side-effecting step is dispatched only under a consumed approval of
 //	    the gate that governs it (or the start, for `without asking`);
 //	I3: a terminal run holds no pending ask;
-//	I7: a step that succeeded is never dispatched again;
+//	I7: a step that succeeded is never dispatched again, unless it is a
+//	    read-only step re-prepared after its ask went stale, or a
+//	    freshness probe; a side-effecting step is never re-prepared;
+//	I6: a side effect governed by a gate with a check: is dispatched only
+//	    after the probe found the facts unchanged since the ask opened;
 //
 // and that Apply never changes its input and always advances the version.
 func TestInvariantsUnderRandomEvents(t *testing.T) {
@@ -46,31 +51,54 @@ func TestInvariantsUnderRandomEvents(t *testing.T) {
 	}
 	// The generator must reach the states the invariants are about, or the
 	// test proves nothing.
-	if cov.effects == 0 || cov.terminal == 0 || cov.expired == 0 || cov.refused == 0 || cov.complete == 0 {
+	if cov.effects == 0 || cov.terminal == 0 || cov.expired == 0 || cov.refused == 0 || cov.complete == 0 || cov.stale == 0 || cov.fresh == 0 {
 		t.Fatalf("random runs did not cover enough: %+v", cov)
 	}
 	t.Logf("coverage: %+v", cov)
 }
 
-type coverage struct{ effects, terminal, complete, expired, refused, doubts int }
+type coverage struct{ effects, terminal, complete, expired, refused, doubts, stale, fresh int }
 
 func fuzzRun(t *testing.T, name string, m *Machine, rng *rand.Rand, cov *coverage) {
 	now := t0
 	tr := m.Start("r", "alice", now)
 	run := tr.Run
 	succeeded := map[string]bool{}
+	fresh := map[string]bool{}
 	check := func(tr Transition, ev Event) {
 		t.Helper()
+		for _, rec := range tr.Records {
+			step, _ := rec.Payload["step"].(string)
+			ask, _ := rec.Payload["ask"].(string)
+			switch rec.Kind {
+			case "step.reprepare":
+				if m.steps[step].step.SideEffect {
+					t.Fatalf("%s: I7: side-effecting %s re-prepared", name, step)
+				}
+				delete(succeeded, step)
+			case "approval.fresh":
+				fresh[ask] = true
+				cov.fresh++
+			case "ask.stale":
+				fresh[ask] = false
+				cov.stale++
+			case "ask.opened":
+				fresh[ask] = false
+			}
+		}
 		for _, e := range tr.Effects {
 			d, ok := e.(Dispatch)
 			if !ok {
 				continue
 			}
-			if succeeded[d.Step] {
+			if succeeded[d.Step] && !strings.HasPrefix(d.Step, "check~") {
 				t.Fatalf("%s: I7: %s dispatched again after it succeeded (event %T %+v)", name, d.Step, ev, ev)
 			}
 			if !d.SideEffect {
 				continue
+			}
+			if a := tr.Run.Asks[d.Grant]; a != nil && a.HasCheck && !fresh[d.Grant] {
+				t.Fatalf("%s: I6: %s dispatched under %s before its facts were verified", name, d.Step, d.Grant)
 			}
 			cov.effects++
 			info := m.steps[d.Step]
@@ -191,7 +219,7 @@ func randomEvent(rng *rand.Rand, run *Run, now time.Time) Event {
 				if rng.IntN(2) == 0 {
 					return StepStarted{Step: id, Attempt: s.Attempt, At: now}
 				}
-				return StepSucceeded{Step: id, Attempt: s.Attempt, Output: json.RawMessage(`{"bank_account":"1"}`), At: now}
+				return StepSucceeded{Step: id, Attempt: s.Attempt, Output: json.RawMessage(`{"bank_account":"` + []string{"1", "1", "1", "2"}[rng.IntN(4)] + `"}`), At: now}
 			case StatusStarted:
 				if rng.IntN(5) == 0 {
 					return StepFailed{Step: id, Attempt: s.Attempt, Error: "boom", At: now}

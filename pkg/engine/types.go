@@ -86,6 +86,7 @@ const (
 	AskRejected  AskState = "rejected"  // a gate's No, or a refused question
 	AskExpired   AskState = "expired"   // the deadline passed first
 	AskCancelled AskState = "cancelled" // the run ended first
+	AskStale     AskState = "stale"     // approved, but a material fact changed before consumption; asked again
 )
 
 // Open reports whether the ask still waits for a person.
@@ -163,7 +164,21 @@ type AskRun struct {
 	Approvers []string          `json:"approvers,omitempty"`
 	Votes     []Vote            `json:"votes,omitempty"`
 	Amend     []plan.AmendBound `json:"amend,omitempty"` // fields an approver may change, with bounds
-	Closed    time.Time         `json:"closed_at,omitzero"`
+	// Freshness (DESIGN.md §5). Material holds the check probe's
+	// material fields (canonical JSON) read when the ask opened, and
+	// ResourceVersion their digest. Verifying is set between the quorum
+	// and consumption, while the probe runs again; VerifyAttempt is the
+	// probe attempt whose result decides. Round counts re-asks after
+	// staleness; Stale says what changed.
+	HasCheck        bool              `json:"has_check,omitempty"`
+	Material        map[string]string `json:"material,omitempty"`
+	ResourceVersion string            `json:"resource_version,omitempty"`
+	FactsError      string            `json:"facts_error,omitempty"`
+	Verifying       bool              `json:"verifying,omitempty"`
+	VerifyAttempt   int               `json:"verify_attempt,omitempty"`
+	Round           int               `json:"round,omitempty"`
+	Stale           string            `json:"stale,omitempty"`
+	Closed          time.Time         `json:"closed_at,omitzero"`
 }
 
 // Payload is one governed side effect as the approver is shown it: the
