@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 )
@@ -32,7 +36,7 @@ func (g *globals) decide(cmd *cobra.Command, req *tollgatev1.DecideRequest) erro
 }
 
 func newApproveCmd(g *globals) *cobra.Command {
-	var option, reason, digest string
+	var option, reason, digest, until, scope string
 	cmd := &cobra.Command{
 		Use:   "approve ASK",
 		Short: "Approve an ask (its first option, or --option N)",
@@ -42,10 +46,24 @@ func newApproveCmd(g *globals) *cobra.Command {
 A refusal exits 1 and says why: already decided, expired, permission denied.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if until != "" || scope != "" {
+				if until == "" || scope == "" || strings.TrimSpace(reason) == "" {
+					return usageErr("a standing approval needs --until, --scope and --reason")
+				}
+				t, err := parseUntil(until, time.Now())
+				if err != nil {
+					return usageErr("%s", err)
+				}
+				return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0], ExpectedPayloadDigest: digest,
+					Decision: &tollgatev1.DecideRequest_ApproveException{ApproveException: &tollgatev1.ApproveException{
+						OptionId: option, Until: timestamppb.New(t), Scope: scope, Reason: reason}}})
+			}
 			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0], ExpectedPayloadDigest: digest,
 				Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{OptionId: option, Reason: reason}}})
 		},
 	}
+	cmd.Flags().StringVar(&until, "until", "", "also grant a standing approval until DATE (2026-12-31, RFC 3339, or a duration such as 720h)")
+	cmd.Flags().StringVar(&scope, "scope", "", `the standing approval's scope, e.g. "payments.pay vendor=V-1187 amount<=500000"`)
 	cmd.Flags().StringVar(&option, "option", "", "option number (default 1: Yes)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	cmd.Flags().StringVar(&digest, "payload", "", "the payload digest you reviewed")
@@ -117,6 +135,103 @@ func newRevokeCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
+	return cmd
+}
+
+// parseUntil reads a date (2006-01-02, end of that day UTC), an RFC 3339
+// time, or a duration from now.
+func parseUntil(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t.Add(24*time.Hour - time.Second), nil
+	}
+	return time.Time{}, fmt.Errorf("--until %q: want 2006-01-02, an RFC 3339 time, or a duration such as 720h", s)
+}
+
+func newStandingCmd(g *globals) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "standing",
+		Short: "List standing approvals (approve --until), or revoke one",
+		Long: `List the standing approvals in force: each approves later asks within its
+scope by itself until its date, and every such approval names it. --all
+includes revoked and expired ones. "standing revoke ID --reason TEXT" ends one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer c.conn.Close()
+			resp, err := c.approvals.ListExceptions(cmd.Context(), &tollgatev1.ListExceptionsRequest{IncludeInactive: all})
+			if err != nil {
+				return rpcErr(err)
+			}
+			if g.json() {
+				type row struct {
+					ID        string `json:"id"`
+					Scope     string `json:"scope"`
+					GrantedBy string `json:"granted_by"`
+					Until     string `json:"until"`
+					AskID     string `json:"ask_id"`
+					Revoked   bool   `json:"revoked"`
+					RevokedBy string `json:"revoked_by,omitempty"`
+				}
+				out := struct {
+					Standing []row `json:"standing"`
+				}{Standing: []row{}}
+				for _, x := range resp.GetExceptions() {
+					out.Standing = append(out.Standing, row{x.GetId(), x.GetScope(), x.GetGrantedBy(), x.GetUntil().AsTime().Format(time.RFC3339), x.GetAskId(), x.GetRevoked(), x.GetRevokedBy()})
+				}
+				return g.printJSON(out)
+			}
+			tw := tabwriter.NewWriter(g.cfg.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID	SCOPE	BY	UNTIL	STATE")
+			for _, x := range resp.GetExceptions() {
+				state := "active"
+				if x.GetRevoked() {
+					state = "revoked by " + x.GetRevokedBy()
+				} else if !x.GetUntil().AsTime().After(time.Now()) {
+					state = "expired"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.GetId(), x.GetScope(), x.GetGrantedBy(), x.GetUntil().AsTime().Local().Format("2006-01-02 15:04"), state)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "include revoked and expired ones")
+	var reason string
+	revoke := &cobra.Command{
+		Use:   "revoke ID --reason TEXT",
+		Short: "Revoke a standing approval: the next matching ask asks a person again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageErr("revoke needs --reason: say why, it is recorded")
+			}
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer c.conn.Close()
+			resp, err := c.approvals.RevokeException(cmd.Context(), &tollgatev1.RevokeExceptionRequest{ExceptionId: args[0], Reason: reason})
+			if err != nil {
+				return rpcErr(err)
+			}
+			if g.json() {
+				return g.printJSON(map[string]any{"id": resp.GetException().GetId(), "revoked": true, "revoked_by": resp.GetException().GetRevokedBy()})
+			}
+			fmt.Fprintf(g.cfg.Stdout, "%s revoked by %s\n", resp.GetException().GetId(), resp.GetException().GetRevokedBy())
+			return nil
+		},
+	}
+	revoke.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
+	cmd.AddCommand(revoke)
 	return cmd
 }
 

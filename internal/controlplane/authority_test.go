@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
@@ -310,5 +311,70 @@ func TestStaleApprovalThroughTheAPI(t *testing.T) {
 	}
 	if staleRecs != 1 {
 		t.Fatalf("one ask.stale record, got %d", staleRecs)
+	}
+}
+
+// A standing approval approves the next matching ask by itself, naming
+// itself; it is never wider than its granter's authority; after
+// revocation the next ask waits for a person again.
+func TestStandingApproval(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r1 := e.start("alice", "vendor-payment")
+	until := timestamppb.New(time.Now().Add(time.Hour))
+	grant := func(who, scope string) (*tollgatev1.DecideResponse, error) {
+		return e.approvals(who).Decide(bg, &tollgatev1.DecideRequest{AskId: r1.GetId() + "/ask_1", Decision: &tollgatev1.DecideRequest_ApproveException{
+			ApproveException: &tollgatev1.ApproveException{Until: until, Scope: scope, Reason: "monthly rent to V-1187"}}})
+	}
+	if _, err := grant("dave", "payments.pay vendor=V-1187 amount<=2000000"); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "wider than your authority") {
+		t.Fatalf("a scope above dave's limit: %v", err)
+	}
+	if _, err := grant("dave", "payments.pay vendor=V-1187"); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("an amount-bearing scope without a ceiling: %v", err)
+	}
+	if _, err := grant("dave", "payments.pay vendor=V-9 amount<=500000"); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a scope that does not cover this ask: %v", err)
+	}
+	if _, err := grant("dave", "payments.pay vendor=V-1187 amount<=500000"); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	if st := e.get("alice", r1.GetId()).GetState(); st != tollgatev1.RunState_RUN_STATE_COMPLETE {
+		t.Fatalf("the granting approval approves its own ask: %v", st)
+	}
+	list, err := e.approvals("bob").ListExceptions(bg, &tollgatev1.ListExceptionsRequest{})
+	if err != nil || len(list.GetExceptions()) != 1 {
+		t.Fatalf("listed: %v %v", list, err)
+	}
+	x := list.GetExceptions()[0]
+
+	r2 := e.start("alice", "vendor-payment")
+	e.settle()
+	r2 = e.get("alice", r2.GetId())
+	if r2.GetState() != tollgatev1.RunState_RUN_STATE_COMPLETE {
+		t.Fatalf("the next matching ask approves itself: %v", r2.GetState())
+	}
+	ask, err := e.approvals("dave").GetAsk(bg, &tollgatev1.GetAskRequest{AskId: r2.GetId() + "/ask_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ask.GetAsk().GetDecisions()[0]
+	if d.GetActor() != "dave" || !strings.Contains(d.GetAuthority(), "standing approval "+x.GetId()) {
+		t.Fatalf("the automatic approval names the standing approval: %v", d)
+	}
+
+	if _, err := e.approvals("bob").RevokeException(bg, &tollgatev1.RevokeExceptionRequest{ExceptionId: x.GetId(), Reason: "r"}); err != nil {
+		t.Fatalf("bob holds finance, so he may revoke it: %v", err)
+	}
+	if _, err := e.approvals("dave").RevokeException(bg, &tollgatev1.RevokeExceptionRequest{ExceptionId: x.GetId(), Reason: "again"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("revoking twice: %v", err)
+	}
+	r3 := e.start("alice", "vendor-payment")
+	e.settle()
+	if st := e.get("alice", r3.GetId()).GetState(); st != tollgatev1.RunState_RUN_STATE_PARKED {
+		t.Fatalf("after revocation a person is asked again: %v", st)
+	}
+	all, _ := e.approvals("bob").ListExceptions(bg, &tollgatev1.ListExceptionsRequest{IncludeInactive: true})
+	if len(all.GetExceptions()) != 1 || !all.GetExceptions()[0].GetRevoked() || all.GetExceptions()[0].GetRevokedBy() != "bob" {
+		t.Fatalf("the revoked one stays listed with who revoked it: %v", all)
 	}
 }

@@ -37,6 +37,18 @@ type Runner struct {
 	cache    map[string]cachedRun
 	offset   atomic.Int64 // store clock minus ours, nanoseconds
 	expiries atomic.Int64
+
+	// asks hears of every ask this replica opens, after its commit.
+	asks AskHook
+}
+
+// AskHook hears of an ask after the commit that opened it: it applies
+// standing approvals and sends notices. It runs on the committing
+// goroutine and may apply further events to the run. A hook that never
+// ran (a crash right after the commit) leaves the ask for a person: the
+// safe side.
+type AskHook interface {
+	Opened(ctx context.Context, run *engine.Run, askID string)
 }
 
 // Watch returns a channel that receives a signal (coalesced) after each
@@ -117,14 +129,17 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		machines: map[string]*engine.Machine{}, watchers: map[string]map[chan struct{}]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}}
 }
 
-func randomID() string {
+func randomID() string { return "r_" + randomToken() }
+
+// randomToken is 12 random characters of a readable alphabet.
+func randomToken() string {
 	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	for i := range b {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
-	return "r_" + string(b)
+	return string(b)
 }
 
 // Errors the Runner adds to the engine's and the store's.
@@ -624,6 +639,10 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 	r.notify(runID)
 	for _, e := range tr.Effects {
 		switch e := e.(type) {
+		case engine.AskOpened:
+			if r.asks != nil {
+				r.asks.Opened(ctx, tr.Run, e.Ask)
+			}
 		case engine.Dispatch:
 			if r.dispatch.Offer(ctx, runID, e) {
 				continue

@@ -111,8 +111,9 @@ func NewServer(cfg Config) *Server {
 	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
-	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, WithoutAsking: cfg.WithoutAsking})
+	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, WithoutAsking: cfg.WithoutAsking})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
+	runner.asks = svc
 	tollgatev1.RegisterRunServiceServer(gs, svc)
 	tollgatev1.RegisterApprovalServiceServer(gs, svc)
 	tollgatev1.RegisterAuditServiceServer(gs, svc)

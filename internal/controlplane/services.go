@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -40,6 +41,7 @@ type ServiceConfig struct {
 	Authority Authority
 	Domain    string
 	Owners    map[string]string
+	Log       *slog.Logger
 	// WithoutAsking says whether a starter may approve a `without asking`
 	// step by starting the run (I1). Nil refuses every such step.
 	WithoutAsking func(starter string, step plan.Step) bool
@@ -54,7 +56,14 @@ type Services struct {
 }
 
 // NewServices returns the handlers.
-func NewServices(cfg ServiceConfig) *Services { return &Services{cfg: cfg} }
+func NewServices(cfg ServiceConfig) *Services {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Services{cfg: cfg}
+}
+
+func (s *Services) log() *slog.Logger { return s.cfg.Log }
 
 // caller is the authenticated principal; never a request field.
 //
@@ -237,6 +246,8 @@ type Authority interface {
 	// Holds and RolesOf answer for asks that govern no action.
 	Holds(actor, role, domain string) bool
 	RolesOf(actor, domain string) []string
+	// Floor is the policy's rule set for an action type.
+	Floor(domain, action string) (authz.Floor, bool)
 	Version() string
 }
 
@@ -487,6 +498,8 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 		build = func(now time.Time) engine.Event {
 			return engine.Amend{Ask: a.ID, Actor: who, Field: d.Amend.GetField(), Value: v, At: now}
 		}
+	case *tollgatev1.DecideRequest_ApproveException:
+		return s.approveException(ctx, who, run, a, auth, d.ApproveException)
 	case *tollgatev1.DecideRequest_Revoke:
 		if strings.TrimSpace(d.Revoke.GetReason()) == "" {
 			return nil, fmt.Errorf("revoke: a reason is required: %w", errInvalid)

@@ -53,6 +53,23 @@ type Ask struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// Exception is a standing approval: later asks whose every governed action
+// lies within Scope (package standing) are approved by it until Until,
+// unless revoked. It is stored whole and replaced whole.
+type Exception struct {
+	ID           string    `json:"id"`
+	AskID        string    `json:"ask_id"` // the ask it was granted on
+	GrantedBy    string    `json:"granted_by"`
+	GrantedAt    time.Time `json:"granted_at"`
+	Until        time.Time `json:"until"`
+	Scope        string    `json:"scope"`
+	Reason       string    `json:"reason,omitempty"`
+	Revoked      bool      `json:"revoked,omitempty"`
+	RevokedBy    string    `json:"revoked_by,omitempty"`
+	RevokedAt    time.Time `json:"revoked_at,omitzero"`
+	RevokeReason string    `json:"revoke_reason,omitempty"`
+}
+
 // AskID joins a run id and a stopping point id.
 func AskID(runID, stop string) string { return runID + "/" + stop }
 
@@ -138,6 +155,11 @@ type Store interface {
 	PutPlan(ctx context.Context, digest string, data []byte) error
 	// GetPlan returns a stored plan or ErrNotFound.
 	GetPlan(ctx context.Context, digest string) ([]byte, error)
+	// PutException stores a standing approval, replacing one with its id.
+	PutException(ctx context.Context, e Exception) error
+	// ListExceptions returns every standing approval, revoked and expired
+	// ones included, by id.
+	ListExceptions(ctx context.Context) ([]Exception, error)
 	// Close releases the store.
 	Close() error
 }

@@ -24,6 +24,10 @@ type cluster struct {
 	execs map[string]*exec.Cmd
 	marks string
 	notes string
+	// vendors is the ERP stand-in's vendor file (re-read on every call);
+	// effects is where the demo servers log side effects.
+	vendors string
+	effects string
 }
 
 const testCatalog = `
@@ -36,7 +40,7 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 	t.Helper()
 	redis := redistest.Start(t)
 	home := t.TempDir()
-	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
+	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := os.ReadFile(filepath.Join(home, "dev", "signing.pub"))
@@ -45,7 +49,9 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 	cat, _ := os.ReadFile("../../examples/catalog.yaml")
 	catalog := filepath.Join(home, "catalog.yaml")
 	os.WriteFile(catalog, append(cat, testCatalog...), 0o644)
-	c := &cluster{t: t, home: home, execs: map[string]*exec.Cmd{}, marks: filepath.Join(home, "marks.json"), notes: filepath.Join(home, "notes.jsonl")}
+	c := &cluster{t: t, home: home, execs: map[string]*exec.Cmd{}, marks: filepath.Join(home, "marks.json"), notes: filepath.Join(home, "notes.jsonl"),
+		vendors: filepath.Join(home, "vendors.json"), effects: filepath.Join(home, "effects.jsonl")}
+	c.setVendorAccount("XXXX2048")
 	pki, err := identity.MintDevPKI(filepath.Join(home, "pki"), identity.DefaultTrustDomain, executors, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +63,10 @@ func newCluster(t *testing.T, executors ...string) *cluster {
   - {name: test, command: [%q, "--file", %q]}
   - {name: mcp-monitor, command: [%q]}
   - {name: notes, command: [%q, "--file", %q]}
-`, buildExample(t, "testserver"), c.marks, buildExample(t, "monitor"), buildExample(t, "notes"), c.notes)
+  - {name: erp, command: [%q, "--server", "erp", "--vendors", %q, "--log", %q]}
+  - {name: payments, command: [%q, "--server", "payments", "--log", %q]}
+`, buildExample(t, "testserver"), c.marks, buildExample(t, "monitor"), buildExample(t, "notes"), c.notes,
+		buildExample(t, "demo"), c.vendors, c.effects, buildExample(t, "demo"), c.effects)
 	for _, id := range executors {
 		cfg := filepath.Join(home, id+".yaml")
 		os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\nmcp_servers:%s",
@@ -75,6 +84,15 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 		})
 	}
 	return c
+}
+
+// setVendorAccount rewrites V-1187's bank account in the ERP stand-in.
+func (c *cluster) setVendorAccount(account string) {
+	c.t.Helper()
+	b := fmt.Appendf(nil, `{"V-1187": {"id": "V-1187", "name": "Kaveri Precision Components Pvt Ltd", "bank_account": %q, "status": "active"}}`, account)
+	if err := os.WriteFile(c.vendors, b, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // until polls a run (through approvectl, as a script would) until pred.

@@ -4,6 +4,8 @@ package memstore
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -26,6 +28,8 @@ type Store struct {
 	journal map[string][]store.JournalRecord
 	plans   map[string][]byte
 	keys    map[string]string // request key → run id
+
+	exceptions map[string]store.Exception
 }
 
 var _ store.Store = (*Store)(nil)
@@ -224,6 +228,31 @@ func (s *Store) GetPlan(_ context.Context, digest string) ([]byte, error) {
 
 // Close implements store.Store.
 func (s *Store) Close() error { return nil }
+
+// PutException implements store.Store.
+func (s *Store) PutException(_ context.Context, e store.Exception) error {
+	if e.ID == "" {
+		return fmt.Errorf("exception without an id: %w", store.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exceptions == nil {
+		s.exceptions = map[string]store.Exception{}
+	}
+	s.exceptions[e.ID] = e
+	return nil
+}
+
+// ListExceptions implements store.Store.
+func (s *Store) ListExceptions(context.Context) ([]store.Exception, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]store.Exception, 0, len(s.exceptions))
+	for _, id := range slices.Sorted(maps.Keys(s.exceptions)) {
+		out = append(out, s.exceptions[id])
+	}
+	return out, nil
+}
 
 func cmpString(a, b string) int {
 	switch {

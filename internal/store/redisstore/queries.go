@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -538,4 +539,42 @@ func (s *Store) listRunAsks(ctx context.Context, q store.AskQuery) ([]store.Ask,
 	}
 	last := all[limit-1]
 	return all[:limit], store.PageToken(last.ExpiresAt, last.ID), nil
+}
+
+// --- standing approvals ---
+
+// exceptionsKey is one hash of every standing approval (id → JSON). They
+// are few, read whole, and written one at a time.
+func (s *Store) exceptionsKey() string { return s.prefix + ":exceptions" }
+
+// PutException implements store.Store.
+func (s *Store) PutException(ctx context.Context, e store.Exception) error {
+	if e.ID == "" {
+		return fmt.Errorf("redisstore: exception without an id: %w", store.ErrInvalid)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("redisstore: encode exception: %w", err)
+	}
+	if err := s.rdb.HSet(ctx, s.exceptionsKey(), e.ID, b).Err(); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	return nil
+}
+
+// ListExceptions implements store.Store.
+func (s *Store) ListExceptions(ctx context.Context) ([]store.Exception, error) {
+	m, err := s.rdb.HGetAll(ctx, s.exceptionsKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	out := make([]store.Exception, 0, len(m))
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		var e store.Exception
+		if err := json.Unmarshal([]byte(m[id]), &e); err != nil {
+			return nil, fmt.Errorf("redisstore: exception %s is damaged: %w", id, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
