@@ -255,7 +255,7 @@ func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machi
 
 func dueAsk(run *engine.Run, now time.Time) bool {
 	for _, a := range run.Asks {
-		if a.State == engine.AskPending && !now.Before(a.ExpiresAt) {
+		if a.State == engine.AskPending && !now.Before(a.DueAt()) {
 			return true
 		}
 	}
@@ -602,7 +602,7 @@ func commitFor(before *engine.Run, prev store.Run, tr engine.Transition, skill s
 	for _, id := range slices.Sorted(maps.Keys(run.Asks)) {
 		a := run.Asks[id]
 		if before != nil {
-			if old, ok := before.Asks[id]; ok && old.State == a.State {
+			if old, ok := before.Asks[id]; ok && old.State == a.State && old.Audience == a.Audience && old.DueAt().Equal(a.DueAt()) {
 				continue
 			}
 		}
@@ -622,7 +622,7 @@ func commitFor(before *engine.Run, prev store.Run, tr engine.Transition, skill s
 
 func askRow(run *engine.Run, a *engine.AskRun) store.Ask {
 	return store.Ask{ID: store.AskID(run.ID, a.ID), RunID: run.ID, Title: a.Title, State: string(a.State),
-		Audience: audienceKey(run.Requester, a.Audience), Requester: run.Requester, CreatedAt: a.OpenedAt, ExpiresAt: a.ExpiresAt}
+		Audience: audienceKey(run.Requester, a.Audience), Requester: run.Requester, CreatedAt: a.OpenedAt, DueAt: a.DueAt()}
 }
 
 // audienceKey is how the inbox indexes who an ask is for.
@@ -663,6 +663,37 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 		if rec.Kind == "ask.expired" {
 			r.expiries.Add(1)
 			r.log.LogAttrs(ctx, slog.LevelInfo, "ask expired", slog.String("run", runID), slog.Any("ask", rec.Payload["ask"]), slog.Any("idle_ms", rec.Payload["idle_ms"]))
+		}
+	}
+}
+
+// Sweep is the deadline pass: every interval it reads the asks that are
+// due (a reminder, an escalation or a deadline) and applies them, so
+// notices go out and on expiry happens even when nobody reads the run.
+// Correctness never waits on it: readers apply the same rungs (I4). It
+// blocks until ctx ends.
+func (r *Runner) Sweep(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		now, err := r.now(ctx)
+		if err != nil {
+			continue
+		}
+		rows, _, err := r.store.ListAsks(ctx, store.AskQuery{States: []string{string(engine.AskPending)}, DueBefore: now.Add(time.Millisecond), Limit: 500})
+		if err != nil {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "deadline pass could not list asks", slog.String("error", err.Error()))
+			continue
+		}
+		for _, row := range rows {
+			if _, _, err := r.Get(ctx, row.RunID); err != nil && ctx.Err() == nil {
+				r.log.LogAttrs(ctx, slog.LevelWarn, "deadline pass could not apply a deadline", slog.String("ask", row.ID), slog.String("error", err.Error()))
+			}
 		}
 	}
 }

@@ -363,29 +363,24 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 		return nil, err
 	}
 	out := &tollgatev1.ListAsksResponse{NextPageToken: next}
+	_ = now
 	for _, row := range rows {
-		if row.State == string(engine.AskPending) && !now.Before(row.ExpiresAt) {
-			// I4: the reader enforces the deadline; Get applies the expiry
-			// (and its on expiry) before anyone sees the ask again.
-			if _, _, err := s.cfg.Runner.Get(ctx, row.RunID); err != nil {
-				return nil, err
-			}
+		// Get applies whatever rung of the ladder is due (I4: the reader
+		// enforces the deadline) before anyone sees the ask.
+		run, _, err := s.cfg.Runner.Get(ctx, row.RunID)
+		if err != nil {
+			return nil, err
+		}
+		_, stop, _ := splitAskID(row.ID)
+		a := run.Asks[stop]
+		if a == nil || !slices.Contains(q.States, string(a.State)) {
 			continue
 		}
 		// The row's audience made it a candidate; policy decides now
 		// whether the caller may decide it (limits, separation of duties,
 		// delegation windows), and says why.
-		_, stop, _ := splitAskID(row.ID)
 		var auth authority
-		if row.State == string(engine.AskPending) {
-			run, _, err := s.cfg.Runner.Get(ctx, row.RunID)
-			if err != nil {
-				return nil, err
-			}
-			a := run.Asks[stop]
-			if a == nil {
-				continue
-			}
+		if a.State == engine.AskPending {
 			if auth, err = s.mayDecide(ctx, who, run, a); err != nil || !auth.ok {
 				continue
 			}
@@ -394,13 +389,12 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 		switch {
 		case auth.delegated:
 			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_DELEGATED
-		case strings.HasPrefix(row.Audience, "role:"):
+		case a.EscalatedTo != "":
+			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_ESCALATED
+		case a.Audience != "" && a.Audience != plan.AudienceRequester:
 			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_ROLE
 		}
-		why := auth.why
-		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: why, Ask: &tollgatev1.AskSummary{
-			Id: row.ID, RunId: row.RunID, StoppingPointId: stop, State: askStateToProto[engine.AskState(row.State)], Title: row.Title,
-			Requester: row.Requester, Quorum: 1, CreatedAt: ts(row.CreatedAt), ExpiresAt: ts(row.ExpiresAt)}})
+		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: auth.why, Ask: askSummary(run, a, "")})
 	}
 	return out, nil
 }

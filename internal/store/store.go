@@ -50,7 +50,10 @@ type Ask struct {
 	Audience  string    `json:"audience"` // who may see it: "user:NAME" or "role:NAME"
 	Requester string    `json:"requester"`
 	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
+	// DueAt is when the ask next needs the clock: its reminder, its
+	// escalation or its deadline, whichever comes first and has not
+	// happened. Listings sort by it and the deadline pass reads it.
+	DueAt time.Time `json:"due_at"`
 }
 
 // Exception is a standing approval: later asks whose every governed action
@@ -127,7 +130,7 @@ type AskQuery struct {
 	States    []string
 	Audiences []string // any of these
 	RunID     string
-	DueBefore time.Time // only asks expiring before this
+	DueBefore time.Time // only asks due (DueAt) before this
 	Limit     int
 	PageToken string
 }

@@ -143,12 +143,13 @@ func (p *parser) setting(a *srcAsk, key, val string, l line, keyOff, valOff int)
 		a.escalateTo = em[2]
 	case "on expiry":
 		switch val {
-		case "reject", "cancel":
+		case "reject", "cancel", "escalate":
 			a.onExpiry = val
+			a.onExpiryPos = vpos
 		case "approve", "yes":
-			p.d.errorf(vpos, CodeBadSetting, "an ask is never approved by default: `on expiry:` may be `reject` or `cancel`")
+			p.d.errorf(vpos, CodeBadSetting, "an ask is never approved by default: `on expiry:` may be `reject`, `cancel` or `escalate`")
 		default:
-			p.d.errorf(vpos, CodeBadSetting, "`on expiry:` is `reject` or `cancel`; got %q", val)
+			p.d.errorf(vpos, CodeBadSetting, "`on expiry:` is `reject`, `cancel` or `escalate`; got %q", val)
 		}
 	case "approvers":
 		list := val

@@ -300,6 +300,9 @@ func (b *builder) ask(sp *srcPhase, ph *cphase) {
 		RemindAfter: a.remindAfter, EscalateAfter: a.escalateAfter, EscalateTo: a.escalateTo,
 		Approvers: a.approvers, Quorum: a.quorum,
 	}
+	if a.onExpiry == "escalate" && a.escalateTo == "" {
+		b.d.errorf(a.onExpiryPos, CodeBadSetting, "`on expiry: escalate` needs whom to escalate to: add `escalate after: DURATION to ROLE`")
+	}
 	for _, am := range a.amend {
 		st.sp.Amend = append(st.sp.Amend, plan.AmendBound{Field: am.field, Min: am.min, Max: am.max})
 	}

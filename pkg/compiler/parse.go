@@ -117,6 +117,7 @@ type srcAsk struct {
 
 	expires, remindAfter, escalateAfter string
 	onExpiry                            string
+	onExpiryPos                         Pos
 	escalateTo                          string
 	approvers                           []string
 	quorum                              int

@@ -230,7 +230,13 @@ func (t *tx) open(sp *stopInfo) bool {
 	}
 	a := &AskRun{ID: sp.sp.ID, Type: sp.sp.Type, Title: sp.sp.Title, Audience: sp.sp.Audience, Added: sp.sp.Added,
 		State: AskPending, OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: sp.sp.OnExpiry,
-		Quorum: sp.sp.Quorum, Approvers: slices.Clone(sp.sp.Approvers), Amend: slices.Clone(sp.sp.Amend)}
+		Quorum: sp.sp.Quorum, Approvers: slices.Clone(sp.sp.Approvers), Amend: slices.Clone(sp.sp.Amend), EscalateTo: sp.sp.EscalateTo}
+	if d, err := parseDur(sp.sp.RemindAfter); err == nil && d > 0 {
+		a.RemindAt = t.at.Add(d)
+	}
+	if d, err := parseDur(sp.sp.EscalateAfter); err == nil && d > 0 && a.EscalateTo != "" {
+		a.EscalateAt = t.at.Add(d)
+	}
 	if a.Audience == "" {
 		a.Audience = plan.AudienceRequester
 	}

@@ -77,6 +77,8 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.amend(e, expired)
 	case Revoke:
 		err = t.revoke(e, expired)
+	case Escalate:
+		err = t.escalateEvent(e, expired)
 	case Cancel:
 		err = t.cancel(e.Actor, e.Reason)
 	case StepLeased:
@@ -113,7 +115,26 @@ func (t *tx) expire() bool {
 	fired := false
 	for _, id := range sortedAskIDs(t.run) {
 		a := t.run.Asks[id]
-		if a.State != AskPending || t.at.Before(a.ExpiresAt) {
+		if a.State != AskPending {
+			continue
+		}
+		// The ladder's earlier rungs, each once.
+		if !a.Reminded && !a.RemindAt.IsZero() && !t.at.Before(a.RemindAt) {
+			a.Reminded = true
+			t.record("ask.reminded", "system", map[string]any{"ask": a.ID, "audience": a.Audience, "waited_ms": t.at.Sub(a.OpenedAt).Milliseconds()})
+			t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "reminder"})
+		}
+		if a.EscalatedTo == "" && !a.EscalateAt.IsZero() && !t.at.Before(a.EscalateAt) {
+			t.escalate(a, a.EscalateTo, fmt.Sprintf("undecided after %s", a.EscalateAt.Sub(a.OpenedAt)))
+		}
+		if t.at.Before(a.ExpiresAt) {
+			continue
+		}
+		if a.OnExpiry == "escalate" && a.EscalatedTo == "" && a.EscalateTo != "" {
+			// The deadline escalates once, and runs again from now.
+			span := a.ExpiresAt.Sub(a.OpenedAt)
+			t.escalate(a, a.EscalateTo, "its deadline passed (on expiry: escalate)")
+			a.ExpiresAt = t.at.Add(span)
 			continue
 		}
 		fired = true
@@ -132,6 +153,31 @@ func (t *tx) expire() bool {
 		}
 	}
 	return fired
+}
+
+// escalate hands a pending ask to another audience. The recipe's named
+// approvers no longer bind it: the escalation's audience decides.
+func (t *tx) escalate(a *AskRun, to, why string) {
+	a.EscalatedFrom, a.EscalatedTo = a.Audience, to
+	a.Audience, a.Approvers = to, nil
+	a.Decisions = append(a.Decisions, Decision{Kind: "escalate", Actor: "system", At: t.at, Reason: why + " → " + to})
+	t.record("ask.escalated", "system", map[string]any{"ask": a.ID, "from": a.EscalatedFrom, "to": to, "why": why})
+	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "escalated"})
+}
+
+func (t *tx) escalateEvent(e Escalate, expired bool) error {
+	a, ok := t.run.Asks[e.Ask]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownAsk, e.Ask)
+	}
+	if a.State != AskPending {
+		return fmt.Errorf("%w: %q is %s", ErrAlreadyDecided, a.Title, a.State)
+	}
+	if e.To == "" || e.To == a.Audience {
+		return fmt.Errorf("%w: escalate %q to whom?", ErrWrongTransition, a.Title)
+	}
+	t.escalate(a, e.To, e.Reason)
+	return nil
 }
 
 // pendingAsk finds an ask an actor may decide now.

@@ -198,3 +198,88 @@ func TestMask(t *testing.T) {
 		}
 	}
 }
+
+// The deadline ladder: a reminder, an escalation, and the deadline, each
+// once, each journaled; an escalation changes who decides, never decides.
+func TestDeadlineLadder(t *testing.T) {
+	s := newSim(t, compile(t, `a: notes.search {"q": "x"}
+ask finance:
+  store it?
+  remind after: 1h
+  escalate after: 2h to cfo
+  expires: 4h
+b: notes.store {"text": "{a}"}
+`))
+	s.succeed("a", "x")
+	ask := ""
+	for id := range s.run.Asks {
+		ask = id
+	}
+	a := s.run.Asks[ask]
+	if !a.DueAt().Equal(a.OpenedAt.Add(time.Hour)) {
+		t.Fatalf("due first at the reminder: %v", a.DueAt())
+	}
+	kinds := func() map[string]int {
+		out := map[string]int{}
+		for _, r := range s.records {
+			out[r.Kind]++
+		}
+		return out
+	}
+	tr := s.apply(Tick{At: a.OpenedAt.Add(time.Hour)})
+	if k := kinds(); k["ask.reminded"] != 1 || len(tr.Effects) == 0 {
+		t.Fatalf("reminded once: %v %v", k, tr.Effects)
+	}
+	s.apply(Tick{At: a.OpenedAt.Add(90 * time.Minute)})
+	if k := kinds(); k["ask.reminded"] != 1 || k["ask.escalated"] != 0 {
+		t.Fatalf("nothing more before the escalation: %v", k)
+	}
+	s.apply(Tick{At: a.OpenedAt.Add(2 * time.Hour)})
+	a = s.run.Asks[ask]
+	if a.Audience != "cfo" || a.EscalatedFrom != "finance" || a.State != AskPending || kinds()["ask.escalated"] != 1 {
+		t.Fatalf("escalated to cfo, still pending: %+v", a)
+	}
+	if !a.DueAt().Equal(a.ExpiresAt) {
+		t.Fatalf("then due at the deadline: %v", a.DueAt())
+	}
+	s.apply(Tick{At: a.OpenedAt.Add(4 * time.Hour)})
+	s.want(Expired)
+}
+
+func TestOnExpiryEscalate(t *testing.T) {
+	s := newSim(t, compile(t, `a: notes.search {"q": "x"}
+ask finance:
+  store it?
+  escalate after: 8h to cfo
+  expires: 1h
+  on expiry: escalate
+b: notes.store {"text": "{a}"}
+`))
+	s.succeed("a", "x")
+	var a *AskRun
+	for _, x := range s.run.Asks {
+		a = x
+	}
+	opened := a.OpenedAt
+	s.apply(Tick{At: opened.Add(time.Hour)})
+	a = s.run.Asks[a.ID]
+	if a.State != AskPending || a.Audience != "cfo" || !a.ExpiresAt.Equal(opened.Add(2*time.Hour)) {
+		t.Fatalf("the deadline escalates once and runs again: %+v", a)
+	}
+	s.apply(Tick{At: opened.Add(2 * time.Hour)})
+	s.want(Expired)
+	if _, err := s.m.Apply(s.run, Escalate{Ask: a.ID, To: "ceo", At: s.tick(time.Second)}); err == nil {
+		t.Fatal("escalating an expired ask")
+	}
+}
+
+func TestEscalateEvent(t *testing.T) {
+	s := vendorPayment(t)
+	s.apply(Escalate{Ask: "ask_1", To: "controller", Reason: "nobody in finance may decide it", At: s.tick(time.Second)})
+	if a := s.run.Asks["ask_1"]; a.Audience != "controller" || a.State != AskPending {
+		t.Fatalf("escalated, not decided: %+v", a)
+	}
+	if _, err := s.m.Apply(s.run, Escalate{Ask: "ask_1", To: "controller", At: s.tick(time.Second)}); !errors.Is(err, ErrWrongTransition) {
+		t.Fatalf("escalating to the same audience: %v", err)
+	}
+}

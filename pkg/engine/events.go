@@ -42,6 +42,15 @@ type Amend struct {
 	At    time.Time
 }
 
+// Escalate hands a pending ask to another audience (a role): the control
+// plane found nobody eligible to decide it. It never approves anything.
+type Escalate struct {
+	Ask    string
+	To     string
+	Reason string
+	At     time.Time
+}
+
 // Revoke withdraws the actor's approval of a gate still waiting for its
 // quorum.
 type Revoke struct {
@@ -122,6 +131,7 @@ func (e Decide) at() time.Time        { return e.At }
 func (e Answer) at() time.Time        { return e.At }
 func (e Amend) at() time.Time         { return e.At }
 func (e Revoke) at() time.Time        { return e.At }
+func (e Escalate) at() time.Time      { return e.At }
 func (e Cancel) at() time.Time        { return e.At }
 func (e StepLeased) at() time.Time    { return e.At }
 func (e StepStarted) at() time.Time   { return e.At }
@@ -159,6 +169,13 @@ type CancelStep struct {
 // AskOpened: a person must decide; notify the audience.
 type AskOpened struct{ Ask string }
 
+// AskNotice: a rung of the deadline ladder was reached ("reminder",
+// "escalated"); notify the ask's (new) audience.
+type AskNotice struct {
+	Ask  string
+	Kind string
+}
+
 // AskClosed: the ask left pending.
 type AskClosed struct {
 	Ask   string
@@ -174,6 +191,7 @@ type RunEnded struct {
 func (Dispatch) effect()   {}
 func (CancelStep) effect() {}
 func (AskOpened) effect()  {}
+func (AskNotice) effect()  {}
 func (AskClosed) effect()  {}
 func (RunEnded) effect()   {}
 

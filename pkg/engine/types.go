@@ -170,7 +170,17 @@ type AskRun struct {
 	// and consumption, while the probe runs again; VerifyAttempt is the
 	// probe attempt whose result decides. Round counts re-asks after
 	// staleness; Stale says what changed.
-	HasCheck        bool              `json:"has_check,omitempty"`
+	HasCheck bool `json:"has_check,omitempty"`
+	// The deadline ladder: a reminder at RemindAt, an escalation to
+	// EscalateTo at EscalateAt (or at the deadline, with on expiry:
+	// escalate). EscalatedTo is set once it escalated (Audience is then
+	// the escalation's audience; EscalatedFrom the one before).
+	RemindAt        time.Time         `json:"remind_at,omitzero"`
+	Reminded        bool              `json:"reminded,omitempty"`
+	EscalateAt      time.Time         `json:"escalate_at,omitzero"`
+	EscalateTo      string            `json:"escalate_to,omitempty"`
+	EscalatedTo     string            `json:"escalated_to,omitempty"`
+	EscalatedFrom   string            `json:"escalated_from,omitempty"`
 	Material        map[string]string `json:"material,omitempty"`
 	ResourceVersion string            `json:"resource_version,omitempty"`
 	FactsError      string            `json:"facts_error,omitempty"`
@@ -198,6 +208,19 @@ type Vote struct {
 	At     time.Time `json:"at"`
 	Why    string    `json:"why,omitempty"`    // the authority it was given under
 	Digest string    `json:"digest,omitempty"` // PayloadDigest when it was given
+}
+
+// DueAt is when the ask next needs the clock: the reminder or the
+// escalation not yet given, or the deadline.
+func (a *AskRun) DueAt() time.Time {
+	due := a.ExpiresAt
+	if !a.Reminded && !a.RemindAt.IsZero() && a.RemindAt.Before(due) {
+		due = a.RemindAt
+	}
+	if a.EscalatedTo == "" && !a.EscalateAt.IsZero() && a.EscalateAt.Before(due) {
+		due = a.EscalateAt
+	}
+	return due
 }
 
 // PayloadDigest is one digest over every governed payload of the ask: an

@@ -132,12 +132,12 @@ func (s *Store) ListAsks(_ context.Context, q store.AskQuery) ([]store.Ask, stri
 		if (len(q.States) == 0 || slices.Contains(q.States, a.State)) &&
 			(len(q.Audiences) == 0 || slices.Contains(q.Audiences, a.Audience)) &&
 			(q.RunID == "" || q.RunID == a.RunID) &&
-			(q.DueBefore.IsZero() || a.ExpiresAt.Before(q.DueBefore)) {
+			(q.DueBefore.IsZero() || a.DueAt.Before(q.DueBefore)) {
 			all = append(all, a)
 		}
 	}
 	s.mu.RUnlock()
-	key := func(a store.Ask) (time.Time, string) { return a.ExpiresAt, a.ID }
+	key := func(a store.Ask) (time.Time, string) { return a.DueAt, a.ID }
 	return page(all, q.PageToken, q.Limit, key, false)
 }
 

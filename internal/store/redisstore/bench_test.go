@@ -48,7 +48,7 @@ func parkedRun(i int, expires time.Time) store.Commit {
 	r.JournalSeq, r.JournalHead = store.Chain(id, 0, "", recs)
 	a := store.Ask{ID: store.AskID(id, "approve_payment"), RunID: id, Title: "Approve payment of 1,250.00 EUR to ACME GmbH?",
 		State: "pending", Audience: fmt.Sprintf("user:u%03d", i%100), Requester: r.Requester, CreatedAt: r.CreatedAt,
-		ExpiresAt: expires.Add(time.Duration(i) * time.Millisecond)}
+		DueAt: expires.Add(time.Duration(i) * time.Millisecond)}
 	return store.Commit{Run: r, Asks: []store.Ask{a}, Journal: recs}
 }
 
@@ -169,7 +169,7 @@ func BenchmarkCommit(b *testing.B) {
 		ask.State = ast
 		c := storetest.Commit(prev, prev.Version, st, []store.Ask{ask}, "ask.decided", "run.resumed")
 		c.Run.Data = runData
-		c.Deadline = ask.ExpiresAt
+		c.Deadline = ask.DueAt
 		b.StartTimer()
 		t0 := time.Now()
 		if err := s.Commit(ctx, c); err != nil {

@@ -357,8 +357,8 @@ func (s *Store) scriptArgs(p *prepared, pr prior) ([]string, []any) {
 			oldAskMember, exists = memberOf(old.expiresNS, a.ID), "1"
 		}
 		keys = append(keys, askKey(tag, a.ID), ns, nm, oldS, oldA)
-		ascore, amember := scoreMember(a.ExpiresAt, a.ID)
-		args = append(args, a.ID, a.RunID, a.Title, a.State, a.Audience, a.Requester, timeNS(a.CreatedAt), timeNS(a.ExpiresAt),
+		ascore, amember := scoreMember(a.DueAt, a.ID)
+		args = append(args, a.ID, a.RunID, a.Title, a.State, a.Audience, a.Requester, timeNS(a.CreatedAt), timeNS(a.DueAt),
 			ascore, amember, exists, old.state, old.audience, old.expiresNS, oldAskMember)
 	}
 	for _, j := range p.journal {

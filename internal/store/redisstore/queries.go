@@ -49,7 +49,7 @@ func decodeAsk(id string, m map[string]string) (store.Ask, error) {
 	if a.CreatedAt, err = parseNS(m["created_ns"]); err != nil {
 		return store.Ask{}, err
 	}
-	if a.ExpiresAt, err = parseNS(m["expires_ns"]); err != nil {
+	if a.DueAt, err = parseNS(m["expires_ns"]); err != nil {
 		return store.Ask{}, err
 	}
 	return a, nil
@@ -393,7 +393,7 @@ func (s *Store) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, st
 	return runs, next, nil
 }
 
-// ListAsks implements store.Store: soonest deadline first (ExpiresAt, then
+// ListAsks implements store.Store: soonest deadline first (DueAt, then
 // id).
 func (s *Store) ListAsks(ctx context.Context, q store.AskQuery) ([]store.Ask, string, error) {
 	tokMs, tokMember, hasTok, err := pageStart(q.PageToken)
@@ -477,7 +477,7 @@ func askMatches(a store.Ask, q store.AskQuery, states, auds []string) bool {
 	return (len(states) == 0 || slices.Contains(states, a.State)) &&
 		(len(auds) == 0 || slices.Contains(auds, a.Audience)) &&
 		(q.RunID == "" || q.RunID == a.RunID) &&
-		(q.DueBefore.IsZero() || a.ExpiresAt.Before(q.DueBefore))
+		(q.DueBefore.IsZero() || a.DueAt.Before(q.DueBefore))
 }
 
 // listRunAsks lists one run's asks: the run keeps the ids of its asks.
@@ -520,7 +520,7 @@ func (s *Store) listRunAsks(ctx context.Context, q store.AskQuery) ([]store.Ask,
 		}
 	}
 	slices.SortFunc(all, func(a, b store.Ask) int {
-		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
+		if c := a.DueAt.Compare(b.DueAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
@@ -528,7 +528,7 @@ func (s *Store) listRunAsks(ctx context.Context, q store.AskQuery) ([]store.Ask,
 	if q.PageToken != "" {
 		at, afterID, _ := store.ParsePageToken(q.PageToken)
 		i := 0
-		for i < len(all) && (all[i].ExpiresAt.Before(at) || (all[i].ExpiresAt.Equal(at) && all[i].ID <= afterID)) {
+		for i < len(all) && (all[i].DueAt.Before(at) || (all[i].DueAt.Equal(at) && all[i].ID <= afterID)) {
 			i++
 		}
 		all = all[i:]
@@ -538,7 +538,7 @@ func (s *Store) listRunAsks(ctx context.Context, q store.AskQuery) ([]store.Ask,
 		return all, "", nil
 	}
 	last := all[limit-1]
-	return all[:limit], store.PageToken(last.ExpiresAt, last.ID), nil
+	return all[:limit], store.PageToken(last.DueAt, last.ID), nil
 }
 
 // --- standing approvals ---

@@ -22,7 +22,7 @@
 // the member is the 6-digit sub-millisecond remainder followed by the id,
 // so Redis orders equal scores exactly as the store does (by time in
 // nanoseconds, then id) and pages never need the hashes to sort. Run zsets
-// are scored by CreatedAt, ask zsets by ExpiresAt (the ask's deadline).
+// are scored by CreatedAt, ask zsets by DueAt (the ask's deadline).
 // In a state key the state is escaped (":" and "%"), so an audience or a
 // requester that contains ":" cannot make two index keys collide.
 package redisstore

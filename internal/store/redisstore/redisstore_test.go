@@ -39,7 +39,7 @@ func newRun(id, requester string, created time.Time) store.Run {
 
 func newAsk(run, stop, state, audience string, expires time.Time) store.Ask {
 	return store.Ask{ID: store.AskID(run, stop), RunID: run, Title: stop + "?", State: state, Audience: audience,
-		Requester: "alice", CreatedAt: base, ExpiresAt: expires}
+		Requester: "alice", CreatedAt: base, DueAt: expires}
 }
 
 func sameRun(t testing.TB, got, want store.Run) {
@@ -56,7 +56,7 @@ func sameAsk(t testing.TB, got, want store.Ask) {
 	t.Helper()
 	if got.ID != want.ID || got.RunID != want.RunID || got.Title != want.Title || got.State != want.State ||
 		got.Audience != want.Audience || got.Requester != want.Requester || !got.CreatedAt.Equal(want.CreatedAt) ||
-		!got.ExpiresAt.Equal(want.ExpiresAt) {
+		!got.DueAt.Equal(want.DueAt) {
 		t.Fatalf("ask differs:\n got %+v\nwant %+v", got, want)
 	}
 }
@@ -417,9 +417,9 @@ func TestOddIDs(t *testing.T) {
 	s, _ := newStore(t, Config{})
 	exp := base.Add(time.Hour)
 	asks := []store.Ask{
-		{ID: "plain", RunID: "a/b", Title: "no slash", State: "pending", Audience: "user:x", ExpiresAt: exp},
-		{ID: "a/b/c", RunID: "a/b", Title: "two slashes", State: "pending", Audience: "user:x", ExpiresAt: exp},
-		{ID: "other/z", RunID: "a/b", Title: "another run's prefix", State: "pending", Audience: "user:x", ExpiresAt: exp},
+		{ID: "plain", RunID: "a/b", Title: "no slash", State: "pending", Audience: "user:x", DueAt: exp},
+		{ID: "a/b/c", RunID: "a/b", Title: "two slashes", State: "pending", Audience: "user:x", DueAt: exp},
+		{ID: "other/z", RunID: "a/b", Title: "another run's prefix", State: "pending", Audience: "user:x", DueAt: exp},
 	}
 	c := storetest.Commit(newRun("a/b", "user:al:ice", base), 0, "we:ird%3A", asks, "run.started")
 	must(t, s.Commit(ctx, c))
@@ -716,7 +716,7 @@ func checkIndexes(t *testing.T, s *Store) {
 				must(t, err)
 				a, err := decodeAsk(e.id(), m)
 				must(t, err)
-				if !a.ExpiresAt.Equal(e.time()) || (k != askStateKey(tag, a.State) && k != askAudKey(tag, a.Audience, a.State)) {
+				if !a.DueAt.Equal(e.time()) || (k != askStateKey(tag, a.State) && k != askAudKey(tag, a.Audience, a.State)) {
 					t.Errorf("stale index entry %s %s (%v): the ask is %+v", k, e.member, e.time(), a)
 				}
 			} else {
@@ -733,7 +733,7 @@ func checkIndexes(t *testing.T, s *Store) {
 		if _, id, ok := strings.Cut(k, "}:ask:"); ok {
 			a, err := s.GetAsk(ctx, id)
 			must(t, err)
-			_, m := scoreMember(a.ExpiresAt, id)
+			_, m := scoreMember(a.DueAt, id)
 			for _, ik := range []string{askStateKey(tag, a.State), askAudKey(tag, a.Audience, a.State)} {
 				if !entries[ik+" "+m] {
 					t.Errorf("ask %s is missing from %s", id, ik)

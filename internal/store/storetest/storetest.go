@@ -77,7 +77,7 @@ func newRun(id, requester string, created time.Time) store.Run {
 
 func ask(run, stop, state, audience string, expires time.Time) store.Ask {
 	return store.Ask{ID: store.AskID(run, stop), RunID: run, Title: stop + "?", State: state, Audience: audience,
-		Requester: "alice", CreatedAt: base, ExpiresAt: expires}
+		Requester: "alice", CreatedAt: base, DueAt: expires}
 }
 
 func must(t *testing.T, err error) {
@@ -105,7 +105,7 @@ func testCreateAndGet(t *testing.T, s store.Store) {
 	sameRun(t, got, c.Run)
 	a, err := s.GetAsk(ctx, "r1/ask_1")
 	must(t, err)
-	if a != c.Asks[0] && !(a.ID == c.Asks[0].ID && a.ExpiresAt.Equal(c.Asks[0].ExpiresAt) && a.State == "pending" && a.Audience == "user:alice" && a.Title == "ask_1?") {
+	if a != c.Asks[0] && !(a.ID == c.Asks[0].ID && a.DueAt.Equal(c.Asks[0].DueAt) && a.State == "pending" && a.Audience == "user:alice" && a.Title == "ask_1?") {
 		t.Fatalf("ask differs: %+v vs %+v", a, c.Asks[0])
 	}
 }
@@ -310,13 +310,13 @@ func testListAsks(t *testing.T, s store.Store) {
 	if len(got) != len(want) {
 		t.Fatalf("got %d asks, want %d", len(got), len(want))
 	}
-	if !slices.IsSortedFunc(got, func(a, b store.Ask) int { return a.ExpiresAt.Compare(b.ExpiresAt) }) {
+	if !slices.IsSortedFunc(got, func(a, b store.Ask) int { return a.DueAt.Compare(b.DueAt) }) {
 		t.Fatal("asks must come soonest deadline first")
 	}
 	due, _, err := s.ListAsks(ctx, store.AskQuery{DueBefore: base.Add(3 * time.Hour)})
 	must(t, err)
 	for _, a := range due {
-		if !a.ExpiresAt.Before(base.Add(3 * time.Hour)) {
+		if !a.DueAt.Before(base.Add(3 * time.Hour)) {
 			t.Fatalf("due-before filter let %s through", a.ID)
 		}
 	}
