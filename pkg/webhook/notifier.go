@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -414,11 +415,8 @@ func (n *Notifier) send(ctx context.Context, j *job) (d Delivery, retryAfter tim
 	}
 	d.Duration = time.Since(start)
 	switch {
-	case ctx.Err() != nil:
+	case err != nil && ctx.Err() != nil:
 		d.Outcome, d.Err = Abandoned, "notifier stopped during the request"
-		if err == nil {
-			d.Status = resp.StatusCode
-		}
 	case err != nil:
 		d.Outcome = Retrying
 		if actx.Err() != nil {
@@ -458,12 +456,15 @@ func retryableStatus(code int) bool {
 // capped at MaxBackoff, with equal jitter (half fixed, half random), or a
 // longer Retry-After capped at MaxRetryAfter.
 func (n *Notifier) retryDelay(attempt int, retryAfter time.Duration, hasRetryAfter bool) time.Duration {
-	d := n.cfg.MaxBackoff
-	if shift := attempt - 1; shift < 32 {
-		if b := n.cfg.BaseBackoff << shift; b > 0 && b < d {
-			d = b
+	d := n.cfg.BaseBackoff
+	for i := 1; i < attempt && d < n.cfg.MaxBackoff; i++ {
+		if d > math.MaxInt64/2 {
+			d = n.cfg.MaxBackoff
+			break
 		}
+		d *= 2
 	}
+	d = min(d, n.cfg.MaxBackoff)
 	half := d / 2
 	d = half + rand.N(d-half+1)
 	if hasRetryAfter {

@@ -352,6 +352,15 @@ func TestRetryDelay(t *testing.T) {
 			}
 		}
 	}
+	huge, err := New(Config{BaseBackoff: time.Hour, MaxBackoff: math.MaxInt64}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, attempt := range []int{2, 20, 40, 64, 100} {
+		if d := huge.retryDelay(attempt, 0, false); d < time.Hour {
+			t.Fatalf("attempt %d with a huge cap: %s (overflow)", attempt, d)
+		}
+	}
 	if d := n.retryDelay(1, 30*time.Second, true); d != 30*time.Second {
 		t.Errorf("Retry-After 30s: %s", d)
 	}

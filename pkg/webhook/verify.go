@@ -62,6 +62,9 @@ func (v *Verifier) Verify(r *http.Request) ([]byte, Envelope, error) {
 	if limit <= 0 {
 		limit = DefaultMaxBody
 	}
+	if r.Body == nil {
+		r.Body = http.NoBody
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, Envelope{}, fmt.Errorf("%w: reading body: %v", ErrMalformed, err)

@@ -315,3 +315,12 @@ func TestMemoryReplayCacheOneWinner(t *testing.T) {
 		t.Fatalf("%d callers saw the id as new", fresh.Load())
 	}
 }
+
+func TestVerifyARequestWithoutBody(t *testing.T) {
+	v := newTestVerifier(newClock(t0).Now, secretA)
+	h, _ := signed(t, t0, "dlv_1", KindOpened, secretA)
+	r := &http.Request{Method: http.MethodPost, Header: h}
+	if _, _, err := v.Verify(r); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("err = %v", err)
+	}
+}
