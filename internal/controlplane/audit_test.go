@@ -39,7 +39,7 @@ func TestAuditFindsViolations(t *testing.T) {
 	seq, head := store.Chain("bad", 0, "", recs)
 	err := e.store.Commit(bg, store.Commit{Run: store.Run{ID: "bad", Version: 1, State: "complete", Requester: "mallory", PlanDigest: res.Digest,
 		CreatedAt: now, UpdatedAt: now, JournalSeq: seq, JournalHead: head, Data: data},
-		Asks:    []store.Ask{{ID: "bad/ask_1", RunID: "bad", Title: "save this reading?", State: "pending", Audience: "user:mallory", ExpiresAt: now.Add(time.Hour)}},
+		Asks:    []store.Ask{{ID: "bad/ask_1", RunID: "bad", Title: "save this reading?", State: "pending", Audience: "user:mallory", DueAt: now.Add(time.Hour)}},
 		Journal: recs})
 	if err != nil {
 		t.Fatal(err)

@@ -166,7 +166,7 @@ func newEnvWith(t *testing.T, az Authority, tools map[string]func(json.RawMessag
 	return newEnvOn(t, nil, az, tools)
 }
 
-func newEnvOn(t *testing.T, st store.Store, az Authority, tools map[string]func(json.RawMessage) (any, error)) *env {
+func newEnvOn(t *testing.T, st store.Store, az Authority, tools map[string]func(json.RawMessage) (any, error), opts ...func(*Config)) *env {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	v, err := identity.NewVerifier(identity.Config{Issuer: testIssuer, Audience: testAudience, Keys: map[string]ed25519.PublicKey{"k": pub}})
@@ -185,8 +185,12 @@ func newEnvOn(t *testing.T, st store.Store, az Authority, tools map[string]func(
 		disp = e.exec
 	}
 	e.logs = &lockedBuffer{}
-	e.srv = NewServer(Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Authority: az, Domain: "acme",
-		Dispatcher: disp, Log: slog.New(slog.NewTextHandler(e.logs, nil))})
+	cfg := Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Authority: az, Domain: "acme",
+		Dispatcher: disp, Log: slog.New(slog.NewTextHandler(e.logs, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.srv = NewServer(cfg)
 	if e.exec != nil {
 		e.exec.runner = e.srv.Runner
 	}

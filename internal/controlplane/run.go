@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -29,6 +30,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
+	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
 // DevUsers get tokens minted by --dev.
@@ -42,32 +44,46 @@ var devExecutors = []string{"dev-executor", "edge-1", "edge-2"}
 // Options are the control plane's settings, from flags or a config file
 // (the same names in YAML).
 type Options struct {
-	Listen        string        `yaml:"listen"`
-	AdminListen   string        `yaml:"admin_listen"`
-	Redis         string        `yaml:"redis"`
-	AllowVolatile bool          `yaml:"allow_volatile_store"`
-	Dev           bool          `yaml:"dev"`
-	Home          string        `yaml:"home"`
-	Catalogs      []string      `yaml:"catalogs"`
-	Issuer        string        `yaml:"jwt_issuer"`
-	Audience      string        `yaml:"jwt_audience"`
-	JWTKeys       []string      `yaml:"jwt_keys"`             // PEM public keys; the key id is the file name without extension
-	Policy        string        `yaml:"policy"`               // casbin policy CSV (pkg/authz); watched and reloaded
-	PolicyModel   string        `yaml:"policy_model"`         // casbin model; default: the built-in one
-	Domain        string        `yaml:"domain"`               // the policy domain of this plane's runs
-	AgentOwners   []string      `yaml:"agent_owners"`         // AGENT=PERSON
-	WithoutAsking []string      `yaml:"allow_without_asking"` // users who may approve `without asking` steps by starting a run; "*" for all
-	AskExpiry     time.Duration `yaml:"ask_expiry"`
-	Reflection    bool          `yaml:"reflection"`
-	DrainTimeout  time.Duration `yaml:"drain_timeout"`
-	GrantKey      string        `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
-	LeaseTTL      time.Duration `yaml:"lease_ttl"`
+	Listen        string          `yaml:"listen"`
+	AdminListen   string          `yaml:"admin_listen"`
+	Redis         string          `yaml:"redis"`
+	AllowVolatile bool            `yaml:"allow_volatile_store"`
+	Dev           bool            `yaml:"dev"`
+	Home          string          `yaml:"home"`
+	Catalogs      []string        `yaml:"catalogs"`
+	Issuer        string          `yaml:"jwt_issuer"`
+	Audience      string          `yaml:"jwt_audience"`
+	JWTKeys       []string        `yaml:"jwt_keys"`     // PEM public keys; the key id is the file name without extension
+	Policy        string          `yaml:"policy"`       // casbin policy CSV (pkg/authz); watched and reloaded
+	PolicyModel   string          `yaml:"policy_model"` // casbin model; default: the built-in one
+	Domain        string          `yaml:"domain"`       // the policy domain of this plane's runs
+	AgentOwners   []string        `yaml:"agent_owners"` // AGENT=PERSON
+	EscalateTo    string          `yaml:"escalate_to"`  // role an ask nobody may decide goes to
+	DeadlinePass  time.Duration   `yaml:"deadline_pass"`
+	Webhooks      []WebhookOption `yaml:"webhooks"`
+	WithoutAsking []string        `yaml:"allow_without_asking"` // users who may approve `without asking` steps by starting a run; "*" for all
+	AskExpiry     time.Duration   `yaml:"ask_expiry"`
+	Reflection    bool            `yaml:"reflection"`
+	DrainTimeout  time.Duration   `yaml:"drain_timeout"`
+	GrantKey      string          `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
+	LeaseTTL      time.Duration   `yaml:"lease_ttl"`
 	// The executor listener: mTLS, ExecutorService only.
 	ExecutorListen string `yaml:"executor_listen"`
 	ExecutorCert   string `yaml:"executor_cert"` // the listener's certificate (PEM)
 	ExecutorKey    string `yaml:"executor_key"`
 	ExecutorCA     string `yaml:"executor_ca"` // CA bundle that executors' client certificates chain to
 	TrustDomain    string `yaml:"trust_domain"`
+}
+
+// WebhookOption is one webhook receiver in the config file. The secret is
+// read from SecretFile (at least 16 bytes), never written in the config.
+type WebhookOption struct {
+	Name       string   `yaml:"name"`
+	URL        string   `yaml:"url"`
+	SecretFile string   `yaml:"secret_file"`
+	Roles      []string `yaml:"roles"`
+	People     []string `yaml:"people"`
+	Kinds      []string `yaml:"kinds"`
 }
 
 // StoreOpener opens the production store for a --redis URL; it is a
@@ -135,6 +151,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&o.Policy, "policy", "", "policy file (CSV, pkg/authz): roles, limits, quorum, separation of duties, delegations; reloaded on change (--dev: examples/policy.csv copied to the dev folder)")
 	fs.StringVar(&o.PolicyModel, "policy-model", "", "casbin model file (default: the built-in one)")
 	fs.StringVar(&o.Domain, "domain", "acme", "policy domain of this control plane's runs")
+	fs.StringVar(&o.EscalateTo, "escalate-to", "", "role an ask goes to when policy leaves nobody eligible and its recipe names no escalation (--dev: finance)")
+	fs.DurationVar(&o.DeadlinePass, "deadline-pass", 15*time.Second, "how often the deadline pass applies due reminders, escalations and expiries (readers apply them anyway)")
 	fs.Var(listFlag{&o.AgentOwners}, "agent-owner", "AGENT=PERSON: PERSON owns the agent principal AGENT; separation of duties excludes both (repeatable)")
 	fs.Var(listFlag{&o.WithoutAsking}, "allow-without-asking", "USER (or *) may approve `without asking` steps by starting a run (repeatable; default nobody)")
 	fs.DurationVar(&o.AskExpiry, "ask-expiry", engine.DefaultAskExpiry, "deadline of an ask whose recipe sets none")
@@ -214,6 +232,9 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			o.ExecutorCert, o.ExecutorKey, o.ExecutorCA = pki.Server.Cert, pki.Server.Key, pki.CA
 		}
 		keys[b.KeyID] = b.PublicKey
+		if o.EscalateTo == "" {
+			o.EscalateTo = "finance"
+		}
 		if o.Policy == "" {
 			o.Policy = filepath.Join(dir, "policy.csv")
 			if _, err := os.Stat(o.Policy); errors.Is(err, os.ErrNotExist) {
@@ -280,6 +301,24 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	var notifier *webhook.Notifier
+	var srvRef *Server
+	if len(o.Webhooks) > 0 {
+		var eps []webhook.Endpoint
+		for _, w := range o.Webhooks {
+			secret, err := os.ReadFile(w.SecretFile)
+			if err != nil {
+				return fmt.Errorf("webhook %s: read secret: %w", w.Name, err)
+			}
+			eps = append(eps, webhook.Endpoint{Name: w.Name, URL: w.URL, Secret: []byte(strings.TrimSpace(string(secret))), Roles: w.Roles, People: w.People, Kinds: w.Kinds})
+		}
+		notifier, err = webhook.New(webhook.Config{Log: log, Recorder: webhook.RecorderFunc(func(ctx context.Context, d webhook.Delivery) error {
+			return DeliveryJournal{Runner: srvRef.Runner}.Delivered(ctx, d)
+		})}, eps)
+		if err != nil {
+			return fmt.Errorf("webhooks: %w", err)
+		}
+	}
 	var execTLS *tls.Config
 	if o.ExecutorListen != "" {
 		if execTLS, err = identity.ServerTLS(o.ExecutorCert, o.ExecutorKey, o.ExecutorCA); err != nil {
@@ -288,7 +327,9 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Authority: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection, WithoutAsking: withoutAsking,
-		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain})
+		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
+		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier)})
+	srvRef = srv
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
 	}
@@ -298,10 +339,16 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	errc := make(chan error, 3)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watchDone := make(chan struct{})
-	go func() { defer close(watchDone); _ = az.Watch(watchCtx) }()
-	defer func() { stopWatch(); <-watchDone }()
+	// Background work owned here: the policy watch, the deadline pass and
+	// the webhook sender. Each ends with bg and is waited for.
+	bg, stopBG := context.WithCancel(ctx)
+	var bgWG sync.WaitGroup
+	defer func() { stopBG(); bgWG.Wait() }()
+	bgWG.Go(func() { _ = az.Watch(bg) })
+	bgWG.Go(func() { _ = srv.Runner.Sweep(bg, max(o.DeadlinePass, time.Second)) })
+	if notifier != nil {
+		bgWG.Go(func() { _ = notifier.Run(bg) })
+	}
 	go func() { errc <- srv.Serve(lis) }()
 	var execLis net.Listener
 	if o.ExecutorListen != "" {
@@ -414,6 +461,8 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	merge("policy", func() { setIf(&o.Policy, fromFile.Policy) })
 	merge("policy-model", func() { setIf(&o.PolicyModel, fromFile.PolicyModel) })
 	merge("domain", func() { setIf(&o.Domain, fromFile.Domain) })
+	merge("escalate-to", func() { setIf(&o.EscalateTo, fromFile.EscalateTo) })
+	o.Webhooks = append(o.Webhooks, fromFile.Webhooks...)
 	return nil
 }
 
@@ -493,4 +542,13 @@ func loadOrCreateKey(path string, create bool) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("grant key %s: not an Ed25519 key", path)
 	}
 	return priv, nil
+}
+
+// optionalNotifier keeps a nil *webhook.Notifier from becoming a non-nil
+// Notifier interface.
+func optionalNotifier(n *webhook.Notifier) Notifier {
+	if n == nil {
+		return nil
+	}
+	return n
 }

@@ -49,6 +49,8 @@ type Runner struct {
 // safe side.
 type AskHook interface {
 	Opened(ctx context.Context, run *engine.Run, askID string)
+	Noticed(ctx context.Context, run *engine.Run, askID, kind string)
+	Closed(ctx context.Context, run *engine.Run, askID string, state engine.AskState)
 }
 
 // Watch returns a channel that receives a signal (coalesced) after each
@@ -642,6 +644,14 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 		case engine.AskOpened:
 			if r.asks != nil {
 				r.asks.Opened(ctx, tr.Run, e.Ask)
+			}
+		case engine.AskNotice:
+			if r.asks != nil {
+				r.asks.Noticed(ctx, tr.Run, e.Ask, e.Kind)
+			}
+		case engine.AskClosed:
+			if r.asks != nil {
+				r.asks.Closed(ctx, tr.Run, e.Ask, e.State)
 			}
 		case engine.Dispatch:
 			if r.dispatch.Offer(ctx, runID, e) {

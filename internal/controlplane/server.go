@@ -41,9 +41,12 @@ type Config struct {
 	Catalog  *compiler.Catalog
 	Skills   Skills
 	// Authority, Domain and Owners: see ServiceConfig.
-	Authority  Authority
-	Domain     string
-	Owners     map[string]string
+	Authority Authority
+	Domain    string
+	Owners    map[string]string
+	// EscalateTo and Notifier: see ServiceConfig.
+	EscalateTo string
+	Notifier   Notifier
 	Dispatcher Dispatcher
 	Log        *slog.Logger
 	Engine     engine.Config
@@ -111,7 +114,7 @@ func NewServer(cfg Config) *Server {
 	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
-	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, WithoutAsking: cfg.WithoutAsking})
+	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, WithoutAsking: cfg.WithoutAsking})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
 	runner.asks = svc
 	tollgatev1.RegisterRunServiceServer(gs, svc)

@@ -42,6 +42,11 @@ type ServiceConfig struct {
 	Domain    string
 	Owners    map[string]string
 	Log       *slog.Logger
+	// EscalateTo is the role an ask goes to when policy leaves nobody
+	// eligible and its recipe names no escalation; "" leaves it waiting
+	// (logged). Notifier, if set, sends webhook notices.
+	EscalateTo string
+	Notifier   Notifier
 	// WithoutAsking says whether a starter may approve a `without asking`
 	// step by starting the run (I1). Nil refuses every such step.
 	WithoutAsking func(starter string, step plan.Step) bool

@@ -98,23 +98,23 @@ func (s *Services) withinAuthority(ctx context.Context, who string, run *engine.
 	return nil
 }
 
-// Opened implements AskHook: an ask whose every governed action lies
-// within one active standing approval is approved by it — under the
-// granter's authority as policy judges it now, separation of duties
-// included — and the decision names the standing approval.
-func (s *Services) Opened(ctx context.Context, run *engine.Run, askID string) {
+// applyStanding approves an ask whose every governed action lies within
+// one active standing approval — under the granter's authority as policy
+// judges it now, separation of duties included — and the decision names
+// the standing approval. It reports whether it did.
+func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID string) bool {
 	a := run.Asks[askID]
 	if a == nil || a.Type != plan.StopMenu || len(a.Payload) == 0 || s.cfg.Authority == nil {
-		return
+		return false
 	}
 	xs, err := s.cfg.Store.ListExceptions(ctx)
 	if err != nil {
 		s.log().Warn("standing approvals not read; the ask waits for a person", "ask", askID, "error", err)
-		return
+		return false
 	}
 	now, err := s.cfg.Store.Now(ctx)
 	if err != nil {
-		return
+		return false
 	}
 	for _, x := range xs {
 		if x.Revoked || !now.Before(x.Until) {
@@ -144,9 +144,11 @@ func (s *Services) Opened(ctx context.Context, run *engine.Run, askID string) {
 		})
 		if err != nil && !errors.Is(err, engine.ErrAlreadyDecided) {
 			s.log().Warn("standing approval not applied", "ask", askID, "exception", x.ID, "error", err)
+			return false
 		}
-		return
+		return true
 	}
+	return false
 }
 
 // ListExceptions lists standing approvals: active ones, or all.

@@ -79,6 +79,12 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.revoke(e, expired)
 	case Escalate:
 		err = t.escalateEvent(e, expired)
+	case Note:
+		if !strings.HasPrefix(e.Kind, "notice.") {
+			err = fmt.Errorf("%w: a note's kind starts with notice., not %q", ErrWrongTransition, e.Kind)
+		} else {
+			t.record(e.Kind, "system", e.Payload)
+		}
 	case Cancel:
 		err = t.cancel(e.Actor, e.Reason)
 	case StepLeased:

@@ -51,6 +51,14 @@ type Escalate struct {
 	At     time.Time
 }
 
+// Note journals a fact about a run that changes nothing in it, such as a
+// notice delivered to a webhook. Kind must start with "notice.".
+type Note struct {
+	Kind    string
+	Payload map[string]any
+	At      time.Time
+}
+
 // Revoke withdraws the actor's approval of a gate still waiting for its
 // quorum.
 type Revoke struct {
@@ -132,6 +140,7 @@ func (e Answer) at() time.Time        { return e.At }
 func (e Amend) at() time.Time         { return e.At }
 func (e Revoke) at() time.Time        { return e.At }
 func (e Escalate) at() time.Time      { return e.At }
+func (e Note) at() time.Time          { return e.At }
 func (e Cancel) at() time.Time        { return e.At }
 func (e StepLeased) at() time.Time    { return e.At }
 func (e StepStarted) at() time.Time   { return e.At }
