@@ -2,6 +2,9 @@ package approvectl
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -74,11 +77,47 @@ func newAsksCmd(g *globals) *cobra.Command {
 			for _, act := range a.GetActions() {
 				fmt.Fprintf(w, "  action %s: %s·%s %s\n    payload %s\n", act.GetStepId(), act.GetServer(), act.GetTool(), act.GetArgsJson(), act.GetPayloadDigest())
 			}
+			if r := a.GetStateReason(); r != "" {
+				fmt.Fprintf(w, "  %s\n", r)
+			}
+			if len(a.GetMaterialFields()) > 0 {
+				fmt.Fprintf(w, "  facts checked before it is used (%s):\n", a.GetResourceVersion())
+				for _, f := range slices.Sorted(maps.Keys(a.GetMaterialFields())) {
+					fmt.Fprintf(w, "    %s = %s\n", f, a.GetMaterialFields()[f])
+				}
+			}
+			for _, b := range a.GetAmendable() {
+				fmt.Fprintf(w, "  amendable: %s between %d and %d (approvectl amend %s %s N)\n", b.GetField(), b.GetMin(), b.GetMax(), a.GetId(), b.GetField())
+			}
+			if req := a.GetAuthorityRequired(); req != nil {
+				fmt.Fprintf(w, "  decided by %s; %d approval(s) needed", req.GetDescription(), req.GetQuorum())
+				if len(req.GetPrincipals()) > 0 {
+					fmt.Fprintf(w, "; who may: %s", strings.Join(req.GetPrincipals(), ", "))
+				}
+				if len(req.GetExcluded()) > 0 {
+					fmt.Fprintf(w, "; never: %s (separation of duties)", strings.Join(req.GetExcluded(), ", "))
+				}
+				fmt.Fprintln(w)
+			}
+			if to := a.GetEscalatedTo(); to != "" {
+				fmt.Fprintf(w, "  escalated to %s\n", to)
+			}
+			switch {
+			case a.GetRemindAt() != nil && a.GetRemindAt().AsTime().After(time.Now()):
+				fmt.Fprintf(w, "  next: a reminder at %s\n", a.GetRemindAt().AsTime().Format(time.RFC3339))
+			case a.GetEscalateAt() != nil:
+				fmt.Fprintf(w, "  next: escalates at %s\n", a.GetEscalateAt().AsTime().Format(time.RFC3339))
+			case a.GetState() == tollgatev1.AskState_ASK_STATE_PENDING:
+				fmt.Fprintf(w, "  next: the deadline at %s (on expiry: %s)\n", a.GetExpiresAt().AsTime().Format(time.RFC3339), enumWord(a.GetOnExpiry().String(), "ON_EXPIRY_"))
+			}
 			for _, o := range a.GetOptions() {
 				fmt.Fprintf(w, "  %s) %s\n", o.GetId(), o.GetLabel())
 			}
 			for _, d := range a.GetDecisions() {
 				fmt.Fprintf(w, "  %s by %s at %s %s\n", enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), d.GetTime().AsTime().Format(time.RFC3339), d.GetReason())
+				if d.GetAuthority() != "" {
+					fmt.Fprintf(w, "    authority: %s\n", d.GetAuthority())
+				}
 			}
 			may := "you may not decide it: "
 			if resp.GetMayDecide() {

@@ -122,3 +122,11 @@ func (g *globals) printJSON(v any) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+// printJSONLine writes v as one line of JSON (for streams: one object per
+// line).
+func (g *globals) printJSONLine(v any) error {
+	enc := json.NewEncoder(g.cfg.Stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -144,3 +144,47 @@ b: payments.pay {"vendor": "V-1", "invoice": "I-1", "amount": 5000, "currency": 
 		t.Fatal("a replayed delivery verified")
 	}
 }
+
+// WatchAsks: the inbox first, then SYNCED, then an ask added when it opens
+// for the caller and removed when it is decided.
+func TestWatchAsks(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := e.approvals("dave").WatchAsks(ctx, &tollgatev1.WatchAsksRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() *tollgatev1.WatchAsksResponse {
+		t.Helper()
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := next(); m.GetKind() != tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_SYNCED {
+		t.Fatalf("an empty inbox syncs at once: %v", m)
+	}
+	r := e.start("alice", "vendor-payment")
+	askID := r.GetId() + "/ask_1"
+	m := next()
+	if m.GetKind() != tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_ADDED || m.GetItem().GetAsk().GetId() != askID || !strings.Contains(m.GetItem().GetWhy(), "finance-1m") {
+		t.Fatalf("the ask arrives with why: %v", m)
+	}
+	if _, err := e.approvals("dave").Decide(bg, approve(askID)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m = next()
+		if m.GetKind() == tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_REMOVED {
+			break
+		}
+		if m.GetKind() != tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_UPDATED {
+			t.Fatalf("only updates before the removal: %v", m)
+		}
+	}
+	if m.GetItem().GetAsk().GetId() != askID {
+		t.Fatalf("removed: %v", m)
+	}
+}

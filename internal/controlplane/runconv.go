@@ -136,7 +136,14 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 		State: askStateToProto[a.State], Title: a.Title, Consequence: consequence(a), Requester: run.Requester,
 		PayloadDigest: a.PayloadDigest(), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), OnExpiry: expiryToProto[a.OnExpiry],
 		Quorum: quorum(a), SelectedOptionId: a.Option, AnswerText: a.Text, MissCount: int32(a.Misses), ClosedAt: ts(a.Closed),
-		AnswerCommand: answerCommand(run, a), ResourceVersion: a.ResourceVersion, MaterialFields: a.Material, StateReason: stateReason(a)}
+		AnswerCommand: answerCommand(run, a), ResourceVersion: a.ResourceVersion, MaterialFields: a.Material, StateReason: stateReason(a),
+		EscalatedTo: a.EscalatedTo}
+	if !a.RemindAt.IsZero() {
+		out.RemindAt = ts(a.RemindAt)
+	}
+	if !a.EscalateAt.IsZero() && a.EscalatedTo == "" {
+		out.EscalateAt = ts(a.EscalateAt)
+	}
 	for _, b := range a.Amend {
 		out.Amendable = append(out.Amendable, &tollgatev1.AmendBound{Field: b.Field, Min: b.Min, Max: b.Max})
 	}

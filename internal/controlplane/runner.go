@@ -77,13 +77,18 @@ func (r *Runner) Watch(runID string) (<-chan struct{}, func()) {
 func (r *Runner) notify(runID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for ch := range r.watchers[runID] {
-		select {
-		case ch <- struct{}{}:
-		default:
+	for _, id := range []string{runID, AnyRun} {
+		for ch := range r.watchers[id] {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
+
+// AnyRun, passed to Watch, watches every run this replica commits.
+const AnyRun = ""
 
 // Expiries counts asks this replica saw expire.
 func (r *Runner) Expiries() int64 { return r.expiries.Load() }

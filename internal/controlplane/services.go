@@ -438,7 +438,54 @@ func (s *Services) GetAsk(ctx context.Context, req *tollgatev1.GetAskRequest) (*
 	if auth.ok && a.State != engine.AskPending {
 		auth = authority{why: "it is " + string(a.State)}
 	}
-	return &tollgatev1.GetAskResponse{Ask: askToProto(run, a, ""), MayDecide: auth.ok, Why: auth.why}, nil
+	out := askToProto(run, a, "")
+	out.AuthorityRequired = s.authorityRequired(ctx, run, a)
+	return &tollgatev1.GetAskResponse{Ask: out, MayDecide: auth.ok, Why: auth.why}, nil
+}
+
+// authorityRequired says who may decide the ask now, as policy routes it:
+// the roles, the people, the quorum and who separation of duties keeps
+// out.
+func (s *Services) authorityRequired(ctx context.Context, run *engine.Run, a *engine.AskRun) *tollgatev1.AuthorityRequirement {
+	req := &tollgatev1.AuthorityRequirement{Quorum: int32(max(a.Quorum, 1))}
+	switch {
+	case a.Audience == "" || a.Audience == plan.AudienceRequester:
+		req.Description = "the requester, " + run.Requester
+	default:
+		req.Description = "the role " + a.Audience
+		req.Roles = []string{a.Audience}
+	}
+	r, ok := s.cfg.Authority.(Router)
+	if !ok || len(a.Payload) == 0 || a.Type == engine.InDoubt {
+		return req
+	}
+	seen := map[string]bool{}
+	for _, p := range a.Payload {
+		m, err := s.matter(run, p)
+		if err != nil {
+			continue
+		}
+		rt, _ := r.Route(ctx, m, authz.RecipeAsk{Audience: a.Audience, Approvers: a.Approvers, Quorum: a.Quorum})
+		req.Quorum = max(req.Quorum, int32(rt.Quorum))
+		req.PolicyRule = rt.Reason
+		for _, d := range rt.Eligible {
+			if !seen[d.Actor] {
+				seen[d.Actor] = true
+				req.Principals = append(req.Principals, d.Actor)
+			}
+		}
+		for _, f := range rt.Floor.SeparateFrom {
+			switch f {
+			case "requester":
+				req.Excluded = append(req.Excluded, m.Requester)
+			case "agent_owner":
+				req.Excluded = append(req.Excluded, m.AgentOwner)
+			}
+		}
+	}
+	slices.Sort(req.Excluded)
+	req.Excluded = slices.Compact(req.Excluded)
+	return req
 }
 
 // decidable loads an ask for the caller to act on: authenticated, allowed

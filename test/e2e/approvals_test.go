@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // vendor-payment end to end, under the dev policy, with real executors,
@@ -58,4 +64,45 @@ func TestVendorPaymentEndToEnd(t *testing.T) {
 		t.Fatalf("pay ran once, amended, to the new account:\n%s", b)
 	}
 	_ = r
+}
+
+// approvectl watch shows the inbox live, one JSON object per line.
+func TestApprovectlWatch(t *testing.T) {
+	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "approvectl"), "--server", p.addr, "--as", "dave", "watch", "-o", "json")
+	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+p.home, "TOLLGATE_TOKEN=")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(out)
+	next := func() map[string]any {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("watch ended: %v", lines.Err())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			t.Fatalf("not a JSON line: %q", lines.Text())
+		}
+		return m
+	}
+	if m := next(); m["change"] != "synced" {
+		t.Fatalf("first the (empty) inbox, then synced: %v", m)
+	}
+	// A gate that opens at once (no executor needed before it).
+	recipe := writeRecipe(t, "ask finance:\n  pay V-1?\nb: payments.pay {\"vendor\": \"V-1\", \"invoice\": \"I-1\", \"amount\": 5000, \"currency\": \"INR\", \"bank_account\": \"X\"}\n")
+	var run runOut
+	p.ctl(t, "", "--as", "alice", "run", recipe, "-o", "json").json(t, &run)
+	m := next()
+	ask, _ := m["ask"].(map[string]any)
+	if m["change"] != "added" || ask["ask_id"] != run.RunID+"/ask_1" {
+		t.Fatalf("the ask arrives for dave: %v", m)
+	}
 }
