@@ -3,6 +3,9 @@ package approvectl
 import (
 	"bufio"
 	"fmt"
+	"mime"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -232,6 +235,83 @@ includes revoked and expired ones. "standing revoke ID --reason TEXT" ends one.`
 	}
 	revoke.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
 	cmd.AddCommand(revoke)
+	return cmd
+}
+
+func newRequestEvidenceCmd(g *globals) *cobra.Command {
+	var what string
+	cmd := &cobra.Command{
+		Use:   "request-evidence ASK --what TEXT",
+		Short: "Ask the requester for more evidence before you decide",
+		Long: `The ask waits for the requester to attach evidence (approvectl evidence);
+its deadline keeps running. At most three rounds per ask.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(what) == "" {
+				return usageErr("request-evidence needs --what: say what you need to see")
+			}
+			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0],
+				Decision: &tollgatev1.DecideRequest_RequestEvidence{RequestEvidence: &tollgatev1.RequestEvidence{What: what}}})
+		},
+	}
+	cmd.Flags().StringVar(&what, "what", "", "what evidence is needed (required)")
+	return cmd
+}
+
+func newEvidenceCmd(g *globals) *cobra.Command {
+	var note string
+	cmd := &cobra.Command{
+		Use:   "evidence ASK FILE...",
+		Short: "Attach the evidence a decider asked for (requester only)",
+		Long: `Attach files to an ask that asked for evidence. The ask is pending again,
+with a new evidence digest; approvals given before no longer count.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &tollgatev1.AttachEvidenceRequest{AskId: args[0], Note: note}
+			for _, f := range args[1:] {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return usageErr("%s", err)
+				}
+				req.Artifacts = append(req.Artifacts, &tollgatev1.EvidenceUpload{Name: filepath.Base(f), MediaType: mime.TypeByExtension(filepath.Ext(f)), Content: b})
+			}
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer c.conn.Close()
+			resp, err := c.approvals.AttachEvidence(cmd.Context(), req)
+			if err != nil {
+				return rpcErr(err)
+			}
+			if g.json() {
+				return g.printJSON(askPacketJSON(resp.GetAsk()))
+			}
+			fmt.Fprintf(g.cfg.Stdout, "%s: %d artifact(s) attached; the ask is %s again; evidence digest %s\n", args[0], len(req.Artifacts),
+				askWord(resp.GetAsk().GetState()), resp.GetAsk().GetEvidenceDigest())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&note, "note", "", "a note for the deciders")
+	return cmd
+}
+
+func newDelegateCmd(g *globals) *cobra.Command {
+	var to, reason string
+	cmd := &cobra.Command{
+		Use:   "delegate ASK --to WHO --reason TEXT",
+		Short: "Hand your decision on an ask to someone policy lets decide it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to == "" || strings.TrimSpace(reason) == "" {
+				return usageErr("delegate needs --to and --reason")
+			}
+			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0],
+				Decision: &tollgatev1.DecideRequest_Delegate{Delegate: &tollgatev1.Delegate{To: to, Reason: reason}}})
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "who decides instead (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
 	return cmd
 }
 

@@ -378,3 +378,86 @@ func TestStandingApproval(t *testing.T) {
 		t.Fatalf("the revoked one stays listed with who revoked it: %v", all)
 	}
 }
+
+// Request evidence, attach it, decide; delegate to someone eligible only;
+// an earlier vote whose authority lapsed does not count toward a quorum.
+func TestEvidenceDelegationAndLapsedVotes(t *testing.T) {
+	dir := t.TempDir()
+	base, err := os.ReadFile("../../examples/policy.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "policy.csv")
+	if err := os.WriteFile(path, base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	az, err := authz.New(authz.Config{PolicyPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, az, echoTools())
+	resp, err := e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: `a: notes.search {"q": "x"}
+ask member:
+  store it?
+  show: {a}
+  approvers: 2 of bob, carol, dave
+b: notes.store {"text": "{a}"}
+`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	id := resp.GetRun().GetId()
+	askID := id + "/ask_1"
+	dec := func(who string, d *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
+		d.AskId = askID
+		return e.approvals(who).Decide(bg, d)
+	}
+	if _, err := dec("carol", &tollgatev1.DecideRequest{Decision: &tollgatev1.DecideRequest_RequestEvidence{RequestEvidence: &tollgatev1.RequestEvidence{What: "the source"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.approvals("bob").AttachEvidence(bg, &tollgatev1.AttachEvidenceRequest{AskId: askID, Artifacts: []*tollgatev1.EvidenceUpload{{Name: "s.txt", Content: []byte("s")}}}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("only the requester attaches: %v", err)
+	}
+	att, err := e.approvals("alice").AttachEvidence(bg, &tollgatev1.AttachEvidenceRequest{AskId: askID, Artifacts: []*tollgatev1.EvidenceUpload{{Name: "s.txt", Content: []byte("source")}}})
+	if err != nil || att.GetAsk().GetState() != tollgatev1.AskState_ASK_STATE_PENDING || len(att.GetAsk().GetEvidence()) != 2 || att.GetAsk().GetEvidenceDigest() == "" {
+		t.Fatalf("pending again with the show: ref and the attachment: %v %v", att.GetAsk(), err)
+	}
+	// erin holds no role: carol cannot hand it to her; dave can take it.
+	if _, err := dec("carol", &tollgatev1.DecideRequest{Decision: &tollgatev1.DecideRequest_Delegate{Delegate: &tollgatev1.Delegate{To: "erin", Reason: "away"}}}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("delegating to someone policy does not allow: %v", err)
+	}
+	// bob approves; then bob loses the member role; dave's approval must
+	// not complete the quorum with bob's lapsed vote.
+	if _, err := dec("bob", approve("")); err != nil {
+		t.Fatal(err)
+	}
+	revoked := strings.Replace(string(base), "g, bob,   role:member, acme, _, _\n", "", 1)
+	if err := os.WriteFile(path, []byte(revoked), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := az.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dec("dave", approve("")); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	if n := e.exec.calls(id + "/b"); n != 0 {
+		t.Fatalf("a lapsed vote counted toward the quorum: store ran %d times", n)
+	}
+	if _, err := dec("carol", approve("")); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	if n := e.exec.calls(id + "/b"); n != 1 {
+		t.Fatalf("two current approvals: store ran %d times", n)
+	}
+	var withdrawn bool
+	for _, r := range journal(t, e, id) {
+		withdrawn = withdrawn || (r.GetKind() == "approval.revoked" && r.GetActor() == "policy" && strings.Contains(r.GetPayloadJson(), `"voter":"bob"`))
+	}
+	if !withdrawn {
+		t.Fatal("the journal records bob's vote withdrawn by policy")
+	}
+}

@@ -34,7 +34,8 @@ func toStatus(err error) error {
 	}
 	switch {
 	case errors.Is(err, errInvalid), errors.Is(err, engine.ErrBadOption), errors.Is(err, engine.ErrReasonRequired),
-		errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrBadAmend):
+		errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrBadAmend),
+		errors.Is(err, engine.ErrEvidence):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrUnknownAsk):
 		return status.Error(codes.NotFound, err.Error())

@@ -38,6 +38,7 @@ var askStateToProto = map[engine.AskState]tollgatev1.AskState{
 	engine.AskConsumed: tollgatev1.AskState_ASK_STATE_CONSUMED, engine.AskAnswered: tollgatev1.AskState_ASK_STATE_ANSWERED,
 	engine.AskRejected: tollgatev1.AskState_ASK_STATE_REJECTED, engine.AskExpired: tollgatev1.AskState_ASK_STATE_EXPIRED,
 	engine.AskCancelled: tollgatev1.AskState_ASK_STATE_CANCELLED, engine.AskStale: tollgatev1.AskState_ASK_STATE_STALE,
+	engine.AskEvidenceRequested: tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED,
 }
 
 var askStateFromProto = invert(askStateToProto)
@@ -50,7 +51,8 @@ var askKindToProto = map[plan.StopType]tollgatev1.AskKind{
 var decisionKindToProto = map[string]tollgatev1.DecisionKind{
 	"approve": tollgatev1.DecisionKind_DECISION_KIND_APPROVE, "reject": tollgatev1.DecisionKind_DECISION_KIND_REJECT,
 	"answer": tollgatev1.DecisionKind_DECISION_KIND_ANSWER, "amend": tollgatev1.DecisionKind_DECISION_KIND_AMEND,
-	"revoke": tollgatev1.DecisionKind_DECISION_KIND_REVOKE,
+	"revoke": tollgatev1.DecisionKind_DECISION_KIND_REVOKE, "request_evidence": tollgatev1.DecisionKind_DECISION_KIND_REQUEST_EVIDENCE,
+	"delegate": tollgatev1.DecisionKind_DECISION_KIND_DELEGATE,
 }
 
 // quorum is how many distinct approvals the ask needs (at least one).
@@ -137,7 +139,11 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 		PayloadDigest: a.PayloadDigest(), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), OnExpiry: expiryToProto[a.OnExpiry],
 		Quorum: quorum(a), SelectedOptionId: a.Option, AnswerText: a.Text, MissCount: int32(a.Misses), ClosedAt: ts(a.Closed),
 		AnswerCommand: answerCommand(run, a), ResourceVersion: a.ResourceVersion, MaterialFields: a.Material, StateReason: stateReason(a),
-		EscalatedTo: a.EscalatedTo}
+		EscalatedTo: a.EscalatedTo, EvidenceDigest: a.EvidenceDigest()}
+	for _, e := range a.Evidence {
+		out.Evidence = append(out.Evidence, &tollgatev1.EvidenceArtifact{Ref: e.Ref, Name: e.Name, MediaType: e.MediaType, Content: e.Content,
+			Digest: e.Digest, AttachedBy: e.AttachedBy})
+	}
 	if !a.RemindAt.IsZero() {
 		out.RemindAt = ts(a.RemindAt)
 	}
@@ -163,7 +169,7 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 	for _, d := range a.Decisions {
 		out.Decisions = append(out.Decisions, &tollgatev1.Decision{Kind: decisionKindToProto[d.Kind], Actor: d.Actor, Time: ts(d.At),
 			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, PayloadDigest: a.PayloadDigest(), Counts: d.Kind != "expire" && d.Kind != "cancel",
-			Authority: d.Why, PolicyVersion: d.Policy})
+			Authority: d.Why, PolicyVersion: d.Policy, EvidenceRequest: evidenceRequest(d), DelegateTo: delegateTo(d)})
 	}
 	return out
 }
@@ -175,6 +181,8 @@ func stateReason(a *engine.AskRun) string {
 		return "changed after it was approved: " + a.Stale
 	case a.Verifying:
 		return "approved; checking the facts are unchanged before it is used"
+	case a.State == engine.AskEvidenceRequested:
+		return "evidence requested: " + a.EvidenceWanted + " (the requester attaches it with approvectl evidence)"
 	case a.State == engine.AskRejected || a.State == engine.AskExpired || a.State == engine.AskCancelled:
 		if n := len(a.Decisions); n > 0 {
 			return a.Decisions[n-1].Reason
@@ -245,4 +253,18 @@ func stepsOf(p *plan.Plan) []plan.Step {
 	}
 	walk(p.InitialSteps, p.StoppingPoints)
 	return out
+}
+
+func evidenceRequest(d engine.Decision) string {
+	if d.Kind == "request_evidence" {
+		return d.Reason
+	}
+	return ""
+}
+
+func delegateTo(d engine.Decision) string {
+	if d.Kind == "delegate" {
+		return d.Text
+	}
+	return ""
 }

@@ -262,7 +262,7 @@ func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machi
 
 func dueAsk(run *engine.Run, now time.Time) bool {
 	for _, a := range run.Asks {
-		if a.State == engine.AskPending && !now.Before(a.DueAt()) {
+		if a.State.Open() && !now.Before(a.DueAt()) {
 			return true
 		}
 	}
@@ -700,7 +700,7 @@ func (r *Runner) Sweep(ctx context.Context, every time.Duration) error {
 		if err != nil {
 			continue
 		}
-		rows, _, err := r.store.ListAsks(ctx, store.AskQuery{States: []string{string(engine.AskPending)}, DueBefore: now.Add(time.Millisecond), Limit: 500})
+		rows, _, err := r.store.ListAsks(ctx, store.AskQuery{States: []string{string(engine.AskPending), string(engine.AskEvidenceRequested)}, DueBefore: now.Add(time.Millisecond), Limit: 500})
 		if err != nil {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "deadline pass could not list asks", slog.String("error", err.Error()))
 			continue

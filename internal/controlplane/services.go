@@ -529,6 +529,9 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 		if opt == "" {
 			opt = "1"
 		}
+		if err := s.recheckVotes(ctx, run, a, who); err != nil {
+			return nil, err
+		}
 		build = func(now time.Time) engine.Event {
 			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, At: now}
 		}
@@ -543,6 +546,18 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 		}
 		build = func(now time.Time) engine.Event {
 			return engine.Amend{Ask: a.ID, Actor: who, Field: d.Amend.GetField(), Value: v, At: now}
+		}
+	case *tollgatev1.DecideRequest_RequestEvidence:
+		build = func(now time.Time) engine.Event {
+			return engine.RequestEvidence{Ask: a.ID, Actor: who, What: d.RequestEvidence.GetWhat(), At: now}
+		}
+	case *tollgatev1.DecideRequest_Delegate:
+		to := d.Delegate.GetTo()
+		if err := s.mayDelegate(ctx, who, to, run, a); err != nil {
+			return nil, err
+		}
+		build = func(now time.Time) engine.Event {
+			return engine.Delegate{Ask: a.ID, Actor: who, To: to, Reason: d.Delegate.GetReason(), At: now}
 		}
 	case *tollgatev1.DecideRequest_ApproveException:
 		return s.approveException(ctx, who, run, a, auth, d.ApproveException)
@@ -612,4 +627,85 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 		out.ResponseText = r.Message + " " + out.Report.Text
 	}
 	return out, nil
+}
+
+// recheckVotes re-authorizes, under the policy in force now, everyone
+// whose earlier vote the next approval would count toward a quorum; a
+// vote whose authority lapsed (a role revoked, a delegation window
+// closed) is withdrawn first, recorded as withdrawn by policy (I9).
+func (s *Services) recheckVotes(ctx context.Context, run *engine.Run, a *engine.AskRun, who string) error {
+	for _, v := range a.Votes {
+		if v.Actor == who {
+			continue
+		}
+		auth, err := s.mayDecide(ctx, v.Actor, run, a)
+		if err == nil && auth.ok {
+			continue
+		}
+		why := auth.why
+		if err != nil {
+			why = err.Error()
+		}
+		voter := v.Actor
+		if _, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
+			return engine.Revoke{Ask: a.ID, Actor: voter, By: "policy", Reason: "no longer allowed: " + why, At: now}
+		}); err != nil && !errors.Is(err, engine.ErrNoVote) {
+			return err
+		}
+	}
+	return nil
+}
+
+// mayDelegate checks that to may decide the ask in who's place: policy
+// must allow to now, as the recipe would ask them after the hand-over.
+func (s *Services) mayDelegate(ctx context.Context, who, to string, run *engine.Run, a *engine.AskRun) error {
+	if to == "" || to == who {
+		return fmt.Errorf("delegate to whom? give --to: %w", errInvalid)
+	}
+	after := *a
+	if i := slices.Index(a.Approvers, who); i >= 0 {
+		after.Approvers = slices.Clone(a.Approvers)
+		after.Approvers[i] = to
+	}
+	auth, err := s.mayDecide(ctx, to, run, &after)
+	if err != nil || !auth.ok {
+		return fmt.Errorf("%s may not decide it: %s: %w", to, auth.why, errDenied)
+	}
+	return nil
+}
+
+// maxEvidence bounds what one AttachEvidence may carry.
+const (
+	maxArtifacts     = 10
+	maxArtifactBytes = 1 << 20
+)
+
+// AttachEvidence adds the requester's artifacts to an ask that asked for
+// them; it is pending again with a new evidence digest.
+func (s *Services) AttachEvidence(ctx context.Context, req *tollgatev1.AttachEvidenceRequest) (*tollgatev1.AttachEvidenceResponse, error) {
+	who, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run, a, err := s.loadAsk(ctx, req.GetAskId())
+	if err != nil {
+		return nil, err
+	}
+	if n := len(req.GetArtifacts()); n == 0 || n > maxArtifacts {
+		return nil, fmt.Errorf("attach 1 to %d artifacts, not %d: %w", maxArtifacts, n, errInvalid)
+	}
+	var arts []engine.Evidence
+	for _, u := range req.GetArtifacts() {
+		if u.GetName() == "" || len(u.GetContent()) > maxArtifactBytes {
+			return nil, fmt.Errorf("artifact %q: a name and at most %d bytes: %w", u.GetName(), maxArtifactBytes, errInvalid)
+		}
+		arts = append(arts, engine.Evidence{Name: u.GetName(), MediaType: u.GetMediaType(), Content: u.GetContent()})
+	}
+	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
+		return engine.AttachEvidence{Ask: a.ID, Actor: who, Artifacts: arts, Note: req.GetNote(), At: now}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &tollgatev1.AttachEvidenceResponse{Ask: askToProto(tr.Run, tr.Run.Asks[a.ID], "")}, nil
 }

@@ -249,6 +249,14 @@ func (t *tx) open(sp *stopInfo) bool {
 		a.Payload = append(a.Payload, Payload{Step: g.step.ID, Server: g.step.Server, Tool: g.step.Tool, Args: args, Digest: "sha256:" + hex.EncodeToString(sum[:])})
 	}
 	a.Round = round
+	for _, ref := range sp.sp.Show {
+		// What the approver reads, bound by digest: the referenced output
+		// as it is now.
+		id, field, _ := strings.Cut(ref, ".")
+		v := plan.AppendCanonical(nil, t.value(plan.Ref{ID: id, Field: field}))
+		sum := sha256.Sum256(v)
+		a.Evidence = append(a.Evidence, Evidence{Ref: ref, Digest: "sha256:" + hex.EncodeToString(sum[:])})
+	}
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
 	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": round, "digest": a.PayloadDigest()})
@@ -440,7 +448,7 @@ func (t *tx) deriveState() {
 		}
 	}
 	for _, a := range r.Asks {
-		if a.State == AskPending {
+		if a.State.Open() {
 			pending++
 		}
 	}

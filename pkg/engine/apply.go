@@ -79,6 +79,12 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.revoke(e, expired)
 	case Escalate:
 		err = t.escalateEvent(e, expired)
+	case RequestEvidence:
+		err = t.requestEvidence(e, expired)
+	case AttachEvidence:
+		err = t.attachEvidence(e)
+	case Delegate:
+		err = t.delegate(e, expired)
 	case Note:
 		if !strings.HasPrefix(e.Kind, "notice.") {
 			err = fmt.Errorf("%w: a note's kind starts with notice., not %q", ErrWrongTransition, e.Kind)
@@ -121,7 +127,7 @@ func (t *tx) expire() bool {
 	fired := false
 	for _, id := range sortedAskIDs(t.run) {
 		a := t.run.Asks[id]
-		if a.State != AskPending {
+		if !a.State.Open() {
 			continue
 		}
 		// The ladder's earlier rungs, each once.
@@ -258,7 +264,7 @@ func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
 			n++
 		}
 	}
-	a.Votes = append(a.Votes, Vote{Actor: d.Actor, Option: opt.ID, At: t.at, Why: d.Why, Digest: a.PayloadDigest()})
+	a.Votes = append(a.Votes, Vote{Actor: d.Actor, Option: opt.ID, At: t.at, Why: d.Why, Digest: a.PayloadDigest(), Evidence: a.EvidenceDigest()})
 	if n < a.Quorum {
 		// The vote that completes the quorum is recorded by choose.
 		vd := d
@@ -328,6 +334,79 @@ func (t *tx) amend(e Amend, expired bool) error {
 	return nil
 }
 
+func (t *tx) requestEvidence(e RequestEvidence, expired bool) error {
+	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
+	if err != nil {
+		return err
+	}
+	if a.Type != plan.StopMenu {
+		return fmt.Errorf("%w: %q is a question; answer it instead", ErrEvidence, a.Title)
+	}
+	if strings.TrimSpace(e.What) == "" {
+		return fmt.Errorf("%w: say what evidence is needed", ErrReasonRequired)
+	}
+	if a.EvidenceRounds >= MaxEvidenceRounds {
+		return fmt.Errorf("%w: evidence was requested %d times already; decide on what there is", ErrEvidence, a.EvidenceRounds)
+	}
+	a.EvidenceRounds++
+	a.State, a.EvidenceWanted = AskEvidenceRequested, e.What
+	a.Decisions = append(a.Decisions, Decision{Kind: "request_evidence", Actor: e.Actor, At: t.at, Reason: e.What})
+	t.record("ask.evidence_requested", e.Actor, map[string]any{"ask": a.ID, "what": e.What, "round": a.EvidenceRounds})
+	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "evidence_requested"})
+	return nil
+}
+
+func (t *tx) attachEvidence(e AttachEvidence) error {
+	a, ok := t.run.Asks[e.Ask]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownAsk, e.Ask)
+	}
+	if a.State != AskEvidenceRequested {
+		return fmt.Errorf("%w: %q is %s; nobody asked for evidence", ErrEvidence, a.Title, a.State)
+	}
+	if e.Actor != t.run.Requester {
+		return fmt.Errorf("%w: only the requester (%s) attaches evidence", ErrForbidden, t.run.Requester)
+	}
+	if len(e.Artifacts) == 0 {
+		return fmt.Errorf("%w: attach at least one artifact", ErrEvidence)
+	}
+	before := a.EvidenceDigest()
+	for _, ev := range e.Artifacts {
+		sum := sha256.Sum256(ev.Content)
+		ev.Digest, ev.AttachedBy, ev.Round = "sha256:"+hex.EncodeToString(sum[:]), e.Actor, a.EvidenceRounds
+		a.Evidence = append(a.Evidence, ev)
+	}
+	withdrawn := len(a.Votes)
+	a.Votes = nil // they approved on other evidence (I6)
+	a.State, a.EvidenceWanted = AskPending, ""
+	a.Decisions = append(a.Decisions, Decision{Kind: "evidence", Actor: e.Actor, At: t.at, Reason: e.Note})
+	t.record("ask.evidence_attached", e.Actor, map[string]any{"ask": a.ID, "artifacts": len(e.Artifacts), "evidence_before": before,
+		"evidence_after": a.EvidenceDigest(), "approvals_withdrawn": withdrawn})
+	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "evidence_attached"})
+	return nil
+}
+
+func (t *tx) delegate(e Delegate, expired bool) error {
+	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
+	if err != nil {
+		return err
+	}
+	if e.To == "" || e.To == e.Actor {
+		return fmt.Errorf("%w: delegate to whom?", ErrWrongTransition)
+	}
+	if len(a.Approvers) > 0 {
+		if slices.Contains(a.Approvers, e.To) {
+			return fmt.Errorf("%w: %s is already asked", ErrWrongTransition, e.To)
+		}
+		a.Approvers[slices.Index(a.Approvers, e.Actor)] = e.To
+	}
+	a.Delegations = append(a.Delegations, Delegation{From: e.Actor, To: e.To, At: t.at, Reason: e.Reason})
+	a.Decisions = append(a.Decisions, Decision{Kind: "delegate", Actor: e.Actor, At: t.at, Reason: e.Reason, Text: e.To})
+	t.record("ask.delegated", e.Actor, map[string]any{"ask": a.ID, "to": e.To, "reason": e.Reason, "chain": len(a.Delegations)})
+	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "delegated"})
+	return nil
+}
+
 // revoke withdraws the actor's approval of a gate that still waits for
 // its quorum.
 func (t *tx) revoke(e Revoke, expired bool) error {
@@ -338,14 +417,22 @@ func (t *tx) revoke(e Revoke, expired bool) error {
 	if a.State == AskConsumed || a.State == AskApproved {
 		return fmt.Errorf("%w: %q is %s; its step was already scheduled under it", ErrAlreadyDecided, a.Title, a.State)
 	}
-	if _, err := t.pendingAsk(e.Ask, e.Actor, expired); err != nil {
-		return err
+	if e.By == "" {
+		if _, err := t.pendingAsk(e.Ask, e.Actor, expired); err != nil {
+			return err
+		}
+	} else if a.State != AskPending {
+		return fmt.Errorf("%w: %q is %s", ErrAlreadyDecided, a.Title, a.State)
+	}
+	by := e.By
+	if by == "" {
+		by = e.Actor
 	}
 	for i, v := range a.Votes {
 		if v.Actor == e.Actor {
 			a.Votes = slices.Delete(a.Votes, i, i+1)
-			a.Decisions = append(a.Decisions, Decision{Kind: "revoke", Actor: e.Actor, At: t.at, Option: v.Option, Reason: e.Reason})
-			t.record("approval.revoked", e.Actor, map[string]any{"ask": a.ID, "option": v.Option, "reason": e.Reason, "votes": len(a.Votes)})
+			a.Decisions = append(a.Decisions, Decision{Kind: "revoke", Actor: by, At: t.at, Option: v.Option, Reason: e.Reason})
+			t.record("approval.revoked", by, map[string]any{"ask": a.ID, "voter": e.Actor, "option": v.Option, "reason": e.Reason, "votes": len(a.Votes)})
 			return nil
 		}
 	}
@@ -506,7 +593,7 @@ func (t *tx) end(state State, reason string) {
 		return
 	}
 	for _, id := range sortedAskIDs(t.run) {
-		if a := t.run.Asks[id]; a.State == AskPending {
+		if a := t.run.Asks[id]; a.State.Open() {
 			t.closeAsk(a, AskCancelled, Decision{Kind: "cancel", Actor: "system", At: t.at, Reason: "the run ended " + string(state)})
 		}
 	}

@@ -283,3 +283,88 @@ func TestEscalateEvent(t *testing.T) {
 		t.Fatalf("escalating to the same audience: %v", err)
 	}
 }
+
+// Request evidence: the ask waits for the requester, the deadline keeps
+// running, rounds are bounded; attached evidence changes the evidence
+// digest and withdraws approvals given on the old evidence.
+func TestEvidenceRounds(t *testing.T) {
+	s := newSim(t, compile(t, `a: notes.search {"q": "x"}
+ask finance:
+  store it?
+  show: {a}
+  approvers: 2 of bob, carol, dave
+b: notes.store {"text": "{a}"}
+`))
+	s.succeed("a", "found")
+	ask := ""
+	for id := range s.run.Asks {
+		ask = id
+	}
+	a := s.run.Asks[ask]
+	if len(a.Evidence) != 1 || a.Evidence[0].Ref != "a" || a.EvidenceDigest() == "" {
+		t.Fatalf("show: is bound by digest: %+v", a.Evidence)
+	}
+	before := a.EvidenceDigest()
+	s.apply(Decide{Ask: ask, Actor: "bob", Option: "1", At: s.tick(time.Second)})
+	if _, err := s.m.Apply(s.run, RequestEvidence{Ask: ask, Actor: "carol", At: s.tick(time.Second)}); !errors.Is(err, ErrReasonRequired) {
+		t.Fatalf("asking for nothing in particular: %v", err)
+	}
+	s.apply(RequestEvidence{Ask: ask, Actor: "carol", What: "the supplier's quote", At: s.tick(time.Second)})
+	s.want(Parked)
+	if _, err := s.m.Apply(s.run, Decide{Ask: ask, Actor: "dave", Option: "1", At: s.tick(time.Second)}); !errors.Is(err, ErrAlreadyDecided) {
+		t.Fatalf("deciding while evidence is awaited: %v", err)
+	}
+	if _, err := s.m.Apply(s.run, AttachEvidence{Ask: ask, Actor: "bob", Artifacts: []Evidence{{Name: "q.pdf", Content: []byte("x")}}, At: s.tick(time.Second)}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("someone else attaching: %v", err)
+	}
+	s.apply(AttachEvidence{Ask: ask, Actor: "alice", Artifacts: []Evidence{{Name: "q.pdf", Content: []byte("quote")}}, At: s.tick(time.Second)})
+	a = s.run.Asks[ask]
+	if a.State != AskPending || a.EvidenceDigest() == before || len(a.Votes) != 0 {
+		t.Fatalf("pending again, new evidence digest, old approvals withdrawn: %s %v %d", a.State, a.EvidenceDigest() == before, len(a.Votes))
+	}
+	for range MaxEvidenceRounds - 1 {
+		s.apply(RequestEvidence{Ask: ask, Actor: "carol", What: "more", At: s.tick(time.Second)})
+		s.apply(AttachEvidence{Ask: ask, Actor: "alice", Artifacts: []Evidence{{Name: "more.txt", Content: []byte("m")}}, At: s.tick(time.Second)})
+	}
+	if _, err := s.m.Apply(s.run, RequestEvidence{Ask: ask, Actor: "carol", What: "again", At: s.tick(time.Second)}); !errors.Is(err, ErrEvidence) {
+		t.Fatalf("rounds are bounded: %v", err)
+	}
+}
+
+// The deadline keeps running while evidence is awaited.
+func TestEvidenceRequestedAskExpires(t *testing.T) {
+	s := vendorPayment(t)
+	s.apply(RequestEvidence{Ask: "ask_1", Actor: "dave", What: "the PO scan", At: s.tick(time.Second)})
+	if _, err := s.m.Apply(s.run, RequestEvidence{Ask: "ask_1", Actor: "dave", What: "x", At: s.tick(time.Second)}); !errors.Is(err, ErrAlreadyDecided) {
+		t.Fatalf("a second request while one is open: %v", err)
+	}
+	s.apply(Tick{At: s.run.Asks["ask_1"].ExpiresAt})
+	s.want(Rejected) // on expiry: reject
+	if st := s.run.Asks["ask_1"].State; st != AskExpired {
+		t.Fatalf("the ask expired while evidence was awaited: %s", st)
+	}
+}
+
+// Delegation records the chain; where the recipe names approvers, the
+// delegate takes the delegator's place.
+func TestDelegate(t *testing.T) {
+	s := newSim(t, compile(t, quorumRecipe))
+	s.succeed("a", "x")
+	ask := ""
+	for id := range s.run.Asks {
+		ask = id
+	}
+	s.apply(Delegate{Ask: ask, Actor: "bob", To: "erin", Reason: "on leave", At: s.tick(time.Second)})
+	a := s.run.Asks[ask]
+	if len(a.Delegations) != 1 || a.Delegations[0].From != "bob" || a.Delegations[0].To != "erin" {
+		t.Fatalf("the chain is recorded: %+v", a.Delegations)
+	}
+	if _, err := s.m.Apply(s.run, Decide{Ask: ask, Actor: "bob", Option: "1", At: s.tick(time.Second)}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("bob handed it on: %v", err)
+	}
+	s.apply(Decide{Ask: ask, Actor: "erin", Option: "1", At: s.tick(time.Second)})
+	s.apply(Decide{Ask: ask, Actor: "carol", Option: "1", At: s.tick(time.Second)})
+	if s.dispatched()["b"] != 1 {
+		t.Fatal("erin's approval counts in bob's place")
+	}
+}

@@ -59,13 +59,45 @@ type Note struct {
 	At      time.Time
 }
 
+// RequestEvidence asks the requester for more evidence (What, in words).
+type RequestEvidence struct {
+	Ask   string
+	Actor string
+	What  string
+	At    time.Time
+}
+
+// AttachEvidence adds artifacts to an ask that asked for them; the ask is
+// pending again, with a new evidence digest, and approvals given on the
+// old evidence no longer count.
+type AttachEvidence struct {
+	Ask       string
+	Actor     string // must be the requester
+	Artifacts []Evidence
+	Note      string
+	At        time.Time
+}
+
+// Delegate hands the actor's decision to To, whom the control plane found
+// eligible. Where the recipe named approvers, To takes the actor's place.
+type Delegate struct {
+	Ask    string
+	Actor  string
+	To     string
+	Reason string
+	At     time.Time
+}
+
 // Revoke withdraws the actor's approval of a gate still waiting for its
 // quorum.
 type Revoke struct {
 	Ask    string
 	Actor  string
 	Reason string
-	At     time.Time
+	// By, when set, is who withdrew Actor's approval ("policy" when the
+	// actor's authority lapsed before the quorum was reached).
+	By string
+	At time.Time
 }
 
 // Answer is a free-text reply to an ask, interpreted by package answer.
@@ -134,20 +166,23 @@ type StepBlocked struct {
 	At      time.Time
 }
 
-func (e Tick) at() time.Time          { return e.At }
-func (e Decide) at() time.Time        { return e.At }
-func (e Answer) at() time.Time        { return e.At }
-func (e Amend) at() time.Time         { return e.At }
-func (e Revoke) at() time.Time        { return e.At }
-func (e Escalate) at() time.Time      { return e.At }
-func (e Note) at() time.Time          { return e.At }
-func (e Cancel) at() time.Time        { return e.At }
-func (e StepLeased) at() time.Time    { return e.At }
-func (e StepStarted) at() time.Time   { return e.At }
-func (e StepSucceeded) at() time.Time { return e.At }
-func (e StepFailed) at() time.Time    { return e.At }
-func (e LeaseLost) at() time.Time     { return e.At }
-func (e StepBlocked) at() time.Time   { return e.At }
+func (e Tick) at() time.Time            { return e.At }
+func (e Decide) at() time.Time          { return e.At }
+func (e Answer) at() time.Time          { return e.At }
+func (e Amend) at() time.Time           { return e.At }
+func (e Revoke) at() time.Time          { return e.At }
+func (e Escalate) at() time.Time        { return e.At }
+func (e Note) at() time.Time            { return e.At }
+func (e RequestEvidence) at() time.Time { return e.At }
+func (e AttachEvidence) at() time.Time  { return e.At }
+func (e Delegate) at() time.Time        { return e.At }
+func (e Cancel) at() time.Time          { return e.At }
+func (e StepLeased) at() time.Time      { return e.At }
+func (e StepStarted) at() time.Time     { return e.At }
+func (e StepSucceeded) at() time.Time   { return e.At }
+func (e StepFailed) at() time.Time      { return e.At }
+func (e LeaseLost) at() time.Time       { return e.At }
+func (e StepBlocked) at() time.Time     { return e.At }
 
 // Effect is something the caller must do after committing a transition.
 type Effect interface{ effect() }

@@ -133,8 +133,8 @@ func fuzzRun(t *testing.T, name string, m *Machine, rng *rand.Rand, cov *coverag
 				cov.expired++
 			}
 			for _, a := range tr.Run.Asks {
-				if a.State == AskPending {
-					t.Fatalf("%s: I3: run %s with pending ask %s", name, tr.Run.State, a.ID)
+				if a.State.Open() {
+					t.Fatalf("%s: I3: run %s with open ask %s (%s)", name, tr.Run.State, a.ID, a.State)
 				}
 			}
 		}
@@ -254,6 +254,12 @@ func randomEvent(rng *rand.Rand, run *Run, now time.Time) Event {
 	case 9:
 		return Decide{Ask: pick(asks), Actor: actor, Reject: true, Reason: []string{"", "no"}[rng.IntN(2)], At: now}
 	case 10:
+		switch rng.IntN(4) {
+		case 0:
+			return RequestEvidence{Ask: pick(asks), Actor: actor, What: "the signed invoice", At: now}
+		case 1:
+			return AttachEvidence{Ask: pick(asks), Actor: actor, Artifacts: []Evidence{{Name: "invoice.pdf", Content: []byte("pdf")}}, At: now}
+		}
 		return Answer{Ask: pick(asks), Actor: actor, Text: texts[rng.IntN(len(texts))], At: now}
 	default:
 		if rng.IntN(6) == 0 {

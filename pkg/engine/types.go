@@ -87,10 +87,17 @@ const (
 	AskExpired   AskState = "expired"   // the deadline passed first
 	AskCancelled AskState = "cancelled" // the run ended first
 	AskStale     AskState = "stale"     // approved, but a material fact changed before consumption; asked again
+	// AskEvidenceRequested: a decider asked the requester for more
+	// evidence; the deadline keeps running. Attaching it makes the ask
+	// pending again.
+	AskEvidenceRequested AskState = "evidence_requested"
 )
 
+// MaxEvidenceRounds bounds how often evidence may be requested for one ask.
+const MaxEvidenceRounds = 3
+
 // Open reports whether the ask still waits for a person.
-func (s AskState) Open() bool { return s == AskPending }
+func (s AskState) Open() bool { return s == AskPending || s == AskEvidenceRequested }
 
 // Run is the whole recorded state of one run. It is plain data: the store
 // persists it (as JSON) and any replica can load it and apply the next
@@ -175,12 +182,19 @@ type AskRun struct {
 	// EscalateTo at EscalateAt (or at the deadline, with on expiry:
 	// escalate). EscalatedTo is set once it escalated (Audience is then
 	// the escalation's audience; EscalatedFrom the one before).
-	RemindAt        time.Time         `json:"remind_at,omitzero"`
-	Reminded        bool              `json:"reminded,omitempty"`
-	EscalateAt      time.Time         `json:"escalate_at,omitzero"`
-	EscalateTo      string            `json:"escalate_to,omitempty"`
-	EscalatedTo     string            `json:"escalated_to,omitempty"`
-	EscalatedFrom   string            `json:"escalated_from,omitempty"`
+	RemindAt      time.Time `json:"remind_at,omitzero"`
+	Reminded      bool      `json:"reminded,omitempty"`
+	EscalateAt    time.Time `json:"escalate_at,omitzero"`
+	EscalateTo    string    `json:"escalate_to,omitempty"`
+	EscalatedTo   string    `json:"escalated_to,omitempty"`
+	EscalatedFrom string    `json:"escalated_from,omitempty"`
+	// Evidence is what the approver is shown: the `show:` references as
+	// the ask opened (by digest) and artifacts the requester attached
+	// (with content). Approvals bind its digest (I6).
+	Evidence        []Evidence        `json:"evidence,omitempty"`
+	EvidenceRounds  int               `json:"evidence_rounds,omitempty"`
+	EvidenceWanted  string            `json:"evidence_wanted,omitempty"`
+	Delegations     []Delegation      `json:"delegations,omitempty"`
 	Material        map[string]string `json:"material,omitempty"`
 	ResourceVersion string            `json:"resource_version,omitempty"`
 	FactsError      string            `json:"facts_error,omitempty"`
@@ -201,6 +215,37 @@ type Payload struct {
 	Digest string      `json:"digest"` // sha256 of the canonical args
 }
 
+// Evidence is one artifact an approver reads.
+type Evidence struct {
+	Ref        string `json:"ref,omitempty"`  // a `show:` reference ("match", "vendor.bank_account")
+	Name       string `json:"name,omitempty"` // an attached artifact's name
+	MediaType  string `json:"media_type,omitempty"`
+	Content    []byte `json:"content,omitempty"` // attached artifacts only; show: refs are read from the run
+	Digest     string `json:"digest"`
+	AttachedBy string `json:"attached_by,omitempty"`
+	Round      int    `json:"round,omitempty"`
+}
+
+// Delegation records a decider handing an ask to someone else.
+type Delegation struct {
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// EvidenceDigest is one digest over the evidence, in order; "" without any.
+func (a *AskRun) EvidenceDigest() string {
+	if len(a.Evidence) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, e := range a.Evidence {
+		h.Write([]byte(e.Ref + "|" + e.Name + "=" + e.Digest + "\n"))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
 // Vote is one person's approval of a gate that needs a quorum.
 type Vote struct {
 	Actor  string    `json:"actor"`
@@ -208,6 +253,8 @@ type Vote struct {
 	At     time.Time `json:"at"`
 	Why    string    `json:"why,omitempty"`    // the authority it was given under
 	Digest string    `json:"digest,omitempty"` // PayloadDigest when it was given
+	// Evidence is the EvidenceDigest the vote was given on.
+	Evidence string `json:"evidence,omitempty"`
 }
 
 // DueAt is when the ask next needs the clock: the reminder or the
@@ -267,4 +314,5 @@ var (
 	ErrAlreadyVoted    = errors.New("already approved by this person")
 	ErrBadAmend        = errors.New("amendment refused")
 	ErrNoVote          = errors.New("no approval to revoke")
+	ErrEvidence        = errors.New("evidence refused")
 )
