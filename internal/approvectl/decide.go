@@ -73,22 +73,49 @@ A refusal exits 1 and says why: already decided, expired, permission denied.`,
 	return cmd
 }
 
-func newRejectCmd(g *globals) *cobra.Command {
-	var reason string
+// textVerb is a decision verb whose one required flag is words recorded
+// with it (a reason, what evidence is needed).
+func textVerb(g *globals, use, short, long, flag, help string, decision func(text string) *tollgatev1.DecideRequest) *cobra.Command {
+	var text string
+	verb, _, _ := strings.Cut(use, " ")
 	cmd := &cobra.Command{
-		Use:   "reject ASK --reason TEXT",
-		Short: "Reject an ask, with a reason (the run ends rejected unless No has steps)",
+		Use:   use,
+		Short: short,
+		Long:  long,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return usageErr("reject needs --reason: say why, it is recorded")
+			if strings.TrimSpace(text) == "" {
+				return usageErr("%s needs --%s: %s", verb, flag, help)
 			}
-			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0],
-				Decision: &tollgatev1.DecideRequest_Reject{Reject: &tollgatev1.Reject{Reason: reason}}})
+			req := decision(text)
+			req.AskId = args[0]
+			return g.decide(cmd, req)
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
+	cmd.Flags().StringVar(&text, flag, "", help+" (required, recorded)")
 	return cmd
+}
+
+func newRejectCmd(g *globals) *cobra.Command {
+	return textVerb(g, "reject ASK --reason TEXT", "Reject an ask, with a reason (the run ends rejected unless No has steps)", "",
+		"reason", "say why", func(r string) *tollgatev1.DecideRequest {
+			return &tollgatev1.DecideRequest{Decision: &tollgatev1.DecideRequest_Reject{Reject: &tollgatev1.Reject{Reason: r}}}
+		})
+}
+
+func newRevokeCmd(g *globals) *cobra.Command {
+	return textVerb(g, "revoke ASK --reason TEXT", "Withdraw your approval of an ask that still waits for its quorum", "",
+		"reason", "say why", func(r string) *tollgatev1.DecideRequest {
+			return &tollgatev1.DecideRequest{Decision: &tollgatev1.DecideRequest_Revoke{Revoke: &tollgatev1.Revoke{Reason: r}}}
+		})
+}
+
+func newRequestEvidenceCmd(g *globals) *cobra.Command {
+	return textVerb(g, "request-evidence ASK --what TEXT", "Ask the requester for more evidence before you decide",
+		"The ask waits for the requester to attach evidence (approvectl evidence);\nits deadline keeps running. At most three rounds per ask.",
+		"what", "say what you need to see", func(w string) *tollgatev1.DecideRequest {
+			return &tollgatev1.DecideRequest{Decision: &tollgatev1.DecideRequest_RequestEvidence{RequestEvidence: &tollgatev1.RequestEvidence{What: w}}}
+		})
 }
 
 func newAmendCmd(g *globals) *cobra.Command {
@@ -120,24 +147,6 @@ approvals given before no longer count: approve again after amending.`,
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
-	return cmd
-}
-
-func newRevokeCmd(g *globals) *cobra.Command {
-	var reason string
-	cmd := &cobra.Command{
-		Use:   "revoke ASK --reason TEXT",
-		Short: "Withdraw your approval of an ask that still waits for its quorum",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return usageErr("revoke needs --reason: say why, it is recorded")
-			}
-			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0],
-				Decision: &tollgatev1.DecideRequest_Revoke{Revoke: &tollgatev1.Revoke{Reason: reason}}})
-		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
 	return cmd
 }
 
@@ -235,26 +244,6 @@ includes revoked and expired ones. "standing revoke ID --reason TEXT" ends one.`
 	}
 	revoke.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
 	cmd.AddCommand(revoke)
-	return cmd
-}
-
-func newRequestEvidenceCmd(g *globals) *cobra.Command {
-	var what string
-	cmd := &cobra.Command{
-		Use:   "request-evidence ASK --what TEXT",
-		Short: "Ask the requester for more evidence before you decide",
-		Long: `The ask waits for the requester to attach evidence (approvectl evidence);
-its deadline keeps running. At most three rounds per ask.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(what) == "" {
-				return usageErr("request-evidence needs --what: say what you need to see")
-			}
-			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0],
-				Decision: &tollgatev1.DecideRequest_RequestEvidence{RequestEvidence: &tollgatev1.RequestEvidence{What: what}}})
-		},
-	}
-	cmd.Flags().StringVar(&what, "what", "", "what evidence is needed (required)")
 	return cmd
 }
 

@@ -404,6 +404,20 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 	return out, nil
 }
 
+// callerAsk is the authenticated caller and the ask they name, read with
+// every due deadline applied.
+func (s *Services) callerAsk(ctx context.Context, id string) (string, *engine.Run, *engine.AskRun, error) {
+	who, err := caller(ctx)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	run, a, err := s.loadAsk(ctx, id)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return who, run, a, nil
+}
+
 func (s *Services) loadAsk(ctx context.Context, id string) (*engine.Run, *engine.AskRun, error) {
 	runID, stop, err := splitAskID(id)
 	if err != nil {
@@ -423,11 +437,7 @@ func (s *Services) loadAsk(ctx context.Context, id string) (*engine.Run, *engine
 // GetAsk returns the whole decision packet and whether the caller may
 // decide it.
 func (s *Services) GetAsk(ctx context.Context, req *tollgatev1.GetAskRequest) (*tollgatev1.GetAskResponse, error) {
-	who, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	run, a, err := s.loadAsk(ctx, req.GetAskId())
+	who, run, a, err := s.callerAsk(ctx, req.GetAskId())
 	if err != nil {
 		return nil, err
 	}
@@ -493,11 +503,7 @@ func (s *Services) authorityRequired(ctx context.Context, run *engine.Run, a *en
 // ask was routed), and — when the caller says what they reviewed — still
 // binding that exact payload (I6).
 func (s *Services) decidable(ctx context.Context, askID, reviewed string) (string, *engine.Run, *engine.AskRun, authority, error) {
-	who, err := caller(ctx)
-	if err != nil {
-		return "", nil, nil, authority{}, err
-	}
-	run, a, err := s.loadAsk(ctx, askID)
+	who, run, a, err := s.callerAsk(ctx, askID)
 	if err != nil {
 		return "", nil, nil, authority{}, err
 	}
@@ -683,11 +689,7 @@ const (
 // AttachEvidence adds the requester's artifacts to an ask that asked for
 // them; it is pending again with a new evidence digest.
 func (s *Services) AttachEvidence(ctx context.Context, req *tollgatev1.AttachEvidenceRequest) (*tollgatev1.AttachEvidenceResponse, error) {
-	who, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	run, a, err := s.loadAsk(ctx, req.GetAskId())
+	who, run, a, err := s.callerAsk(ctx, req.GetAskId())
 	if err != nil {
 		return nil, err
 	}
