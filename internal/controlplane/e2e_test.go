@@ -293,16 +293,28 @@ func TestApprovalBindsTheReviewedPayload(t *testing.T) {
 }
 
 // I1: `without asking` is allowed only where policy lets the starter
-// approve the action; without such policy the start is refused.
+// approve the action; otherwise the start is refused and nothing runs.
 func TestWithoutAskingNeedsPolicy(t *testing.T) {
 	e := newEnv(t, nil, echoTools())
-	_, err := e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{
-		Recipe: "w: notes.store {\"text\":\"x\"} without asking\n"}})
-	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "without asking") {
-		t.Fatalf("want permission denied: %v", err)
+	start := func(who, recipe string) error {
+		_, err := e.runs(who).StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: recipe}})
+		return err
+	}
+	for _, tc := range []struct{ who, recipe, why string }{
+		{"alice", `w: payments.pay {"vendor": "V", "invoice": "I", "amount": 5, "currency": "INR", "bank_account": "X"} without asking` + "\n", "separation of duties"},
+		{"erin", `w: notes.store {"text":"x"} without asking` + "\n", "erin holds no role"},
+		{"alice", "a: notes.search {}\nw: notes.store {\"text\":\"{a}\"} without asking\n", "depend on earlier steps"},
+	} {
+		if err := start(tc.who, tc.recipe); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), tc.why) {
+			t.Fatalf("%s: want permission denied (%s): %v", tc.who, tc.why, err)
+		}
 	}
 	runs, _, _ := e.store.ListRuns(bg, store.RunQuery{})
 	if len(runs) != 0 {
 		t.Fatal("no run was created")
+	}
+	// Policy lets a member approve their own notes.
+	if err := start("alice", `w: notes.store {"text":"x"} without asking`+"\n"); err != nil {
+		t.Fatalf("alice may store her own note unasked: %v", err)
 	}
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
-	"github.com/tollgate-dev/tollgate/pkg/plan"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
@@ -61,7 +60,6 @@ type Options struct {
 	EscalateTo    string          `yaml:"escalate_to"`  // role an ask nobody may decide goes to
 	DeadlinePass  time.Duration   `yaml:"deadline_pass"`
 	Webhooks      []WebhookOption `yaml:"webhooks"`
-	WithoutAsking []string        `yaml:"allow_without_asking"` // users who may approve `without asking` steps by starting a run; "*" for all
 	AskExpiry     time.Duration   `yaml:"ask_expiry"`
 	Reflection    bool            `yaml:"reflection"`
 	DrainTimeout  time.Duration   `yaml:"drain_timeout"`
@@ -154,7 +152,6 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&o.EscalateTo, "escalate-to", "", "role an ask goes to when policy leaves nobody eligible and its recipe names no escalation (--dev: finance)")
 	fs.DurationVar(&o.DeadlinePass, "deadline-pass", 15*time.Second, "how often the deadline pass applies due reminders, escalations and expiries (readers apply them anyway)")
 	fs.Var(listFlag{&o.AgentOwners}, "agent-owner", "AGENT=PERSON: PERSON owns the agent principal AGENT; separation of duties excludes both (repeatable)")
-	fs.Var(listFlag{&o.WithoutAsking}, "allow-without-asking", "USER (or *) may approve `without asking` steps by starting a run (repeatable; default nobody)")
 	fs.DurationVar(&o.AskExpiry, "ask-expiry", engine.DefaultAskExpiry, "deadline of an ask whose recipe sets none")
 	fs.BoolVar(&o.Reflection, "reflection", false, "serve gRPC reflection")
 	fs.StringVar(&o.GrantKey, "grant-key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)")
@@ -280,10 +277,6 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return err
 	}
-	allowed := o.WithoutAsking
-	withoutAsking := func(starter string, _ plan.Step) bool {
-		return slices.Contains(allowed, "*") || slices.Contains(allowed, starter)
-	}
 	if o.GrantKey == "" && o.Dev {
 		o.GrantKey = filepath.Join(o.Home, "dev", "grant.key")
 	}
@@ -326,7 +319,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		}
 	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Authority: az, Domain: o.Domain, Owners: owners,
-		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection, WithoutAsking: withoutAsking,
+		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier)})
 	srvRef = srv

@@ -21,7 +21,6 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
-	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // Limits every server applies.
@@ -66,9 +65,6 @@ type Config struct {
 	// call the approver API.
 	ExecutorTLS *tls.Config
 	TrustDomain string
-	// WithoutAsking says who may approve a `without asking` step by
-	// starting a run; nil refuses all.
-	WithoutAsking func(starter string, step plan.Step) bool
 }
 
 // Server is a control plane's gRPC server with its handlers.
@@ -114,7 +110,7 @@ func NewServer(cfg Config) *Server {
 	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
-	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, WithoutAsking: cfg.WithoutAsking})
+	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
 	runner.asks = svc
 	tollgatev1.RegisterRunServiceServer(gs, svc)

@@ -47,9 +47,6 @@ type ServiceConfig struct {
 	// (logged). Notifier, if set, sends webhook notices.
 	EscalateTo string
 	Notifier   Notifier
-	// WithoutAsking says whether a starter may approve a `without asking`
-	// step by starting the run (I1). Nil refuses every such step.
-	WithoutAsking func(starter string, step plan.Step) bool
 }
 
 // Services implements RunService, ApprovalService and AuditService.
@@ -112,8 +109,10 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errInvalid)
 	}
 	for _, st := range stepsOf(res.Plan) {
-		if st.SideEffect && st.WithoutAsking && (s.cfg.WithoutAsking == nil || !s.cfg.WithoutAsking(who, st)) {
-			return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run; remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, errDenied)
+		if st.SideEffect && st.WithoutAsking {
+			if why, ok := s.mayStartUnasked(ctx, who, st); !ok {
+				return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errDenied)
+			}
 		}
 	}
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
@@ -710,4 +709,27 @@ func (s *Services) AttachEvidence(ctx context.Context, req *tollgatev1.AttachEvi
 		return nil, err
 	}
 	return &tollgatev1.AttachEvidenceResponse{Ask: askToProto(tr.Run, tr.Run.Asks[a.ID], "")}, nil
+}
+
+// mayStartUnasked decides whether starting the run may approve a
+// `without asking` step (I1): only where policy lets the starter approve
+// that action themselves, as if the recipe asked them. Args that depend
+// on earlier steps cannot be judged before they run, so they are refused.
+func (s *Services) mayStartUnasked(ctx context.Context, who string, st plan.Step) (string, bool) {
+	if s.cfg.Authority == nil {
+		return "no policy is loaded", false
+	}
+	if refs, _ := plan.ObjectRefs(st.Args); len(refs) > 0 {
+		return "its args depend on earlier steps, so what it would do is not known at the start", false
+	}
+	run := &engine.Run{Requester: who}
+	m, err := s.matter(run, engine.Payload{Step: st.ID, Server: st.Server, Tool: st.Tool, Args: st.Args})
+	if err != nil {
+		return err.Error(), false
+	}
+	d, err := s.cfg.Authority.Authorize(ctx, authz.Request{Actor: who, Matter: m, Ask: authz.RecipeAsk{Audience: authz.AudienceMe}})
+	if err != nil || !d.Allowed {
+		return d.Reason, false
+	}
+	return "", true
 }

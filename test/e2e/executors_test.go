@@ -46,6 +46,11 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 	pub, _ := os.ReadFile(filepath.Join(home, "dev", "signing.pub"))
 	jwtKey := filepath.Join(home, "dev.pem")
 	os.WriteFile(jwtKey, pub, 0o644)
+	// The example policy, and members may mark (the test server's side
+	// effect) without asking.
+	pol, _ := os.ReadFile(examplePolicy(t))
+	policy := filepath.Join(home, "policy.csv")
+	os.WriteFile(policy, append(pol, "p,  role:member, acme, test.mark, -\np2, acme, test.mark, 1, none, -\n"...), 0o644)
 	cat, _ := os.ReadFile("../../examples/catalog.yaml")
 	catalog := filepath.Join(home, "catalog.yaml")
 	os.WriteFile(catalog, append(cat, testCatalog...), 0o644)
@@ -58,7 +63,7 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 	}
 	c.plane = startPlane(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
 		"--executor-listen", "127.0.0.1:0", "--executor-cert", pki.Server.Cert, "--executor-key", pki.Server.Key, "--executor-ca", pki.CA,
-		"--grant-key", filepath.Join(home, "grant.key"), "--policy", examplePolicy(t), "--lease-ttl", "1s", "--catalog", catalog, "--allow-without-asking", "alice")
+		"--grant-key", filepath.Join(home, "grant.key"), "--policy", policy, "--lease-ttl", "1s", "--catalog", catalog)
 	servers := fmt.Sprintf(`
   - {name: test, command: [%q, "--file", %q]}
   - {name: mcp-monitor, command: [%q]}
