@@ -28,7 +28,8 @@ func TestReloadRace(t *testing.T) {
 	var done atomic.Bool
 	var wrong, checked, flicker atomic.Int64
 	var wg sync.WaitGroup
-	for i := range 2 {
+	const enforcers = 8 // the figure: 8 goroutines enforcing throughout
+	for i := range enforcers {
 		wg.Go(func() {
 			for n := 0; !done.Load() || n < 50; n++ {
 				for _, actor := range []string{"hank", "ivan"} {
