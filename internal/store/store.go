@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -170,18 +171,32 @@ func Chain(runID string, prevSeq int64, prevHash string, recs []JournalRecord) (
 // HashRecord is "sha256:" and the hex SHA-256 of the canonical JSON of
 // {actor, kind, payload, prev_hash, run_id, seq, time (RFC 3339, UTC)}.
 func HashRecord(r JournalRecord) string {
-	var payload any
-	if len(r.Payload) > 0 {
-		if m, err := plan.DecodeObject(r.Payload); err == nil {
-			payload = m
+	// The keys in canonical (sorted) order, written directly.
+	b := make([]byte, 0, 256+len(r.Payload))
+	b = append(b, `{"actor":`...)
+	b = plan.AppendCanonical(b, r.Actor)
+	b = append(b, `,"kind":`...)
+	b = plan.AppendCanonical(b, r.Kind)
+	b = append(b, `,"payload":`...)
+	switch {
+	case len(r.Payload) == 0:
+		b = append(b, "null"...)
+	default:
+		if c, ok := plan.AppendCanonicalObject(b, r.Payload); ok {
+			b = c
 		} else {
-			payload = string(r.Payload)
+			b = plan.AppendCanonical(b, string(r.Payload))
 		}
 	}
-	b := plan.AppendCanonical(nil, map[string]any{
-		"actor": r.Actor, "kind": r.Kind, "payload": payload, "prev_hash": r.PrevHash,
-		"run_id": r.RunID, "seq": json.Number(fmt.Sprint(r.Seq)), "time": r.Time.UTC().Format(time.RFC3339Nano),
-	})
+	b = append(b, `,"prev_hash":`...)
+	b = plan.AppendCanonical(b, r.PrevHash)
+	b = append(b, `,"run_id":`...)
+	b = plan.AppendCanonical(b, r.RunID)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, r.Seq, 10)
+	b = append(b, `,"time":`...)
+	b = plan.AppendCanonical(b, r.Time.UTC().Format(time.RFC3339Nano))
+	b = append(b, '}')
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
