@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -247,32 +248,43 @@ func (s *Store) commit(ctx context.Context, p *prepared) error {
 	c := p.c
 	for attempt := range 4 {
 		var pr prior
-		// A create has nothing to read: its asks are new (if one is not,
-		// the script says so and we read).
-		if c.ExpectVersion != 0 || attempt > 0 {
+		switch {
+		case c.ExpectVersion == 0 && attempt == 0:
+			// A create has nothing to read: its asks are new (if one is
+			// not, the script says so and we read).
+			pr.asks = make([]priorAsk, len(p.asks))
+		case attempt == 0 && s.written.prior(p, &pr):
+			// This store wrote the version the commit follows: what it
+			// wrote is what the script will find, unless another writer
+			// moved the run (the script refuses: version conflict) or an
+			// ask's row (the script says read again).
+		default:
 			var err error
 			if pr, err = s.readPrior(ctx, p); err != nil {
 				return err
 			}
 			if (c.ExpectVersion == 0 && pr.exists) || (c.ExpectVersion != 0 && pr.version != c.ExpectVersion) {
+				s.written.forget(c.Run.ID)
 				return store.ErrConflict
 			}
-		} else {
-			pr.asks = make([]priorAsk, len(p.asks))
 		}
 		keys, args := s.scriptArgs(p, pr)
 		code, err := commitScript.Run(ctx, s.rdb, keys, args...).Int()
 		if err != nil {
+			s.written.forget(c.Run.ID)
 			return fmt.Errorf("redisstore: commit: %w", err)
 		}
 		switch code {
 		case 0:
+			s.written.remember(p)
 			return nil
 		case 1:
+			s.written.forget(c.Run.ID)
 			return store.ErrConflict
 		case 2:
 			return store.ErrDeadline
 		case 3:
+			s.written.forget(c.Run.ID)
 			return fmt.Errorf("%w: the journal does not follow the run's stored head", store.ErrConflict)
 		case 4:
 			continue
@@ -280,7 +292,79 @@ func (s *Store) commit(ctx context.Context, p *prepared) error {
 			return fmt.Errorf("redisstore: commit script answered %d", code)
 		}
 	}
+	s.written.forget(c.Run.ID)
 	return fmt.Errorf("%w: the run's asks kept changing while committing", store.ErrConflict)
+}
+
+// maxWritten bounds the runs whose last write a store remembers.
+const maxWritten = 8192
+
+// writtenRuns remembers, per run, the index fields of the last version
+// this store committed, so the next commit of that run needs no read to
+// find the index entries to move. It is only a guess: the script checks
+// every field against Redis before it writes.
+type writtenRuns struct {
+	mu   sync.Mutex
+	runs map[string]*writtenRun
+}
+
+type writtenRun struct {
+	version   int64
+	state     string
+	requester string
+	createdNS string
+	asks      map[string]priorAsk
+}
+
+// prior fills pr from what this store last wrote, if that is the version
+// p follows.
+func (w *writtenRuns) prior(p *prepared, pr *prior) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.runs[p.c.Run.ID]
+	if !ok || r.version != p.c.ExpectVersion {
+		return false
+	}
+	*pr = prior{version: r.version, exists: true, state: r.state, requester: r.requester, createdNS: r.createdNS,
+		asks: make([]priorAsk, len(p.asks))}
+	for i, a := range p.asks {
+		pr.asks[i] = r.asks[a.ID] // absent: the ask is new
+	}
+	return true
+}
+
+// remember records what a commit wrote.
+func (w *writtenRuns) remember(p *prepared) {
+	run := p.c.Run
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.runs == nil {
+		w.runs = map[string]*writtenRun{}
+	}
+	r, ok := w.runs[run.ID]
+	if !ok {
+		if len(w.runs) >= maxWritten {
+			for id := range w.runs { // evict one, any
+				delete(w.runs, id)
+				break
+			}
+		}
+		r = &writtenRun{}
+		w.runs[run.ID] = r
+	}
+	r.version, r.state, r.requester, r.createdNS = run.Version, run.State, run.Requester, timeNS(run.CreatedAt)
+	for _, a := range p.asks {
+		if r.asks == nil {
+			r.asks = map[string]priorAsk{}
+		}
+		r.asks[a.ID] = priorAsk{exists: true, state: a.State, audience: a.Audience, expiresNS: timeNS(a.ExpiresAt)}
+	}
+}
+
+func (w *writtenRuns) forget(runID string) {
+	w.mu.Lock()
+	delete(w.runs, runID)
+	w.mu.Unlock()
 }
 
 // readPrior reads what the script needs to know to move index entries.

@@ -77,6 +77,7 @@ type Store struct {
 	width      int
 	durability string
 	addr       string
+	written    writtenRuns
 }
 
 var _ store.Store = (*Store)(nil)
