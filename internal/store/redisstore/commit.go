@@ -269,7 +269,7 @@ func (s *Store) commit(ctx context.Context, p *prepared) error {
 			}
 		}
 		keys, args := s.scriptArgs(p, pr)
-		code, err := commitScript.Run(ctx, s.rdb, keys, args...).Int()
+		code, err := s.runCommit(ctx, keys, args)
 		if err != nil {
 			s.written.forget(c.Run.ID)
 			return fmt.Errorf("redisstore: commit: %w", err)
@@ -367,15 +367,41 @@ func (w *writtenRuns) forget(runID string) {
 	w.mu.Unlock()
 }
 
+// runCommit runs the commit script in a shared pipeline (EVALSHA; the
+// script is loaded at start-up, and again here if Redis lost it).
+func (s *Store) runCommit(ctx context.Context, keys []string, args []any) (int, error) {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, "evalsha", commitScript.Hash(), len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if err := s.batch.do(ctx, cmd); err != nil {
+		return 0, err
+	}
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return commitScript.Eval(ctx, s.rdb, keys, args...).Int()
+	}
+	return cmd.Int()
+}
+
 // readPrior reads what the script needs to know to move index entries.
 func (s *Store) readPrior(ctx context.Context, p *prepared) (prior, error) {
-	pipe := s.rdb.Pipeline()
-	run := pipe.HMGet(ctx, runKey(p.tag, p.c.Run.ID), "version", "state", "requester", "created_ns")
+	run := redis.NewSliceCmd(ctx, "hmget", runKey(p.tag, p.c.Run.ID), "version", "state", "requester", "created_ns")
+	cmds := []redis.Cmder{run}
 	askCmds := make([]*redis.SliceCmd, len(p.asks))
 	for i, a := range p.asks {
-		askCmds[i] = pipe.HMGet(ctx, askKey(p.tag, a.ID), "state", "audience", "expires_ns")
+		askCmds[i] = redis.NewSliceCmd(ctx, "hmget", askKey(p.tag, a.ID), "state", "audience", "expires_ns")
+		cmds = append(cmds, askCmds[i])
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	err := s.batch.do(ctx, cmds...)
+	for _, c := range cmds {
+		if err == nil {
+			err = c.Err()
+		}
+	}
+	if err != nil {
 		return prior{}, fmt.Errorf("redisstore: commit: %w", err)
 	}
 	var pr prior
