@@ -35,6 +35,7 @@ type Runner struct {
 	watchers map[string]map[*RunWatch]bool
 	queues   map[string]*runQueue
 	cache    map[string]cachedRun
+	ended    map[string]cachedRun
 	offset   atomic.Int64 // store clock minus ours, nanoseconds
 	offsetAt atomic.Int64 // when offset was measured, our clock, Unix ns; 0 never
 	// refreshing is set while one caller measures a stale offset again.
@@ -149,7 +150,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg.NewID = randomID
 	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID,
-		machines: map[string]*engine.Machine{}, watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}}
+		machines: map[string]*engine.Machine{}, watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, ended: map[string]cachedRun{}}
 }
 
 func randomID() string {
@@ -273,11 +274,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 // Get reads a run, applying any deadline that has passed (I4: readers
 // enforce the clock, whether or not a background pass ran).
 func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machine, error) {
-	sr, err := r.store.GetRun(ctx, id)
-	if err != nil {
-		return nil, nil, fmt.Errorf("run %s: %w", id, err)
-	}
-	run, m, err := r.decode(ctx, sr)
+	run, m, err := r.read(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -298,6 +295,30 @@ func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machi
 		return tr.Run, m, nil
 	}
 	return run, m, nil
+}
+
+// read reads a run from the store. When this replica committed the
+// version the store holds, that is the run it keeps decoded: reading the
+// version alone saves reading and decoding the rest.
+func (r *Runner) read(ctx context.Context, id string) (*engine.Run, *engine.Machine, error) {
+	if c, ok := r.recent(id); ok {
+		v, err := r.store.RunVersion(ctx, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run %s: %w", id, err)
+		}
+		if v == c.run.Version {
+			m, err := r.machine(ctx, c.row.PlanDigest)
+			if err != nil {
+				return nil, nil, err
+			}
+			return c.run, m, nil
+		}
+	}
+	sr, err := r.store.GetRun(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	return r.decode(ctx, sr)
 }
 
 // openAsk reports whether a run holds an ask that still waits, whose
@@ -622,8 +643,11 @@ func (r *Runner) storeTime() time.Time {
 }
 
 // maxCachedRuns bounds the runs a replica keeps decoded between
-// transitions.
-const maxCachedRuns = 4096
+// transitions, and maxEndedRuns the ended runs it keeps for readers.
+const (
+	maxCachedRuns = 4096
+	maxEndedRuns  = 1024
+)
 
 type cachedRun struct {
 	row store.Run
@@ -659,23 +683,37 @@ func (r *Runner) load(ctx context.Context, runID string, fresh bool) (store.Run,
 func (r *Runner) remember(row store.Run, run *engine.Run) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	m, bound := r.cache, maxCachedRuns
 	if run.State.Terminal() {
 		delete(r.cache, row.ID)
-		return
+		m, bound = r.ended, maxEndedRuns
 	}
-	if len(r.cache) >= maxCachedRuns {
-		for id := range r.cache { // evict one, any
-			delete(r.cache, id)
+	if len(m) >= bound {
+		for id := range m { // evict one, any
+			delete(m, id)
 			break
 		}
 	}
-	r.cache[row.ID] = cachedRun{row: row, run: run}
+	m[row.ID] = cachedRun{row: row, run: run}
 }
 
 func (r *Runner) forget(runID string) {
 	r.mu.Lock()
 	delete(r.cache, runID)
+	delete(r.ended, runID)
 	r.mu.Unlock()
+}
+
+// recent is the run this replica committed last, ended or not, if it
+// still has it.
+func (r *Runner) recent(runID string) (cachedRun, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cache[runID]; ok {
+		return c, true
+	}
+	c, ok := r.ended[runID]
+	return c, ok
 }
 
 // liveEffects drops dispatches that a later event of the same batch

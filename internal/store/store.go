@@ -126,6 +126,9 @@ type Store interface {
 	Commit(ctx context.Context, c Commit) error
 	// GetRun returns a run or ErrNotFound.
 	GetRun(ctx context.Context, id string) (Run, error)
+	// RunVersion returns a run's version alone, or ErrNotFound: a reader
+	// that holds that version decoded needs nothing else.
+	RunVersion(ctx context.Context, id string) (int64, error)
 	// ListRuns returns runs newest first (Data may be left out), and a token for the next page
 	// ("" at the end).
 	ListRuns(ctx context.Context, q RunQuery) ([]Run, string, error)

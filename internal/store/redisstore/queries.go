@@ -70,6 +70,22 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	return decodeRun(id, m)
 }
 
+// RunVersion implements store.Store.
+func (s *Store) RunVersion(ctx context.Context, id string) (int64, error) {
+	cmd := redis.NewStringCmd(ctx, "hget", runKey(s.runTag(id), id), "version")
+	if err := s.batch.do(ctx, cmd); err != nil {
+		return 0, fmt.Errorf("redisstore: %w", err)
+	}
+	v, err := cmd.Int64()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, store.ErrNotFound
+	case err != nil:
+		return 0, fmt.Errorf("redisstore: run %s: %w", id, err)
+	}
+	return v, nil
+}
+
 // GetAsk implements store.Store. An ask lives in its run's shard; its id
 // is "RUN/STOP", so the shard follows from the id. An id of another shape
 // is looked for in every shard.
