@@ -51,6 +51,8 @@ func cpuMeter(b *testing.B, srv *redistest.Server) func() {
 		b.ReportMetric(float64(redis.Microseconds())/float64(b.N), "redis-cpu-µs/op")
 		if os.Getenv("TOLLGATE_BENCH_REDISSTATS") != "" {
 			stats, _ := srv.Do("INFO", "commandstats")
+			cpu, _ := srv.Do("INFO", "cpu")
+			stats += cpu
 			b.Logf("N=%d\n%s", b.N, stats)
 		}
 	}
