@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // commitScript applies one transition. Redis does not roll a script back,
@@ -122,8 +123,8 @@ if na > 0 then
   if changed then redis.call('HSET', KEYS[1], 'asks', cjson.encode(list)) end
 end
 local j = 23 + 15 * na
-for i = 0, nj - 1 do
-  redis.call('RPUSH', KEYS[2], ARGV[j + i])
+for i = 0, nj - 1, 500 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, j + i, j + math.min(i + 499, nj - 1)))
 end
 return 0
 `
@@ -194,7 +195,7 @@ type prepared struct {
 	c       store.Commit
 	tag     string
 	asks    []store.Ask // last write of each id wins, as in memstore
-	journal []string
+	journal [][]byte
 	fields  []any // ARGV 9-19
 }
 
@@ -226,16 +227,25 @@ func (s *Store) prepare(c store.Commit) (*prepared, error) {
 		seen[a.ID] = len(p.asks)
 		p.asks = append(p.asks, a)
 	}
-	for _, r := range c.Journal {
-		b, err := encodeRecord(r)
-		if err != nil {
+	// The records are encoded into one buffer and passed as slices of it.
+	var buf []byte
+	ends := make([]int, len(c.Journal))
+	for i, r := range c.Journal {
+		var err error
+		if buf, err = appendRecord(buf, r); err != nil {
 			return nil, err
 		}
-		p.journal = append(p.journal, b)
+		ends[i] = len(buf)
+	}
+	p.journal = make([][]byte, len(c.Journal))
+	start := 0
+	for i, end := range ends {
+		p.journal[i] = buf[start:end:end]
+		start = end
 	}
 	r := c.Run
 	p.fields = []any{strconv.FormatInt(r.Version, 10), r.State, r.Requester, r.Skill, r.PlanDigest,
-		timeNS(r.CreatedAt), timeNS(r.UpdatedAt), strconv.FormatInt(r.JournalSeq, 10), r.JournalHead, string(r.Data)}
+		timeNS(r.CreatedAt), timeNS(r.UpdatedAt), strconv.FormatInt(r.JournalSeq, 10), r.JournalHead, r.Data}
 	if c.ExpectVersion == 0 {
 		p.fields = append(p.fields, c.RequestKey)
 	} else {
@@ -268,8 +278,7 @@ func (s *Store) commit(ctx context.Context, p *prepared) error {
 				return store.ErrConflict
 			}
 		}
-		keys, args := s.scriptArgs(p, pr)
-		code, err := s.runCommit(ctx, keys, args)
+		code, err := s.runCommit(ctx, p, pr)
 		if err != nil {
 			s.written.forget(c.Run.ID)
 			return fmt.Errorf("redisstore: commit: %w", err)
@@ -369,18 +378,13 @@ func (w *writtenRuns) forget(runID string) {
 
 // runCommit runs the commit script in a shared pipeline (EVALSHA; the
 // script is loaded at start-up, and again here if Redis lost it).
-func (s *Store) runCommit(ctx context.Context, keys []string, args []any) (int, error) {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "evalsha", commitScript.Hash(), len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	a = append(a, args...)
-	cmd := redis.NewCmd(ctx, a...)
+func (s *Store) runCommit(ctx context.Context, p *prepared, pr prior) (int, error) {
+	cmd := redis.NewCmd(ctx, s.scriptCmd(p, pr)...)
 	if err := s.batch.do(ctx, cmd); err != nil {
 		return 0, err
 	}
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		keys, args := s.scriptArgs(p, pr)
 		return commitScript.Eval(ctx, s.rdb, keys, args...).Int()
 	}
 	return cmd.Int()
@@ -423,6 +427,18 @@ func (s *Store) readPrior(ctx context.Context, p *prepared) (prior, error) {
 func str(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// scriptCmd is the EVALSHA command of commitScript with KEYS and ARGV
+// laid out as it reads them.
+func (s *Store) scriptCmd(p *prepared, pr prior) []any {
+	keys, args := s.scriptArgs(p, pr)
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "evalsha", commitScript.Hash(), len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return append(cmd, args...)
 }
 
 // scriptArgs lays out KEYS and ARGV as commitScript reads them.
@@ -541,16 +557,23 @@ type storedRecord struct {
 	Hash       string          `json:"hash"`
 }
 
-func encodeRecord(r store.JournalRecord) (string, error) {
-	t, err := r.Time.MarshalJSON()
-	if err != nil {
-		return "", fmt.Errorf("%w: journal record %d: %v", store.ErrInvalid, r.Seq, err)
-	}
-	b := make([]byte, 0, 256+len(r.Payload))
+// appendRecord appends r as it is kept in the list.
+func appendRecord(b []byte, r store.JournalRecord) ([]byte, error) {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendInt(b, r.Seq, 10)
 	b = append(b, `,"time":`...)
-	b = append(b, t...)
+	if y := r.Time.Year(); r.Time.Location() == time.UTC && y >= 0 && y < 10000 {
+		// What MarshalJSON writes, without its allocation.
+		b = append(b, '"')
+		b = r.Time.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	} else {
+		t, err := r.Time.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("%w: journal record %d: %v", store.ErrInvalid, r.Seq, err)
+		}
+		b = append(b, t...)
+	}
 	b = appendField(b, "actor", r.Actor)
 	b = appendField(b, "kind", r.Kind)
 	if len(r.Payload) > 0 {
@@ -563,15 +586,14 @@ func encodeRecord(r store.JournalRecord) (string, error) {
 	}
 	b = appendField(b, "prev_hash", r.PrevHash)
 	b = appendField(b, "hash", r.Hash)
-	return string(append(b, '}')), nil
+	return append(b, '}'), nil
 }
 
 func appendField(b []byte, name, v string) []byte {
-	q, _ := json.Marshal(v) // a string always marshals
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':')
-	return append(b, q...)
+	return plan.AppendCanonical(b, v) // a JSON string
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
