@@ -43,6 +43,35 @@ type ExecDispatcher struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+	work      chan func() // to recordWorkers
+}
+
+// recordWorkers run the handlers that record what executors say (acks,
+// starts, results) on goroutines that outlive one message: each handler's
+// deep call path (engine, commit, store) then reuses a stack already grown
+// instead of growing a fresh one every time. A handler that finds every
+// worker busy gets a goroutine of its own.
+const recordWorkers = 64
+
+// handle runs f on an idle record worker, or on a goroutine of its own.
+func (d *ExecDispatcher) handle(f func()) {
+	select {
+	case d.work <- f:
+	default:
+		go f()
+	}
+}
+
+func (d *ExecDispatcher) recordWorker() {
+	defer d.wg.Done()
+	for {
+		select {
+		case f := <-d.work:
+			f()
+		case <-d.stop:
+			return
+		}
+	}
 }
 
 // DispatcherConfig configures an ExecDispatcher.
@@ -119,13 +148,16 @@ func NewExecDispatcher(cfg DispatcherConfig) *ExecDispatcher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &ExecDispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{})}
-	d.wg.Add(1)
+	d := &ExecDispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{}), work: make(chan func())}
+	d.wg.Add(1 + recordWorkers)
 	go d.reap()
+	for range recordWorkers {
+		go d.recordWorker()
+	}
 	return d
 }
 
-// Close stops the reaper and waits for it.
+// Close stops the reaper and the record workers and waits for them.
 func (d *ExecDispatcher) Close() {
 	close(d.stop)
 	d.wg.Wait()
@@ -415,10 +447,10 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 			}
 			if l.offer.d.SideEffect {
 				handlers.Add(1)
-				go func() {
+				d.handle(func() {
 					defer handlers.Done()
 					d.recordAck(rec, s, l)
-				}()
+				})
 				continue
 			}
 			at := d.runner.storeTime()
@@ -452,12 +484,16 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 					close(l.ackDone)
 					return
 				}
-				d.recordAck(rec, s, l)
+				handlers.Add(1) // on a record worker, to commit
+				d.handle(func() {
+					defer handlers.Done()
+					d.recordAck(rec, s, l)
+				})
 			}()
 		case *tollgatev1.ExecutorMessage_Start:
 			l, ok := d.take(s, x.Start.GetLeaseId(), x.Start.GetFence())
 			handlers.Add(1)
-			go func() {
+			d.handle(func() {
 				defer handlers.Done()
 				durable := false
 				if ok {
@@ -473,7 +509,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				case s.out <- ack:
 				case <-ctx.Done():
 				}
-			}()
+			})
 		case *tollgatev1.ExecutorMessage_Heartbeat:
 			now := d.cfg.Now()
 			d.mu.Lock()
@@ -489,10 +525,10 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 			d.mu.Unlock()
 		case *tollgatev1.ExecutorMessage_Result:
 			handlers.Add(1)
-			go func() {
+			d.handle(func() {
 				defer handlers.Done()
 				d.result(rec, s, x.Result)
-			}()
+			})
 		case *tollgatev1.ExecutorMessage_Credit:
 			d.mu.Lock()
 			s.credits += int(x.Credit.GetCredits())
