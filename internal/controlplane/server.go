@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"log/slog"
 	"net"
+	"runtime"
 	"time"
 
 	"google.golang.org/grpc"
@@ -85,6 +86,10 @@ func NewServer(cfg Config) *Server {
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxSendMsgSize(MaxSendMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		// Streams run on goroutines that outlive one stream, so a handler's
+		// deep call path does not grow a fresh stack each time (a stream
+		// that finds every worker busy gets a goroutine of its own).
+		grpc.NumStreamWorkers(uint32(64*runtime.GOMAXPROCS(0))),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	)
