@@ -49,6 +49,11 @@ func cpuMeter(b *testing.B, srv *redistest.Server) func() {
 		self, redis := processCPU()-self0, redisCPU(b, srv)-redis0
 		b.ReportMetric(float64(self.Microseconds())/float64(b.N), "go-cpu-µs/op")
 		b.ReportMetric(float64(redis.Microseconds())/float64(b.N), "redis-cpu-µs/op")
+		for _, line := range strings.Split(srv.Log(), "\n") {
+			if strings.Contains(line, "fsync") && strings.Contains(line, "too long") {
+				b.Logf("redis-server: %s", line) // the disk held writes back
+			}
+		}
 		if os.Getenv("TOLLGATE_BENCH_REDISSTATS") != "" {
 			stats, _ := srv.Do("INFO", "commandstats")
 			cpu, _ := srv.Do("INFO", "cpu")
