@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -175,7 +176,13 @@ func Chain(runID string, prevSeq int64, prevHash string, recs []JournalRecord) (
 // {actor, kind, payload, prev_hash, run_id, seq, time (RFC 3339, UTC)}.
 func HashRecord(r JournalRecord) string {
 	// The keys in canonical (sorted) order, written directly.
-	b := make([]byte, 0, 256+len(r.Payload))
+	bp := hashBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 { // a huge record's buffer is left to the GC
+			hashBufs.Put(bp)
+		}
+	}()
+	b := (*bp)[:0]
 	b = append(b, `{"actor":`...)
 	b = plan.AppendCanonical(b, r.Actor)
 	b = append(b, `,"kind":`...)
@@ -200,9 +207,16 @@ func HashRecord(r JournalRecord) string {
 	b = append(b, `,"time":`...)
 	b = plan.AppendCanonical(b, r.Time.UTC().Format(time.RFC3339Nano))
 	b = append(b, '}')
+	*bp = b
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	var out [len("sha256:") + 2*sha256.Size]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[len("sha256:"):], sum[:])
+	return string(out[:])
 }
+
+// hashBufs holds the buffers HashRecord writes records into.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // VerifyChain checks that recs (a whole journal, in order) link up and
 // that every hash matches its record. It returns the seq of the first bad

@@ -228,7 +228,11 @@ func (s *Store) prepare(c store.Commit) (*prepared, error) {
 		p.asks = append(p.asks, a)
 	}
 	// The records are encoded into one buffer and passed as slices of it.
-	var buf []byte
+	size := 0
+	for _, r := range c.Journal {
+		size += 320 + len(r.Actor) + len(r.Kind) + 2*len(r.Payload)
+	}
+	buf := make([]byte, 0, size)
 	ends := make([]int, len(c.Journal))
 	for i, r := range c.Journal {
 		var err error
