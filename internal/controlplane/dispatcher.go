@@ -50,7 +50,7 @@ type ExecDispatcher struct {
 // starts, results) on goroutines that outlive one message: each handler's
 // deep call path (engine, commit, store) then reuses a stack already grown
 // instead of growing a fresh one every time. A handler that finds every
-// worker busy gets a goroutine of its own.
+// worker busy gets a goroutine of its own. Close stops the workers too.
 const recordWorkers = 64
 
 // handle runs f on an idle record worker, or on a goroutine of its own.
@@ -157,7 +157,7 @@ func NewExecDispatcher(cfg DispatcherConfig) *ExecDispatcher {
 	return d
 }
 
-// Close stops the reaper and the record workers and waits for them.
+// Close stops the reaper and waits for it.
 func (d *ExecDispatcher) Close() {
 	close(d.stop)
 	d.wg.Wait()

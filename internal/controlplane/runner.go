@@ -78,8 +78,16 @@ func (w *RunWatch) offer(run *engine.Run) {
 	}
 }
 
-// Watch follows a run's commits on this replica.
-func (r *Runner) Watch(runID string) *RunWatch {
+// Watch returns a channel that receives a signal (coalesced) after each
+// commit this replica makes to the run, and a func to stop watching.
+// Other replicas' commits are seen by polling; watchers must poll too.
+func (r *Runner) Watch(runID string) (<-chan struct{}, func()) {
+	w := r.Follow(runID)
+	return w.C(), w.Stop
+}
+
+// Follow is Watch that also hands over the runs committed.
+func (r *Runner) Follow(runID string) *RunWatch {
 	w := &RunWatch{ch: make(chan struct{}, 1)}
 	r.mu.Lock()
 	if r.watchers[runID] == nil {

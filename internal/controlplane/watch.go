@@ -18,7 +18,7 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 	if _, err := caller(ctx); err != nil {
 		return err
 	}
-	w := s.cfg.Runner.Watch(req.GetRunId())
+	w := s.cfg.Runner.Follow(req.GetRunId())
 	defer w.Stop()
 	tick := time.NewTicker(watchPoll)
 	defer tick.Stop()
