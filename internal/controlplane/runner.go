@@ -24,6 +24,7 @@ import (
 // resumes — moves runs through it, and it moves them only through the
 // engine, committing each transition atomically before acting on it.
 type Runner struct {
+	runnerPerf
 	store    store.Store
 	dispatch Dispatcher
 	log      *slog.Logger
@@ -35,12 +36,16 @@ type Runner struct {
 	watchers map[string]map[*RunWatch]bool
 	queues   map[string]*runQueue
 	cache    map[string]cachedRun
-	ended    map[string]cachedRun
 	offset   atomic.Int64 // store clock minus ours, nanoseconds
-	offsetAt atomic.Int64 // when offset was measured, our clock, Unix ns; 0 never
+	expiries atomic.Int64
+}
+
+// runnerPerf is what a Runner keeps to save store round trips.
+type runnerPerf struct {
+	ended    map[string]cachedRun // ended runs, for readers; under Runner.mu
+	offsetAt atomic.Int64         // when offset was measured, our clock, Unix ns; 0 never
 	// refreshing is set while one caller measures a stale offset again.
 	refreshing atomic.Bool
-	expiries   atomic.Int64
 }
 
 // RunWatch follows the commits this replica makes to one run.
@@ -158,7 +163,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg.NewID = randomID
 	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID,
-		machines: map[string]*engine.Machine{}, watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, ended: map[string]cachedRun{}}
+		machines: map[string]*engine.Machine{}, watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, runnerPerf: runnerPerf{ended: map[string]cachedRun{}}}
 }
 
 func randomID() string {
