@@ -618,14 +618,25 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 }
 
 // now reads the store's clock and remembers how far it is from ours.
+//
+// The store read its clock at some instant of the round trip, so the true
+// offset lies between t - after and t - before. The offset kept changes
+// only when it falls outside that window (to the window's middle): the
+// estimate stays put while measurements agree with it, and two timestamps
+// this replica takes (a lease and its result) are measured with the same
+// offset.
 func (r *Runner) now(ctx context.Context) (time.Time, error) {
+	before := time.Now()
 	t, err := r.store.Now(ctx)
 	if err != nil {
 		return t, err
 	}
-	local := time.Now()
-	r.offset.Store(int64(t.Sub(local)))
-	r.offsetAt.Store(local.UnixNano())
+	after := time.Now()
+	lo, hi := t.Sub(after), t.Sub(before)+time.Microsecond // TIME has µs resolution
+	if cur := time.Duration(r.offset.Load()); r.offsetAt.Load() == 0 || cur < lo || cur > hi {
+		r.offset.Store(int64(lo + (hi-lo)/2))
+	}
+	r.offsetAt.Store(after.UnixNano())
 	return t, nil
 }
 
