@@ -45,6 +45,35 @@ type ExecDispatcher struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+	work      chan func() // to recordWorkers
+}
+
+// recordWorkers run the handlers that record what executors say (acks,
+// starts, results) on goroutines that outlive one message: each handler's
+// deep call path (engine, commit, store) then reuses a stack already grown
+// instead of growing a fresh one every time. A handler that finds every
+// worker busy gets a goroutine of its own. Close stops the workers too.
+const recordWorkers = 64
+
+// handle runs f on an idle record worker, or on a goroutine of its own.
+func (d *ExecDispatcher) handle(f func()) {
+	select {
+	case d.work <- f:
+	default:
+		go f()
+	}
+}
+
+func (d *ExecDispatcher) recordWorker() {
+	defer d.wg.Done()
+	for {
+		select {
+		case f := <-d.work:
+			f()
+		case <-d.stop:
+			return
+		}
+	}
 }
 
 // DispatcherConfig configures an ExecDispatcher.
@@ -67,9 +96,31 @@ type lease struct {
 	offer    offer
 	s        *session
 	deadline time.Time
-	acked    bool
+	acked    bool          // the lease is recorded in the run
 	ackDone  chan struct{} // closed once the ack has been handled
+	// A read-only step's ack is recorded with its result when the result
+	// follows soon (one commit instead of two); see leaseRecordDelay.
+	ack     ackState // guarded by ExecDispatcher.mu
+	ackedAt time.Time
+	fold    chan struct{} // closed when the result takes the ack over
 }
+
+type ackState int
+
+const (
+	ackNone      ackState = iota
+	ackDeferred           // acked; the lease waits for its result, or the delay, to be recorded
+	ackFolded             // the result records the lease with itself
+	ackRecording          // the lease is being recorded on its own
+)
+
+// leaseRecordDelay is how long a read-only step's lease may wait to be
+// recorded together with its result. Nothing waits on that record: a
+// read-only step's lease is not a side effect's permission (only a Start
+// is, and it is always recorded before it is acknowledged), and a lease
+// that is lost before it is recorded is offered again at the same fence.
+// Watchers see the step leased at most this much later.
+const leaseRecordDelay = 20 * time.Millisecond
 
 type session struct {
 	id       string
@@ -99,9 +150,12 @@ func NewExecDispatcher(cfg DispatcherConfig) *ExecDispatcher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &ExecDispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{})}
-	d.wg.Add(1)
+	d := &ExecDispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{}), work: make(chan func())}
+	d.wg.Add(1 + recordWorkers)
 	go d.reap()
+	for range recordWorkers {
+		go d.recordWorker()
+	}
 	return d
 }
 
@@ -226,7 +280,7 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		pl.Grant = &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
 			ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
 	}
-	return &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL), ackDone: make(chan struct{})}, nil
+	return &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL), ackDone: make(chan struct{}), fold: make(chan struct{})}, nil
 }
 
 // Cancel implements Dispatcher.
@@ -421,36 +475,55 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				d.refuse(s, x.Ack.GetLeaseId(), x.Ack.GetFence(), "no such lease or a stale fence")
 				continue
 			}
+			if l.offer.d.SideEffect {
+				handlers.Add(1)
+				d.handle(func() {
+					defer handlers.Done()
+					d.recordAck(rec, s, l)
+				})
+				continue
+			}
+			at := d.runner.storeTime()
+			d.mu.Lock()
+			l.ack, l.ackedAt = ackDeferred, at
+			d.mu.Unlock()
 			handlers.Add(1)
 			go func() {
 				defer handlers.Done()
-				defer close(l.ackDone)
-				_, err := d.runner.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
-					return engine.StepLeased{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Executor: s.executor, LeaseID: l.id, At: now}
-				})
-				if err != nil {
-					d.drop(l)
-					d.refuse(s, l.id, uint64(l.offer.d.Attempt), err.Error())
-					if !engineRefusal(err) {
-						// Not the engine saying no (a store hiccup): the step
-						// is still queued, so offer it again.
-						d.mu.Lock()
-						if !d.assign(l.offer) {
-							d.waiting = append(d.waiting, l.offer)
-						}
-						d.mu.Unlock()
-					}
-					return
+				t := time.NewTimer(leaseRecordDelay)
+				defer t.Stop()
+				select {
+				case <-l.fold:
+					return // the result records it
+				case <-t.C:
+				case <-ctx.Done(): // the stream is over: record what we heard
 				}
 				d.mu.Lock()
-				l.acked = true
-				l.deadline = d.cfg.Now().Add(d.cfg.LeaseTTL)
+				state := l.ack
+				mine := state == ackDeferred && d.leases[l.id] == l
+				if mine {
+					l.ack = ackRecording
+				}
 				d.mu.Unlock()
+				switch {
+				case state == ackFolded:
+					return // the result records it, and closes ackDone
+				case !mine:
+					// Lost before it was recorded: it was offered again at
+					// the same fence.
+					close(l.ackDone)
+					return
+				}
+				handlers.Add(1) // on a record worker, to commit
+				d.handle(func() {
+					defer handlers.Done()
+					d.recordAck(rec, s, l)
+				})
 			}()
 		case *tollgatev1.ExecutorMessage_Start:
 			l, ok := d.take(s, x.Start.GetLeaseId(), x.Start.GetFence())
 			handlers.Add(1)
-			go func() {
+			d.handle(func() {
 				defer handlers.Done()
 				durable := false
 				if ok {
@@ -466,7 +539,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				case s.out <- ack:
 				case <-ctx.Done():
 				}
-			}()
+			})
 		case *tollgatev1.ExecutorMessage_Heartbeat:
 			now := d.cfg.Now()
 			d.mu.Lock()
@@ -482,10 +555,10 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 			d.mu.Unlock()
 		case *tollgatev1.ExecutorMessage_Result:
 			handlers.Add(1)
-			go func() {
+			d.handle(func() {
 				defer handlers.Done()
 				d.result(rec, s, x.Result)
-			}()
+			})
 		case *tollgatev1.ExecutorMessage_Credit:
 			d.mu.Lock()
 			s.credits += int(x.Credit.GetCredits())
@@ -494,6 +567,44 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 		case *tollgatev1.ExecutorMessage_Drained:
 			return nil
 		}
+	}
+}
+
+// leasedEvent is the engine event for an executor's ack of l.
+func (d *ExecDispatcher) leasedEvent(s *session, l *lease, at time.Time) func(now time.Time) engine.Event {
+	return func(now time.Time) engine.Event {
+		if !at.IsZero() {
+			now = at
+		}
+		return engine.StepLeased{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Executor: s.executor, LeaseID: l.id, At: now}
+	}
+}
+
+// recordAck commits an executor's ack of l on its own.
+func (d *ExecDispatcher) recordAck(ctx context.Context, s *session, l *lease) {
+	defer close(l.ackDone)
+	_, err := d.runner.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
+	if err != nil {
+		d.drop(l)
+		d.refuse(s, l.id, uint64(l.offer.d.Attempt), err.Error())
+		if !engineRefusal(err) {
+			// Not the engine saying no (a store hiccup): the step is still
+			// queued, so offer it again.
+			d.reoffer(l.offer)
+		}
+		return
+	}
+	d.mu.Lock()
+	l.acked = true
+	l.deadline = d.cfg.Now().Add(d.cfg.LeaseTTL)
+	d.mu.Unlock()
+}
+
+func (d *ExecDispatcher) reoffer(o offer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.assign(o) {
+		d.waiting = append(d.waiting, o)
 	}
 }
 
@@ -514,7 +625,16 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 		d.refuse(s, r.GetLeaseId(), r.GetFence(), "no such lease or a stale fence: the result is not recorded")
 		return
 	}
-	<-l.ackDone
+	d.mu.Lock()
+	folded := l.ack == ackDeferred
+	if folded {
+		l.ack = ackFolded
+		close(l.fold)
+	}
+	d.mu.Unlock()
+	if !folded {
+		<-l.ackDone
+	}
 	d.drop(l)
 	step, attempt := l.offer.d.Step, l.offer.d.Attempt
 	var build func(now time.Time) engine.Event
@@ -539,11 +659,27 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 		build = func(now time.Time) engine.Event {
 			return engine.StepFailed{Step: step, Attempt: attempt, Error: "executor refused: " + o.Refusal.GetMessage(), At: now}
 		}
-	default:
+	}
+	if !folded {
+		if build == nil {
+			return
+		}
+		if _, err := d.runner.Event(ctx, l.offer.runID, build); err != nil {
+			d.refuse(s, l.id, r.GetFence(), err.Error())
+		}
 		return
 	}
-	if _, err := d.runner.Event(ctx, l.offer.runID, build); err != nil {
+	// The lease and its result are recorded in one commit.
+	defer close(l.ackDone)
+	builds := []func(time.Time) engine.Event{d.leasedEvent(s, l, l.ackedAt)}
+	if build != nil {
+		builds = append(builds, build)
+	}
+	if _, err := d.runner.Events(ctx, l.offer.runID, builds...); err != nil {
 		d.refuse(s, l.id, r.GetFence(), err.Error())
+		if !engineRefusal(err) {
+			d.reoffer(l.offer) // nothing was recorded: the step is still queued
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -68,8 +69,9 @@ func ts(t time.Time) *timestamppb.Timestamp {
 // runToProto renders a run with its plan card and, for each step and ask,
 // what happened.
 func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Run {
+	pv := planViewOf(m)
 	out := &tollgatev1.Run{
-		Id: run.ID, PlanDigest: run.PlanDigest, Plan: planToProto(m.Plan(), m.Digest()), PlanCard: compiler.Card(m.Plan(), m.Digest(), nil),
+		Id: run.ID, PlanDigest: run.PlanDigest, Plan: pv.plan, PlanCard: pv.card,
 		Skill: skill, Requester: run.Requester, State: runStateToProto[run.State], StateReason: run.Reason, Version: uint64(run.Version),
 		CreatedAt: ts(run.CreatedAt), UpdatedAt: ts(run.UpdatedAt), ResumeCommand: resumeCommand(run),
 	}
@@ -98,6 +100,39 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 		out.Asks = append(out.Asks, askSummary(run, run.Asks[id], skill))
 	}
 	return out
+}
+
+// planView is a plan as every run of it shows it. It is built once per
+// plan and shared by the responses that carry it, which only read it.
+type planView struct {
+	plan *tollgatev1.Plan
+	card string
+}
+
+// planViews caches plan views by digest (plans are immutable).
+var planViews struct {
+	mu sync.Mutex
+	m  map[string]planView
+}
+
+// maxPlanViews bounds planViews.
+const maxPlanViews = 1024
+
+func planViewOf(m *engine.Machine) planView {
+	planViews.mu.Lock()
+	v, ok := planViews.m[m.Digest()]
+	planViews.mu.Unlock()
+	if ok {
+		return v
+	}
+	v = planView{plan: planToProto(m.Plan(), m.Digest()), card: compiler.Card(m.Plan(), m.Digest(), nil)}
+	planViews.mu.Lock()
+	defer planViews.mu.Unlock()
+	if planViews.m == nil || len(planViews.m) >= maxPlanViews {
+		planViews.m = map[string]planView{}
+	}
+	planViews.m[m.Digest()] = v
+	return v
 }
 
 func askSummary(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.AskSummary {

@@ -24,6 +24,7 @@ import (
 // resumes — moves runs through it, and it moves them only through the
 // engine, committing each transition atomically before acting on it.
 type Runner struct {
+	runnerPerf
 	store    store.Store
 	dispatch Dispatcher
 	log      *slog.Logger
@@ -32,7 +33,7 @@ type Runner struct {
 
 	mu       sync.Mutex
 	machines map[string]*engine.Machine // by plan digest; plans are immutable
-	watchers map[string]map[chan struct{}]bool
+	watchers map[string]map[*RunWatch]bool
 	queues   map[string]*runQueue
 	cache    map[string]cachedRun
 	offset   atomic.Int64 // store clock minus ours, nanoseconds
@@ -53,36 +54,84 @@ type AskHook interface {
 	Closed(ctx context.Context, run *engine.Run, askID string, state engine.AskState)
 }
 
+// runnerPerf is what a Runner keeps to save store round trips.
+type runnerPerf struct {
+	ended    map[string]cachedRun // ended runs, for readers; under Runner.mu
+	offsetAt atomic.Int64         // when offset was measured, our clock, Unix ns; 0 never
+	// refreshing is set while one caller measures a stale offset again.
+	refreshing atomic.Bool
+}
+
+// RunWatch follows the commits this replica makes to one run.
+type RunWatch struct {
+	ch     chan struct{}
+	latest atomic.Pointer[engine.Run]
+	stop   func()
+}
+
+// C receives a signal (coalesced) after each commit this replica makes to
+// the run. Other replicas' commits are seen by polling; watchers must poll
+// too.
+func (w *RunWatch) C() <-chan struct{} { return w.ch }
+
+// Latest is the newest run this replica has committed since the watch
+// began (nil if none): it is durable, and immutable.
+func (w *RunWatch) Latest() *engine.Run { return w.latest.Load() }
+
+// Stop ends the watch.
+func (w *RunWatch) Stop() { w.stop() }
+
+func (w *RunWatch) offer(run *engine.Run) {
+	for {
+		cur := w.latest.Load()
+		if cur != nil && cur.Version >= run.Version {
+			break
+		}
+		if w.latest.CompareAndSwap(cur, run) {
+			break
+		}
+	}
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
 // Watch returns a channel that receives a signal (coalesced) after each
 // commit this replica makes to the run, and a func to stop watching.
 // Other replicas' commits are seen by polling; watchers must poll too.
 func (r *Runner) Watch(runID string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+	w := r.Follow(runID)
+	return w.C(), w.Stop
+}
+
+// Follow is Watch that also hands over the runs committed.
+func (r *Runner) Follow(runID string) *RunWatch {
+	w := &RunWatch{ch: make(chan struct{}, 1)}
 	r.mu.Lock()
 	if r.watchers[runID] == nil {
-		r.watchers[runID] = map[chan struct{}]bool{}
+		r.watchers[runID] = map[*RunWatch]bool{}
 	}
-	r.watchers[runID][ch] = true
+	r.watchers[runID][w] = true
 	r.mu.Unlock()
-	return ch, func() {
+	w.stop = func() {
 		r.mu.Lock()
-		delete(r.watchers[runID], ch)
+		delete(r.watchers[runID], w)
 		if len(r.watchers[runID]) == 0 {
 			delete(r.watchers, runID)
 		}
 		r.mu.Unlock()
 	}
+	return w
 }
 
-func (r *Runner) notify(runID string) {
+// notify hands a committed run to the run's watchers.
+func (r *Runner) notify(run *engine.Run) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, id := range []string{runID, AnyRun} {
-		for ch := range r.watchers[id] {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
+	for _, id := range []string{run.ID, AnyRun} {
+		for w := range r.watchers[id] {
+			w.offer(run)
 		}
 	}
 }
@@ -133,7 +182,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg.NewID = randomID
 	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID,
-		machines: map[string]*engine.Machine{}, watchers: map[string]map[chan struct{}]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}}
+		machines: map[string]*engine.Machine{}, watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, runnerPerf: runnerPerf{ended: map[string]cachedRun{}}}
 }
 
 func randomID() string { return "r_" + randomToken() }
@@ -185,29 +234,52 @@ type StartRequest struct {
 	Skill     string
 	Requester string // the authenticated caller
 	RequestID string // client idempotency key, scoped to the requester
+	// Digest, if set, is what the compiler said Plan's digest is: a hint
+	// to find the engine already built from this very *plan.Plan.
+	Digest string
+}
+
+// startMachine returns the engine for a plan to start: engine.New verifies
+// it, and it is stored before any run refers to it. A plan this replica
+// already verified and stored — the same *plan.Plan, as a compile cache
+// hands out — is not verified or stored again.
+func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Machine, error) {
+	if req.Digest != "" {
+		r.mu.Lock()
+		m, ok := r.machines[req.Digest]
+		r.mu.Unlock()
+		if ok && m.Plan() == req.Plan {
+			return m, nil
+		}
+	}
+	m, err := engine.New(req.Plan, r.engine)
+	if err != nil {
+		// The plan came from our compiler: a plan it built that fails
+		// Verify is our bug, not the caller's.
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	b, err := plan.Canonical(req.Plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.store.PutPlan(ctx, m.Digest(), b); err != nil {
+		return nil, fmt.Errorf("store plan: %w", err)
+	}
+	r.mu.Lock()
+	r.machines[m.Digest()] = m
+	r.mu.Unlock()
+	return m, nil
 }
 
 // Start verifies the plan (engine.New), stores it, and creates the run.
 // A repeated RequestID returns the run it first created, and created =
 // false.
 func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, created bool, err error) {
-	m, err := engine.New(req.Plan, r.engine)
-	if err != nil {
-		// The plan came from our compiler: a plan it built that fails
-		// Verify is our bug, not the caller's.
-		return nil, false, fmt.Errorf("start: %w", err)
-	}
-	b, err := plan.Canonical(req.Plan)
+	m, err := r.startMachine(ctx, req)
 	if err != nil {
 		return nil, false, err
 	}
-	if err := r.store.PutPlan(ctx, m.Digest(), b); err != nil {
-		return nil, false, fmt.Errorf("store plan: %w", err)
-	}
-	r.mu.Lock()
-	r.machines[m.Digest()] = m
-	r.mu.Unlock()
-	now, err := r.now(ctx)
+	now, err := r.clock(ctx)
 	if err != nil {
 		return nil, false, err
 	}
@@ -228,6 +300,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 		}
 		return nil, false, fmt.Errorf("create run: %w", err)
 	}
+	r.remember(c.Run, tr.Run)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "run started", slog.String("run", id), slog.String("requester", req.Requester), slog.String("plan", m.Digest()))
 	r.effects(ctx, id, tr)
 	return tr.Run, true, nil
@@ -236,13 +309,12 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 // Get reads a run, applying any deadline that has passed (I4: readers
 // enforce the clock, whether or not a background pass ran).
 func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machine, error) {
-	sr, err := r.store.GetRun(ctx, id)
-	if err != nil {
-		return nil, nil, fmt.Errorf("run %s: %w", id, err)
-	}
-	run, m, err := r.decode(ctx, sr)
+	run, m, err := r.read(ctx, id)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !openAsk(run) {
+		return run, m, nil // no clock to enforce
 	}
 	now, err := r.now(ctx)
 	if err != nil {
@@ -258,6 +330,41 @@ func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machi
 		return tr.Run, m, nil
 	}
 	return run, m, nil
+}
+
+// read reads a run from the store. When this replica committed the
+// version the store holds, that is the run it keeps decoded: reading the
+// version alone saves reading and decoding the rest.
+func (r *Runner) read(ctx context.Context, id string) (*engine.Run, *engine.Machine, error) {
+	if c, ok := r.recent(id); ok {
+		v, err := r.store.RunVersion(ctx, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run %s: %w", id, err)
+		}
+		if v == c.run.Version {
+			m, err := r.machine(ctx, c.row.PlanDigest)
+			if err != nil {
+				return nil, nil, err
+			}
+			return c.run, m, nil
+		}
+	}
+	sr, err := r.store.GetRun(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	return r.decode(ctx, sr)
+}
+
+// openAsk reports whether a run holds an ask that still waits, whose
+// deadline readers must enforce.
+func openAsk(run *engine.Run) bool {
+	for _, a := range run.Asks {
+		if a.State.Open() {
+			return true
+		}
+	}
+	return false
 }
 
 func dueAsk(run *engine.Run, now time.Time) bool {
@@ -296,15 +403,46 @@ func (r *Runner) Event(ctx context.Context, runID string, build func(now time.Ti
 	return tr, nil
 }
 
+// Events applies several events to a run in order and commits them in one
+// commit (an event the engine refuses is left out; the others commit). It
+// returns the transition of the last event, or the first error. Use it for
+// facts that arrive together, such as a read-only step's lease and its
+// result.
+func (r *Runner) Events(ctx context.Context, runID string, builds ...func(now time.Time) engine.Event) (engine.Transition, error) {
+	res, err := r.commitAll(ctx, runID, builds)
+	if err != nil {
+		return engine.Transition{}, err
+	}
+	var last engine.Transition
+	for _, c := range res {
+		if c.err == nil {
+			r.effects(ctx, runID, c.tr)
+		}
+	}
+	for _, c := range res {
+		if c.err != nil {
+			return c.tr, c.err
+		}
+		if c.tr.Refusal != nil {
+			return c.tr, c.tr.Refusal
+		}
+		last = c.tr
+	}
+	return last, nil
+}
+
 // apply is the commit loop: read, apply, commit against the version; on a
 // conflict read again. Effects run only after their commit.
 func (r *Runner) apply(ctx context.Context, runID string, build func(now time.Time) engine.Event) (engine.Transition, error) {
-	tr, err := r.commit(ctx, runID, build)
+	res, err := r.commitAll(ctx, runID, []func(time.Time) engine.Event{build})
 	if err != nil {
-		return tr, err
+		return engine.Transition{}, err
 	}
-	r.effects(ctx, runID, tr)
-	return tr, nil
+	if res[0].err != nil {
+		return res[0].tr, res[0].err
+	}
+	r.effects(ctx, runID, res[0].tr)
+	return res[0].tr, nil
 }
 
 // pending is one event waiting for its run's next commit.
@@ -329,10 +467,12 @@ type runQueue struct {
 	refs    int
 }
 
-// commit applies one event and commits it, possibly together with other
-// events of the same run that arrived meanwhile. Effects are the caller's,
-// after it (they may apply further events to the same run).
-func (r *Runner) commit(ctx context.Context, runID string, build func(now time.Time) engine.Event) (engine.Transition, error) {
+// commitAll applies events in order and commits them, in one commit
+// together with any other events of the same run that arrived meanwhile.
+// Each event gets its own outcome; the error is the caller giving up.
+// Effects are the caller's, after it (they may apply further events to the
+// same run).
+func (r *Runner) commitAll(ctx context.Context, runID string, builds []func(time.Time) engine.Event) ([]committed, error) {
 	r.mu.Lock()
 	q, ok := r.queues[runID]
 	if !ok {
@@ -349,9 +489,12 @@ func (r *Runner) commit(ctx context.Context, runID string, build func(now time.T
 		r.mu.Unlock()
 	}()
 
-	p := &pending{build: build, done: make(chan committed, 1)}
+	ps := make([]*pending, len(builds))
+	for i, b := range builds {
+		ps[i] = &pending{build: b, done: make(chan committed, 1)}
+	}
 	q.mu.Lock()
-	q.waiting = append(q.waiting, p)
+	q.waiting = append(q.waiting, ps...) // together: one batch takes them all
 	lead := !q.leader
 	q.leader = true
 	q.mu.Unlock()
@@ -372,12 +515,15 @@ func (r *Runner) commit(ctx context.Context, runID string, build func(now time.T
 			r.commitBatch(bctx, runID, batch)
 		}
 	}
-	select {
-	case res := <-p.done:
-		return res.tr, res.err
-	case <-ctx.Done():
-		return engine.Transition{}, ctx.Err()
+	out := make([]committed, len(ps))
+	for i, p := range ps {
+		select {
+		case out[i] = <-p.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
+	return out, nil
 }
 
 // commitBatch applies a batch of events in order to one read of the run
@@ -400,7 +546,11 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		// Executor events are judged by this replica's clock (one store
 		// round trip fewer); anything a person decides, and any retry after
 		// a deadline, by the store's — which the commit checks anyway (I4).
-		now := r.storeTime()
+		now, err := r.clock(ctx)
+		if err != nil {
+			fail(err)
+			return
+		}
 		evs := make([]engine.Event, len(batch))
 		for i, p := range batch {
 			evs[i] = p.build(now)
@@ -490,24 +640,60 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 }
 
 // now reads the store's clock and remembers how far it is from ours.
+//
+// The store read its clock at some instant of the round trip, so the true
+// offset lies between t - after and t - before. The offset kept changes
+// only when it falls outside that window (to the window's middle): the
+// estimate stays put while measurements agree with it, and two timestamps
+// this replica takes (a lease and its result) are measured with the same
+// offset.
 func (r *Runner) now(ctx context.Context) (time.Time, error) {
+	before := time.Now()
 	t, err := r.store.Now(ctx)
 	if err != nil {
 		return t, err
 	}
-	r.offset.Store(int64(t.Sub(time.Now())))
+	after := time.Now()
+	lo, hi := t.Sub(after), t.Sub(before)+time.Microsecond // TIME has µs resolution
+	if cur := time.Duration(r.offset.Load()); r.offsetAt.Load() == 0 || cur < lo || cur > hi {
+		r.offset.Store(int64(lo + (hi-lo)/2))
+	}
+	r.offsetAt.Store(after.UnixNano())
 	return t, nil
 }
 
+// offsetTTL is how long a measured offset between the store's clock and
+// ours is trusted before it is measured again.
+const offsetTTL = time.Second
+
+// clock is the store's clock estimated from ours and the last offset
+// measured (timestamps stay in the store's terms without a round trip);
+// it reads the store's clock when it has no recent offset. Deadlines are
+// still judged by the store itself when a decision commits (I4).
+func (r *Runner) clock(ctx context.Context) (time.Time, error) {
+	at := r.offsetAt.Load()
+	if at == 0 {
+		return r.now(ctx)
+	}
+	if time.Since(time.Unix(0, at)) > offsetTTL && r.refreshing.CompareAndSwap(false, true) {
+		defer r.refreshing.Store(false)
+		return r.now(ctx)
+	}
+	return r.storeTime(), nil
+}
+
 // storeTime estimates the store's clock from ours and the last offset
-// seen, so timestamps stay in the store's terms without a round trip.
+// seen.
 func (r *Runner) storeTime() time.Time {
 	return time.Now().Add(time.Duration(r.offset.Load())).UTC()
 }
 
 // maxCachedRuns bounds the runs a replica keeps decoded between
-// transitions.
-const maxCachedRuns = 4096
+// transitions, and maxEndedRuns the ended runs it keeps for readers.
+const (
+	maxCachedRuns = 4096
+	maxEndedRuns  = 1024
+)
 
 type cachedRun struct {
 	row store.Run
@@ -543,23 +729,37 @@ func (r *Runner) load(ctx context.Context, runID string, fresh bool) (store.Run,
 func (r *Runner) remember(row store.Run, run *engine.Run) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	m, bound := r.cache, maxCachedRuns
 	if run.State.Terminal() {
 		delete(r.cache, row.ID)
-		return
+		m, bound = r.ended, maxEndedRuns
 	}
-	if len(r.cache) >= maxCachedRuns {
-		for id := range r.cache { // evict one, any
-			delete(r.cache, id)
+	if len(m) >= bound {
+		for id := range m { // evict one, any
+			delete(m, id)
 			break
 		}
 	}
-	r.cache[row.ID] = cachedRun{row: row, run: run}
+	m[row.ID] = cachedRun{row: row, run: run}
 }
 
 func (r *Runner) forget(runID string) {
 	r.mu.Lock()
 	delete(r.cache, runID)
+	delete(r.ended, runID)
 	r.mu.Unlock()
+}
+
+// recent is the run this replica committed last, ended or not, if it
+// still has it.
+func (r *Runner) recent(runID string) (cachedRun, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cache[runID]; ok {
+		return c, true
+	}
+	c, ok := r.ended[runID]
+	return c, ok
 }
 
 // liveEffects drops dispatches that a later event of the same batch
@@ -643,7 +843,9 @@ func audienceKey(requester, audience string) string {
 // effects acts on a committed transition: dispatch runnable steps (a step
 // nobody can take makes the run blocked) and cancel abandoned attempts.
 func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition) {
-	r.notify(runID)
+	if tr.Run != nil {
+		r.notify(tr.Run)
+	}
 	for _, e := range tr.Effects {
 		switch e := e.(type) {
 		case engine.AskOpened:

@@ -31,6 +31,10 @@ const (
 	// KeepaliveMinTime is the most often a client may ping; clients must
 	// use a longer keepalive time or the server closes the connection.
 	KeepaliveMinTime = 10 * time.Second
+	// streamWorkers is how many goroutines serve streams and keep their
+	// grown stacks between streams; a stream that finds them all busy
+	// gets a goroutine of its own.
+	streamWorkers = 128
 )
 
 // Config wires a control plane's gRPC server.
@@ -101,6 +105,10 @@ func NewServer(cfg Config) *Server {
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxSendMsgSize(MaxSendMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		// Streams run on goroutines that outlive one stream, so a handler's
+		// deep call path does not grow a fresh stack each time (a stream
+		// that finds every worker busy gets a goroutine of its own).
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	}

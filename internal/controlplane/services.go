@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -55,6 +56,44 @@ type Services struct {
 	tollgatev1.UnimplementedApprovalServiceServer
 	tollgatev1.UnimplementedAuditServiceServer
 	cfg ServiceConfig
+
+	mu       sync.Mutex
+	compiled map[compileKey]compiler.Result // plans are immutable once compiled
+}
+
+// compileKey is what a compilation depends on.
+type compileKey struct {
+	catalog *compiler.Catalog
+	name    string
+	src     string
+}
+
+// maxCompiled bounds the compile cache.
+const maxCompiled = 1024
+
+// compile compiles a recipe, or returns the plan it compiled from the same
+// source, name and catalog before (compiling is a pure function of them).
+// Only plans are kept: a recipe that does not compile is compiled again,
+// so its diagnostics are always fresh.
+func (s *Services) compile(src, name string) compiler.Result {
+	k := compileKey{catalog: s.cfg.Catalog(), name: name, src: src}
+	s.mu.Lock()
+	res, ok := s.compiled[k]
+	s.mu.Unlock()
+	if ok {
+		return res
+	}
+	res = compiler.Compile(src, compiler.Options{Catalog: k.catalog, Name: name})
+	if res.Plan == nil {
+		return res
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.compiled == nil || len(s.compiled) >= maxCompiled {
+		s.compiled = map[compileKey]compiler.Result{}
+	}
+	s.compiled[k] = res
+	return res
 }
 
 // NewServices returns the handlers.
@@ -104,7 +143,7 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if name == "" {
 		name = "recipe"
 	}
-	res := compiler.Compile(src, compiler.Options{Catalog: s.cfg.Catalog(), Name: name})
+	res := s.compile(src, name)
 	if res.Plan == nil {
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errInvalid)
 	}
@@ -118,7 +157,7 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
 		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errStalePayload)
 	}
-	run, created, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: res.Plan, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId()})
+	run, created, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId()})
 	if err != nil {
 		return nil, err
 	}

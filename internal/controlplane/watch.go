@@ -7,6 +7,7 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
 // watchPoll is how often a watcher re-reads a run to see commits made by
@@ -20,18 +21,30 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 	if _, err := caller(ctx); err != nil {
 		return err
 	}
-	ch, stop := s.cfg.Runner.Watch(req.GetRunId())
-	defer stop()
+	w := s.cfg.Runner.Follow(req.GetRunId())
+	defer w.Stop()
 	tick := time.NewTicker(watchPoll)
 	defer tick.Stop()
 	var last int64 = -1
 	kind := tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT
+	local := false // woken by this replica's commit
 	for {
-		run, m, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+		var run *engine.Run
+		var m *engine.Machine
+		var err error
+		if lr := w.Latest(); local && lr != nil && lr.Version > last && !openAsk(lr) {
+			// What this replica just committed is durable and the newest it
+			// knows: no need to read it back. (A run holding an ask is read
+			// through Get, which applies a deadline that has passed, I4.)
+			run = lr
+			m, err = s.cfg.Runner.machine(ctx, lr.PlanDigest)
+		} else {
+			run, m, err = s.cfg.Runner.Get(ctx, req.GetRunId())
+		}
 		if err != nil {
 			return err
 		}
-		if run.Version != last {
+		if run.Version > last {
 			last = run.Version
 			pr := runToProto(run, m, "")
 			if kind != tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT {
@@ -51,8 +64,10 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-ch:
+		case <-w.C():
+			local = true
 		case <-tick.C:
+			local = false
 		}
 	}
 }

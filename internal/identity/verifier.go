@@ -38,6 +38,9 @@ type Verifier struct {
 	keys   map[string]ed25519.PublicKey
 	only   ed25519.PublicKey // the key used when the token has no kid; nil unless exactly one key
 	parser *jwt.Parser
+	now    func() time.Time
+	leeway time.Duration
+	cache  *tokenCache
 }
 
 // NewVerifier checks cfg and returns a Verifier for it. It copies the keys,
@@ -79,6 +82,9 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		issuer: cfg.Issuer,
 		keys:   keys,
 		only:   only,
+		now:    now,
+		leeway: cfg.Leeway,
+		cache:  &tokenCache{},
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{algEdDSA}),
 			jwt.WithIssuer(cfg.Issuer),
@@ -155,6 +161,9 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	if !compactJWS(token) {
 		return Principal{}, unauthenticated("malformed token")
 	}
+	if p, ok := v.cache.get(token, v.now()); ok {
+		return p, nil
+	}
 	var c tokenClaims
 	t, err := v.parser.ParseWithClaims(token, &c, v.key)
 	if err != nil {
@@ -176,7 +185,17 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	default:
 		return Principal{}, unauthenticated("unsupported principal kind")
 	}
-	return Principal{Subject: c.Subject, Kind: kind, Issuer: c.Issuer}, nil
+	p := Principal{Subject: c.Subject, Kind: kind, Issuer: c.Issuer}
+	if c.ExpiresAt != nil { // required, so always
+		ct := cachedToken{p: p, notOnAfter: c.ExpiresAt.Add(v.leeway)}
+		for _, t := range []*jwt.NumericDate{c.NotBefore, c.IssuedAt} {
+			if t != nil && t.Add(-v.leeway).After(ct.notBefore) {
+				ct.notBefore = t.Add(-v.leeway)
+			}
+		}
+		v.cache.put(token, ct)
+	}
+	return p, nil
 }
 
 // compactJWS reports whether token uses only the characters of a compact JWS

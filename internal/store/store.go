@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -145,6 +147,9 @@ type Store interface {
 	Commit(ctx context.Context, c Commit) error
 	// GetRun returns a run or ErrNotFound.
 	GetRun(ctx context.Context, id string) (Run, error)
+	// RunVersion returns a run's version alone, or ErrNotFound: a reader
+	// that holds that version decoded needs nothing else.
+	RunVersion(ctx context.Context, id string) (int64, error)
 	// ListRuns returns runs newest first (Data may be left out), and a token for the next page
 	// ("" at the end).
 	ListRuns(ctx context.Context, q RunQuery) ([]Run, string, error)
@@ -195,21 +200,48 @@ func Chain(runID string, prevSeq int64, prevHash string, recs []JournalRecord) (
 // HashRecord is "sha256:" and the hex SHA-256 of the canonical JSON of
 // {actor, kind, payload, prev_hash, run_id, seq, time (RFC 3339, UTC)}.
 func HashRecord(r JournalRecord) string {
-	var payload any
-	if len(r.Payload) > 0 {
-		if m, err := plan.DecodeObject(r.Payload); err == nil {
-			payload = m
+	// The keys in canonical (sorted) order, written directly.
+	bp := hashBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 { // a huge record's buffer is left to the GC
+			hashBufs.Put(bp)
+		}
+	}()
+	b := (*bp)[:0]
+	b = append(b, `{"actor":`...)
+	b = plan.AppendCanonical(b, r.Actor)
+	b = append(b, `,"kind":`...)
+	b = plan.AppendCanonical(b, r.Kind)
+	b = append(b, `,"payload":`...)
+	switch {
+	case len(r.Payload) == 0:
+		b = append(b, "null"...)
+	default:
+		if c, ok := plan.AppendCanonicalObject(b, r.Payload); ok {
+			b = c
 		} else {
-			payload = string(r.Payload)
+			b = plan.AppendCanonical(b, string(r.Payload))
 		}
 	}
-	b := plan.AppendCanonical(nil, map[string]any{
-		"actor": r.Actor, "kind": r.Kind, "payload": payload, "prev_hash": r.PrevHash,
-		"run_id": r.RunID, "seq": json.Number(fmt.Sprint(r.Seq)), "time": r.Time.UTC().Format(time.RFC3339Nano),
-	})
+	b = append(b, `,"prev_hash":`...)
+	b = plan.AppendCanonical(b, r.PrevHash)
+	b = append(b, `,"run_id":`...)
+	b = plan.AppendCanonical(b, r.RunID)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, r.Seq, 10)
+	b = append(b, `,"time":`...)
+	b = plan.AppendCanonical(b, r.Time.UTC().Format(time.RFC3339Nano))
+	b = append(b, '}')
+	*bp = b
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	var out [len("sha256:") + 2*sha256.Size]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[len("sha256:"):], sum[:])
+	return string(out[:])
 }
+
+// hashBufs holds the buffers HashRecord writes records into.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // VerifyChain checks that recs (a whole journal, in order) link up and
 // that every hash matches its record. It returns the seq of the first bad

@@ -79,6 +79,20 @@ func DecodeObject(raw []byte) (map[string]any, error) {
 	return m, nil
 }
 
+// AppendCanonicalObject appends the canonical JSON of raw, a JSON object,
+// and reports whether raw is one (if not, dst is returned unchanged). An
+// object already in canonical form is copied without being decoded.
+func AppendCanonicalObject(dst []byte, raw []byte) ([]byte, bool) {
+	if canonicalScan(raw, nil) {
+		return append(dst, raw...), true
+	}
+	m, err := DecodeObject(raw)
+	if err != nil {
+		return dst, false
+	}
+	return AppendCanonical(dst, m), true
+}
+
 // AppendCanonical appends the canonical JSON of v, a value as decoded by
 // DecodeObject (maps, slices, strings, json.Number, bools, nil).
 func AppendCanonical(dst []byte, v any) []byte {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 func benchWorld(b *testing.B, fsync string) (*world, tollgatev1.RunServiceClient) {
 	b.Helper()
 	srv := redistest.Start(b, redistest.Args("--appendfsync", fsync))
+	b.Cleanup(cpuMeter(b, srv))
 	st, err := redisstore.New(context.Background(), redisstore.Config{URL: srv.URL()})
 	if err != nil {
 		b.Fatal(err)
@@ -30,6 +34,56 @@ func benchWorld(b *testing.B, fsync string) (*world, tollgatev1.RunServiceClient
 	b.Cleanup(cancel)
 	w.executor(b, ctx, "edge-1")
 	return w, tollgatev1.NewRunServiceClient(w.conn(b, "alice"))
+}
+
+// cpuMeter reports the CPU time per benchmark op of this process (client,
+// control plane and executor) and of redis-server, measured from the call
+// until cleanup: unlike wall time, it barely moves when other work shares
+// the machine, and it says where the two cores go.
+func cpuMeter(b *testing.B, srv *redistest.Server) func() {
+	self0, redis0 := processCPU(), redisCPU(b, srv)
+	return func() {
+		if b.N == 0 || b.Failed() {
+			return
+		}
+		self, redis := processCPU()-self0, redisCPU(b, srv)-redis0
+		b.ReportMetric(float64(self.Microseconds())/float64(b.N), "go-cpu-µs/op")
+		b.ReportMetric(float64(redis.Microseconds())/float64(b.N), "redis-cpu-µs/op")
+		for _, line := range strings.Split(srv.Log(), "\n") {
+			if strings.Contains(line, "fsync") && strings.Contains(line, "too long") {
+				b.Logf("redis-server: %s", line) // the disk held writes back
+			}
+		}
+		if os.Getenv("TOLLGATE_BENCH_REDISSTATS") != "" {
+			stats, _ := srv.Do("INFO", "commandstats")
+			cpu, _ := srv.Do("INFO", "cpu")
+			stats += cpu
+			b.Logf("N=%d\n%s", b.N, stats)
+		}
+	}
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is redis-server's user + system CPU time (INFO cpu).
+func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
+	info, err := srv.Do("INFO", "cpu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 type noCloseStore struct{ store.Store }

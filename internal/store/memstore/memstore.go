@@ -98,6 +98,17 @@ func (s *Store) GetRun(_ context.Context, id string) (store.Run, error) {
 	return r, nil
 }
 
+// RunVersion implements store.Store.
+func (s *Store) RunVersion(_ context.Context, id string) (int64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.runs[id]
+	if !ok {
+		return 0, store.ErrNotFound
+	}
+	return r.Version, nil
+}
+
 // ListRuns implements store.Store: newest first.
 func (s *Store) ListRuns(_ context.Context, q store.RunQuery) ([]store.Run, string, error) {
 	s.mu.RLock()

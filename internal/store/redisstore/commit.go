@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // commitScript applies one transition. Redis does not roll a script back,
@@ -121,8 +123,8 @@ if na > 0 then
   if changed then redis.call('HSET', KEYS[1], 'asks', cjson.encode(list)) end
 end
 local j = 23 + 15 * na
-for i = 0, nj - 1 do
-  redis.call('RPUSH', KEYS[2], ARGV[j + i])
+for i = 0, nj - 1, 500 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, j + i, j + math.min(i + 499, nj - 1)))
 end
 return 0
 `
@@ -193,7 +195,7 @@ type prepared struct {
 	c       store.Commit
 	tag     string
 	asks    []store.Ask // last write of each id wins, as in memstore
-	journal []string
+	journal [][]byte
 	fields  []any // ARGV 9-19
 }
 
@@ -225,16 +227,29 @@ func (s *Store) prepare(c store.Commit) (*prepared, error) {
 		seen[a.ID] = len(p.asks)
 		p.asks = append(p.asks, a)
 	}
+	// The records are encoded into one buffer and passed as slices of it.
+	size := 0
 	for _, r := range c.Journal {
-		b, err := encodeRecord(r)
-		if err != nil {
+		size += 320 + len(r.Actor) + len(r.Kind) + 2*len(r.Payload)
+	}
+	buf := make([]byte, 0, size)
+	ends := make([]int, len(c.Journal))
+	for i, r := range c.Journal {
+		var err error
+		if buf, err = appendRecord(buf, r); err != nil {
 			return nil, err
 		}
-		p.journal = append(p.journal, b)
+		ends[i] = len(buf)
+	}
+	p.journal = make([][]byte, len(c.Journal))
+	start := 0
+	for i, end := range ends {
+		p.journal[i] = buf[start:end:end]
+		start = end
 	}
 	r := c.Run
 	p.fields = []any{strconv.FormatInt(r.Version, 10), r.State, r.Requester, r.Skill, r.PlanDigest,
-		timeNS(r.CreatedAt), timeNS(r.UpdatedAt), strconv.FormatInt(r.JournalSeq, 10), r.JournalHead, string(r.Data)}
+		timeNS(r.CreatedAt), timeNS(r.UpdatedAt), strconv.FormatInt(r.JournalSeq, 10), r.JournalHead, r.Data}
 	if c.ExpectVersion == 0 {
 		p.fields = append(p.fields, c.RequestKey)
 	} else {
@@ -247,32 +262,42 @@ func (s *Store) commit(ctx context.Context, p *prepared) error {
 	c := p.c
 	for attempt := range 4 {
 		var pr prior
-		// A create has nothing to read: its asks are new (if one is not,
-		// the script says so and we read).
-		if c.ExpectVersion != 0 || attempt > 0 {
+		switch {
+		case c.ExpectVersion == 0 && attempt == 0:
+			// A create has nothing to read: its asks are new (if one is
+			// not, the script says so and we read).
+			pr.asks = make([]priorAsk, len(p.asks))
+		case attempt == 0 && s.written.prior(p, &pr):
+			// This store wrote the version the commit follows: what it
+			// wrote is what the script will find, unless another writer
+			// moved the run (the script refuses: version conflict) or an
+			// ask's row (the script says read again).
+		default:
 			var err error
 			if pr, err = s.readPrior(ctx, p); err != nil {
 				return err
 			}
 			if (c.ExpectVersion == 0 && pr.exists) || (c.ExpectVersion != 0 && pr.version != c.ExpectVersion) {
+				s.written.forget(c.Run.ID)
 				return store.ErrConflict
 			}
-		} else {
-			pr.asks = make([]priorAsk, len(p.asks))
 		}
-		keys, args := s.scriptArgs(p, pr)
-		code, err := commitScript.Run(ctx, s.rdb, keys, args...).Int()
+		code, err := s.runCommit(ctx, p, pr)
 		if err != nil {
+			s.written.forget(c.Run.ID)
 			return fmt.Errorf("redisstore: commit: %w", err)
 		}
 		switch code {
 		case 0:
+			s.written.remember(p)
 			return nil
 		case 1:
+			s.written.forget(c.Run.ID)
 			return store.ErrConflict
 		case 2:
 			return store.ErrDeadline
 		case 3:
+			s.written.forget(c.Run.ID)
 			return fmt.Errorf("%w: the journal does not follow the run's stored head", store.ErrConflict)
 		case 4:
 			continue
@@ -280,18 +305,111 @@ func (s *Store) commit(ctx context.Context, p *prepared) error {
 			return fmt.Errorf("redisstore: commit script answered %d", code)
 		}
 	}
+	s.written.forget(c.Run.ID)
 	return fmt.Errorf("%w: the run's asks kept changing while committing", store.ErrConflict)
+}
+
+// maxWritten bounds the runs whose last write a store remembers.
+const maxWritten = 8192
+
+// writtenRuns remembers, per run, the index fields of the last version
+// this store committed, so the next commit of that run needs no read to
+// find the index entries to move. It is only a guess: the script checks
+// every field against Redis before it writes.
+type writtenRuns struct {
+	mu   sync.Mutex
+	runs map[string]*writtenRun
+}
+
+type writtenRun struct {
+	version   int64
+	state     string
+	requester string
+	createdNS string
+	asks      map[string]priorAsk
+}
+
+// prior fills pr from what this store last wrote, if that is the version
+// p follows.
+func (w *writtenRuns) prior(p *prepared, pr *prior) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.runs[p.c.Run.ID]
+	if !ok || r.version != p.c.ExpectVersion {
+		return false
+	}
+	*pr = prior{version: r.version, exists: true, state: r.state, requester: r.requester, createdNS: r.createdNS,
+		asks: make([]priorAsk, len(p.asks))}
+	for i, a := range p.asks {
+		pr.asks[i] = r.asks[a.ID] // absent: the ask is new
+	}
+	return true
+}
+
+// remember records what a commit wrote.
+func (w *writtenRuns) remember(p *prepared) {
+	run := p.c.Run
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.runs == nil {
+		w.runs = map[string]*writtenRun{}
+	}
+	r, ok := w.runs[run.ID]
+	if !ok {
+		if len(w.runs) >= maxWritten {
+			for id := range w.runs { // evict one, any
+				delete(w.runs, id)
+				break
+			}
+		}
+		r = &writtenRun{}
+		w.runs[run.ID] = r
+	}
+	r.version, r.state, r.requester, r.createdNS = run.Version, run.State, run.Requester, timeNS(run.CreatedAt)
+	for _, a := range p.asks {
+		if r.asks == nil {
+			r.asks = map[string]priorAsk{}
+		}
+		r.asks[a.ID] = priorAsk{exists: true, state: a.State, audience: a.Audience, expiresNS: timeNS(a.DueAt)}
+	}
+}
+
+func (w *writtenRuns) forget(runID string) {
+	w.mu.Lock()
+	delete(w.runs, runID)
+	w.mu.Unlock()
+}
+
+// runCommit runs the commit script in a shared pipeline (EVALSHA; the
+// script is loaded at start-up, and again here if Redis lost it).
+func (s *Store) runCommit(ctx context.Context, p *prepared, pr prior) (int, error) {
+	cmd := redis.NewCmd(ctx, s.scriptCmd(p, pr)...)
+	if err := s.batch.do(ctx, cmd); err != nil {
+		return 0, err
+	}
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		keys, args := s.scriptArgs(p, pr)
+		return commitScript.Eval(ctx, s.rdb, keys, args...).Int()
+	}
+	return cmd.Int()
 }
 
 // readPrior reads what the script needs to know to move index entries.
 func (s *Store) readPrior(ctx context.Context, p *prepared) (prior, error) {
-	pipe := s.rdb.Pipeline()
-	run := pipe.HMGet(ctx, runKey(p.tag, p.c.Run.ID), "version", "state", "requester", "created_ns")
+	run := redis.NewSliceCmd(ctx, "hmget", runKey(p.tag, p.c.Run.ID), "version", "state", "requester", "created_ns")
+	cmds := []redis.Cmder{run}
 	askCmds := make([]*redis.SliceCmd, len(p.asks))
 	for i, a := range p.asks {
-		askCmds[i] = pipe.HMGet(ctx, askKey(p.tag, a.ID), "state", "audience", "expires_ns")
+		askCmds[i] = redis.NewSliceCmd(ctx, "hmget", askKey(p.tag, a.ID), "state", "audience", "expires_ns")
+		cmds = append(cmds, askCmds[i])
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	err := s.batch.do(ctx, cmds...)
+	for _, c := range cmds {
+		if err == nil {
+			err = c.Err()
+		}
+	}
+	if err != nil {
 		return prior{}, fmt.Errorf("redisstore: commit: %w", err)
 	}
 	var pr prior
@@ -313,6 +431,18 @@ func (s *Store) readPrior(ctx context.Context, p *prepared) (prior, error) {
 func str(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// scriptCmd is the EVALSHA command of commitScript with KEYS and ARGV
+// laid out as it reads them.
+func (s *Store) scriptCmd(p *prepared, pr prior) []any {
+	keys, args := s.scriptArgs(p, pr)
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "evalsha", commitScript.Hash(), len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return append(cmd, args...)
 }
 
 // scriptArgs lays out KEYS and ARGV as commitScript reads them.
@@ -431,16 +561,23 @@ type storedRecord struct {
 	Hash       string          `json:"hash"`
 }
 
-func encodeRecord(r store.JournalRecord) (string, error) {
-	t, err := r.Time.MarshalJSON()
-	if err != nil {
-		return "", fmt.Errorf("%w: journal record %d: %v", store.ErrInvalid, r.Seq, err)
-	}
-	b := make([]byte, 0, 256+len(r.Payload))
+// appendRecord appends r as it is kept in the list.
+func appendRecord(b []byte, r store.JournalRecord) ([]byte, error) {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendInt(b, r.Seq, 10)
 	b = append(b, `,"time":`...)
-	b = append(b, t...)
+	if y := r.Time.Year(); r.Time.Location() == time.UTC && y >= 0 && y < 10000 {
+		// What MarshalJSON writes, without its allocation.
+		b = append(b, '"')
+		b = r.Time.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	} else {
+		t, err := r.Time.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("%w: journal record %d: %v", store.ErrInvalid, r.Seq, err)
+		}
+		b = append(b, t...)
+	}
 	b = appendField(b, "actor", r.Actor)
 	b = appendField(b, "kind", r.Kind)
 	if len(r.Payload) > 0 {
@@ -453,15 +590,14 @@ func encodeRecord(r store.JournalRecord) (string, error) {
 	}
 	b = appendField(b, "prev_hash", r.PrevHash)
 	b = appendField(b, "hash", r.Hash)
-	return string(append(b, '}')), nil
+	return append(b, '}'), nil
 }
 
 func appendField(b []byte, name, v string) []byte {
-	q, _ := json.Marshal(v) // a string always marshals
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':')
-	return append(b, q...)
+	return plan.AppendCanonical(b, v) // a JSON string
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

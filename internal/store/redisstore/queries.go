@@ -57,7 +57,11 @@ func decodeAsk(id string, m map[string]string) (store.Ask, error) {
 
 // GetRun implements store.Store.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
-	m, err := s.rdb.HGetAll(ctx, runKey(s.runTag(id), id)).Result()
+	cmd := redis.NewMapStringStringCmd(ctx, "hgetall", runKey(s.runTag(id), id))
+	if err := s.batch.do(ctx, cmd); err != nil {
+		return store.Run{}, fmt.Errorf("redisstore: %w", err)
+	}
+	m, err := cmd.Result()
 	if err != nil {
 		return store.Run{}, fmt.Errorf("redisstore: %w", err)
 	}
@@ -65,6 +69,22 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 		return store.Run{}, store.ErrNotFound
 	}
 	return decodeRun(id, m)
+}
+
+// RunVersion implements store.Store.
+func (s *Store) RunVersion(ctx context.Context, id string) (int64, error) {
+	cmd := redis.NewStringCmd(ctx, "hget", runKey(s.runTag(id), id), "version")
+	if err := s.batch.do(ctx, cmd); err != nil {
+		return 0, fmt.Errorf("redisstore: %w", err)
+	}
+	v, err := cmd.Int64()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, store.ErrNotFound
+	case err != nil:
+		return 0, fmt.Errorf("redisstore: run %s: %w", id, err)
+	}
+	return v, nil
 }
 
 // GetAsk implements store.Store. An ask lives in its run's shard; its id
@@ -143,7 +163,12 @@ func (s *Store) Journal(ctx context.Context, runID string, after int64, limit in
 
 // PutPlan implements store.Store: the first write of a digest wins.
 func (s *Store) PutPlan(ctx context.Context, digest string, data []byte) error {
-	if err := s.rdb.SetNX(ctx, s.planKey(digest), data, 0).Err(); err != nil {
+	cmd := redis.NewBoolCmd(ctx, "setnx", s.planKey(digest), data)
+	err := s.batch.do(ctx, cmd)
+	if err == nil {
+		err = cmd.Err()
+	}
+	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	return nil
@@ -151,7 +176,11 @@ func (s *Store) PutPlan(ctx context.Context, digest string, data []byte) error {
 
 // GetPlan implements store.Store.
 func (s *Store) GetPlan(ctx context.Context, digest string) ([]byte, error) {
-	b, err := s.rdb.Get(ctx, s.planKey(digest)).Bytes()
+	cmd := redis.NewStringCmd(ctx, "get", s.planKey(digest))
+	if err := s.batch.do(ctx, cmd); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	b, err := cmd.Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, store.ErrNotFound

@@ -77,6 +77,8 @@ type Store struct {
 	width      int
 	durability string
 	addr       string
+	written    writtenRuns
+	batch      *batcher
 }
 
 var _ store.Store = (*Store)(nil)
@@ -123,6 +125,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		s.rdb.Close()
 		return nil, err
 	}
+	s.batch = newBatcher(s.rdb)
 	return s, nil
 }
 
@@ -185,12 +188,19 @@ func isRedisError(err error) bool {
 func (s *Store) Durability() string { return s.durability }
 
 // Close implements store.Store.
-func (s *Store) Close() error { return s.rdb.Close() }
+func (s *Store) Close() error {
+	s.batch.close()
+	return s.rdb.Close()
+}
 
 // Now implements store.Store: the Redis server's clock (TIME), the clock
 // the commit script judges deadlines by.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
-	t, err := s.rdb.Time(ctx).Result()
+	cmd := redis.NewTimeCmd(ctx, "time")
+	if err := s.batch.do(ctx, cmd); err != nil {
+		return time.Time{}, fmt.Errorf("redisstore: %w", err)
+	}
+	t, err := cmd.Result()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("redisstore: %w", err)
 	}

@@ -103,6 +103,9 @@ func testCreateAndGet(t *testing.T, s store.Store) {
 	got, err := s.GetRun(ctx, "r1")
 	must(t, err)
 	sameRun(t, got, c.Run)
+	if v, err := s.RunVersion(ctx, "r1"); err != nil || v != c.Run.Version {
+		t.Fatalf("RunVersion: %d, %v; want %d", v, err, c.Run.Version)
+	}
 	a, err := s.GetAsk(ctx, "r1/ask_1")
 	must(t, err)
 	if a != c.Asks[0] && !(a.ID == c.Asks[0].ID && a.DueAt.Equal(c.Asks[0].DueAt) && a.State == "pending" && a.Audience == "user:alice" && a.Title == "ask_1?") {
@@ -412,6 +415,9 @@ func testPlans(t *testing.T, s store.Store) {
 func testNotFound(t *testing.T, s store.Store) {
 	if _, err := s.GetRun(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetRun: %v", err)
+	}
+	if _, err := s.RunVersion(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("RunVersion: %v", err)
 	}
 	if _, err := s.GetAsk(ctx, "nope/x"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetAsk: %v", err)

@@ -1,0 +1,139 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// batcher sends the commands of concurrent callers to Redis together, in
+// shared pipelines: one write and one read for many commits instead of one
+// each, on both sides of the socket. A command never waits for a timer:
+// it goes at once unless batchWorkers pipelines are already in flight, and
+// then with everything that queued meanwhile. Commands of one call stay
+// together and in order; calls are independent of each other (a pipeline
+// is not a transaction, and every commit is its own script).
+type batcher struct {
+	rdb  *redis.Client
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	queue  []*batchCall
+	closed bool
+}
+
+// batchWorkers is how many pipelines may be in flight at once.
+const batchWorkers = 4
+
+// maxBatch bounds the calls in one pipeline.
+const maxBatch = 256
+
+type batchCall struct {
+	cmds []redis.Cmder
+	done chan struct{}
+}
+
+var errClosed = errors.New("redisstore: the store is closed")
+
+func newBatcher(rdb *redis.Client) *batcher {
+	b := &batcher{rdb: rdb, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	b.wg.Add(batchWorkers)
+	for range batchWorkers {
+		go b.work()
+	}
+	return b
+}
+
+// close stops the workers after they have sent what was queued. Closing
+// again does nothing.
+func (b *batcher) close() {
+	b.mu.Lock()
+	was := b.closed
+	b.closed = true
+	b.mu.Unlock()
+	if !was {
+		close(b.stop)
+	}
+	b.wg.Wait()
+}
+
+// do sends cmds (in one pipeline, in order) and waits for their replies;
+// each command carries its own result and error. If ctx ends first, do
+// returns its error and the commands may still be sent.
+func (b *batcher) do(ctx context.Context, cmds ...redis.Cmder) error {
+	c := &batchCall{cmds: cmds, done: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errClosed
+	}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default: // a wake-up is pending: a worker will take this call too
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *batcher) work() {
+	defer b.wg.Done()
+	for {
+		select {
+		case <-b.wake:
+		case <-b.stop:
+			b.drain()
+			return
+		}
+		b.drain()
+	}
+}
+
+// drain sends pipelines until the queue is empty, waking another worker
+// whenever it leaves calls behind.
+func (b *batcher) drain() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), maxBatch)
+		batch := b.queue[:n:n]
+		b.queue = b.queue[n:]
+		if len(b.queue) == 0 {
+			b.queue = nil
+		}
+		left := len(b.queue) > 0
+		b.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if left {
+			select {
+			case b.wake <- struct{}{}:
+			default:
+			}
+		}
+		b.send(batch)
+	}
+}
+
+func (b *batcher) send(batch []*batchCall) {
+	ctx := context.Background() // the client's read and write timeouts bound it
+	pipe := b.rdb.Pipeline()
+	for _, c := range batch {
+		for _, cmd := range c.cmds {
+			_ = pipe.Process(ctx, cmd) // queues it
+		}
+	}
+	_, _ = pipe.Exec(ctx) // each command holds its own error
+	for _, c := range batch {
+		close(c.done)
+	}
+}
