@@ -3,13 +3,11 @@ package jaegertest
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -196,7 +194,7 @@ func TestStopKillsJaeger(t *testing.T) {
 		}
 	})
 	for _, pid := range pids {
-		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		if ok, err := gone(pid); !ok {
 			t.Errorf("jaeger %d is still there after its test ended (kill 0: %v)", pid, err)
 		}
 	}
