@@ -50,8 +50,8 @@ func TestMCPHostOverStdio(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// Concurrency, not speed: had any two of the calls run one after the
-	// other, the wall clock would be at least 400+80 ms; the issue's
+	// Concurrency, not speed: had the slowest call waited for (or held up)
+	// any other, the wall clock would be at least 400+80 ms; the issue's
 	// tighter bound (1.05 × 400 + 20 ms) is asserted end to end in
 	// test/e2e, where the machine is not shared with other packages.
 	if wall := time.Since(start); wall >= 480*time.Millisecond {
