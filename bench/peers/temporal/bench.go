@@ -138,7 +138,8 @@ type env struct {
 func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err error) {
 	res = Result{Key: w.key, Figure: w.figure, Goal: w.goal}
 	t0 := time.Now()
-	e, err := start(w.key, cfg.tuned)
+	log := &sdkLog{key: w.key, cfg: cfg}
+	e, err := start(w.key, cfg.tuned, log)
 	if err != nil {
 		return res, err
 	}
@@ -155,11 +156,12 @@ func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err e
 		return res, err
 	}
 	res.Seconds = time.Since(t1).Seconds()
+	res.SDKWarnings, res.SDKErrors, res.SDKLog = log.counts()
 	progress(cfg, "%s: %s", w.key, res.summary())
 	return res, nil
 }
 
-func start(key string, tuned bool) (e *env, err error) {
+func start(key string, tuned bool, log *sdkLog) (e *env, err error) {
 	// temporaltest panics (it has no testing.T here) when the server cannot
 	// start: turn that into an error.
 	defer func() {
@@ -168,7 +170,7 @@ func start(key string, tuned bool) (e *env, err error) {
 		}
 	}()
 	acts := newActivities()
-	var opts []temporaltest.TestServerOption
+	opts := []temporaltest.TestServerOption{temporaltest.WithBaseClientOptions(client.Options{Logger: log})}
 	if tuned {
 		opts = append(opts, temporaltest.WithBaseServerOptions(temporal.WithDynamicConfigClient(tunedConfig())))
 	}
@@ -215,6 +217,7 @@ func (e *env) latency(ctx context.Context, cfg config, res *Result, one func(con
 	}
 	res.Runs = len(ds)
 	res.P50Ms, res.P99Ms = percentiles(ds)
+	res.MaxMs = ms(slices.Max(ds))
 	return nil
 }
 
@@ -255,6 +258,7 @@ func (e *env) approve(ctx context.Context, cfg config, res *Result) error {
 	}
 	res.Runs = len(toStart)
 	res.P50Ms, res.P99Ms = percentiles(toStart)
+	res.MaxMs = ms(slices.Max(toStart))
 	p50, p99 := percentiles(toDone)
 	res.Extra = map[string]float64{"signal_to_complete_p50_ms": p50, "signal_to_complete_p99_ms": p99}
 	return nil
@@ -351,6 +355,7 @@ func (e *env) sustained(ctx context.Context, cfg config, res *Result) error {
 	res.Figure = fmt.Sprintf("sustained, %d clients, 1-step runs", cfg.clients)
 	res.StepsPerSec = float64(len(lat)) / elapsed.Seconds()
 	res.P50Ms, res.P99Ms = percentiles(lat)
+	res.MaxMs = ms(slices.Max(lat))
 	return nil
 }
 
@@ -365,9 +370,11 @@ func percentiles(ds []time.Duration) (p50, p99 float64) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+var began = time.Now()
+
 func progress(cfg config, format string, args ...any) {
 	if cfg.progress != nil {
-		fmt.Fprintf(cfg.progress, "temporal: "+format+"\n", args...)
+		fmt.Fprintf(cfg.progress, "temporal %6.1fs: "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
 	}
 }
 

@@ -19,10 +19,14 @@ type Result struct {
 	Clients       int                `json:"clients,omitempty"`
 	P50Ms         float64            `json:"p50_ms"`
 	P99Ms         float64            `json:"p99_ms"`
+	MaxMs         float64            `json:"max_ms"`
 	StepsPerSec   float64            `json:"steps_per_sec,omitempty"`
 	Extra         map[string]float64 `json:"extra,omitempty"`
 	Seconds       float64            `json:"seconds"`
 	ServerStartMs float64            `json:"server_start_ms"`
+	SDKWarnings   int                `json:"sdk_warnings"`
+	SDKErrors     int                `json:"sdk_errors"`
+	SDKLog        []string           `json:"sdk_log,omitempty"`
 }
 
 func (r Result) summary() string {
@@ -177,6 +181,12 @@ func (r *Report) markdown() string {
 	fmt.Fprintf(&b, "| figure | %s | goal |\n| --- | --- | --- |\n", column)
 	for _, res := range r.Results {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", res.Figure, res.summary(), res.Goal)
+	}
+	for _, res := range r.Results {
+		if res.SDKWarnings+res.SDKErrors > 0 {
+			fmt.Fprintf(&b, "\n%s: the SDK logged %d warnings and %d errors; the first: `%s`\n",
+				res.Key, res.SDKWarnings, res.SDKErrors, strings.ReplaceAll(res.SDKLog[0], "`", "'"))
+		}
 	}
 	b.WriteString("\nThe goals are Tollgate's (DESIGN.md §12); its own figures are in BENCHMARKS.md.\n")
 	return b.String()
