@@ -133,6 +133,16 @@ type env struct {
 	acts *activities
 	seq  atomic.Int64
 	key  string
+
+	// closes, when set, collects for each timed run the time from its start
+	// to the close the server recorded, and how long after that close the
+	// client's Get returned.
+	closes *closeLog
+}
+
+type closeLog struct {
+	mu               sync.Mutex
+	toClose, getLags []time.Duration
 }
 
 func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err error) {
@@ -200,12 +210,26 @@ func (e *env) timed(ctx context.Context, wf string, arg int) (time.Duration, err
 	if err := run.Get(ctx, nil); err != nil {
 		return 0, err
 	}
-	return time.Since(t0), nil
+	got := time.Now()
+	if e.closes != nil {
+		d, err := e.c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+		if err != nil {
+			return 0, err
+		}
+		closed := d.GetWorkflowExecutionInfo().GetCloseTime().AsTime()
+		e.closes.mu.Lock()
+		e.closes.toClose = append(e.closes.toClose, closed.Sub(t0))
+		e.closes.getLags = append(e.closes.getLags, got.Sub(closed))
+		e.closes.mu.Unlock()
+	}
+	return got.Sub(t0), nil
 }
 
 // latency runs one measurement cfg.n times, one after another.
 func (e *env) latency(ctx context.Context, cfg config, res *Result, one func(context.Context) (time.Duration, error)) error {
 	ds := make([]time.Duration, 0, cfg.n)
+	e.closes = &closeLog{}
+	defer func() { e.closes = nil }()
 	tick := newTicker(cfg, res.Key, cfg.n)
 	for i := range cfg.n {
 		d, err := one(ctx)
@@ -218,6 +242,14 @@ func (e *env) latency(ctx context.Context, cfg config, res *Result, one func(con
 	res.Runs = len(ds)
 	res.P50Ms, res.P99Ms = percentiles(ds)
 	res.MaxMs = ms(slices.Max(ds))
+	p50, p99 := percentiles(e.closes.toClose)
+	late := 0
+	for _, l := range e.closes.getLags {
+		if l > time.Second {
+			late++
+		}
+	}
+	res.Extra = map[string]float64{"server_close_p50_ms": p50, "server_close_p99_ms": p99, "late_wakeups": float64(late)}
 	return nil
 }
 

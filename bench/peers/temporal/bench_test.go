@@ -55,6 +55,10 @@ func TestRunTiny(t *testing.T) {
 			if r.Runs != 3 {
 				t.Errorf("%s: %d runs, want 3", r.Key, r.Runs)
 			}
+			// Each run closes on the server before the client's Get returns.
+			if c := r.Extra["server_close_p50_ms"]; c <= 0 || c > r.P50Ms {
+				t.Errorf("%s: start → recorded close p50 %v, client p50 %v", r.Key, c, r.P50Ms)
+			}
 		}
 	}
 	if rep.Versions["server"] == "" || rep.Versions["sdk"] == "" {

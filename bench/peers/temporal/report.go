@@ -183,6 +183,11 @@ func (r *Report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", res.Figure, res.summary(), res.Goal)
 	}
 	for _, res := range r.Results {
+		if late := res.Extra["late_wakeups"]; late > 0 {
+			fmt.Fprintf(&b, "\n%s: in %.0f of %d runs `WorkflowRun.Get` returned over 1 s after the close the server recorded "+
+				"(a missed wake-up; the history long poll expires after 20 s). Start → recorded close: p50 %s, p99 %s.\n",
+				res.Key, late, res.Runs, fmtMs(res.Extra["server_close_p50_ms"]), fmtMs(res.Extra["server_close_p99_ms"]))
+		}
 		if res.SDKWarnings+res.SDKErrors > 0 {
 			fmt.Fprintf(&b, "\n%s: the SDK logged %d warnings and %d errors; the first: `%s`\n",
 				res.Key, res.SDKWarnings, res.SDKErrors, strings.ReplaceAll(res.SDKLog[0], "`", "'"))
