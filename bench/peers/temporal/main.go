@@ -1,0 +1,22 @@
+// Command temporal measures Temporal, in process through temporaltest, on the
+// workloads of Tollgate's own benchmarks (test/e2e/bench_test.go in the main
+// module), and prints JSON and a Markdown table.
+//
+//	go run ./bench/peers/temporal -json out.json -md out.md [-n N] [-duration D]
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := Run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "temporal bench:", err)
+		os.Exit(1)
+	}
+}
