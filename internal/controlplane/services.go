@@ -401,12 +401,7 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 	if err != nil {
 		return nil, err
 	}
-	now, err := s.cfg.Store.Now(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out := &tollgatev1.ListAsksResponse{NextPageToken: next}
-	_ = now
 	for _, row := range rows {
 		// Get applies whatever rung of the ladder is due (I4: the reader
 		// enforces the deadline) before anyone sees the ask.
