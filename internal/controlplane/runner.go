@@ -41,6 +41,19 @@ type Runner struct {
 
 	// asks hears of every ask this replica opens, after its commit.
 	asks AskHook
+	// observers hear of every transition this replica commits.
+	observers []Observer
+}
+
+// Observer hears of every transition this replica commits, after the
+// commit, on the committing goroutine: before is the run as it was (nil
+// when the run was created), after as it is now, records what happened,
+// in order. Several events may share one commit. Observers feed traces
+// and metrics: they must not block, fail, or change the run; anything
+// slow (export) is handed to a goroutine the observer owns. A crash
+// between the commit and the call loses the observation, never the fact.
+type Observer interface {
+	Committed(ctx context.Context, m *engine.Machine, before, after *engine.Run, records []engine.Record)
 }
 
 // AskHook hears of an ask after the commit that opened it: it applies
@@ -168,6 +181,7 @@ type RunnerConfig struct {
 	Log        *slog.Logger
 	Engine     engine.Config
 	NewID      func() string // nil means random ids
+	Observers  []Observer    // traces, metrics
 }
 
 // NewRunner returns a Runner.
@@ -181,7 +195,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.NewID == nil {
 		cfg.NewID = randomID
 	}
-	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID,
+	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers,
 		machines: map[string]*engine.Machine{}, watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, runnerPerf: runnerPerf{ended: map[string]cachedRun{}}}
 }
 
@@ -301,6 +315,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 		return nil, false, fmt.Errorf("create run: %w", err)
 	}
 	r.remember(c.Run, tr.Run)
+	r.observe(ctx, m, nil, tr.Run, tr.Records)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "run started", slog.String("run", id), slog.String("requester", req.Requester), slog.String("plan", m.Digest()))
 	r.effects(ctx, id, tr)
 	return tr.Run, true, nil
@@ -605,6 +620,7 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		switch {
 		case err == nil:
 			r.remember(c.Run, cur)
+			r.observe(ctx, m, run, cur, records)
 			for i, p := range batch {
 				o := outs[i]
 				if o.err == nil {
@@ -637,6 +653,12 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		}
 	}
 	fail(errBusy)
+}
+
+func (r *Runner) observe(ctx context.Context, m *engine.Machine, before, after *engine.Run, records []engine.Record) {
+	for _, o := range r.observers {
+		o.Committed(ctx, m, before, after, records)
+	}
 }
 
 // now reads the store's clock and remembers how far it is from ours.

@@ -69,6 +69,8 @@ type Config struct {
 	// call the approver API.
 	ExecutorTLS *tls.Config
 	TrustDomain string
+	// Observers hear of every committed transition (traces, metrics).
+	Observers []Observer
 }
 
 // Server is a control plane's gRPC server with its handlers.
@@ -99,7 +101,7 @@ func NewServer(cfg Config) *Server {
 		execs = NewExecDispatcher(DispatcherConfig{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL})
 		cfg.Dispatcher = execs
 	}
-	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine})
+	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: cfg.Observers})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),

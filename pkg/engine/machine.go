@@ -197,3 +197,46 @@ func (m *Machine) Start(id, requester string, at time.Time) Transition {
 	t.advance()
 	return t.result()
 }
+
+// Place is where a step sits in its plan, for those who draw a run
+// (traces, timelines): its phase ("" for the top, "ASK/OPTION" for a menu
+// option's continuation, "ASK/then" for a question's) and its parallel
+// group ("" when it runs on its own). An ask's freshness probe sits in
+// the ask's phase, in no group.
+type Place struct {
+	Phase string
+	Group string
+}
+
+// Place returns where step sits; false if the plan has no such step.
+func (m *Machine) Place(step string) (Place, bool) {
+	si, ok := m.steps[step]
+	if !ok {
+		return Place{}, false
+	}
+	return Place{Phase: si.phase.key, Group: si.step.ParallelGroup}, true
+}
+
+// PhaseSteps lists the ids of a phase's steps in plan order (probes
+// excluded); nil for an unknown phase.
+func (m *Machine) PhaseSteps(phase string) []string {
+	ph, ok := m.phases[phase]
+	if !ok {
+		return nil
+	}
+	ids := make([]string, len(ph.steps))
+	for i, s := range ph.steps {
+		ids[i] = s.ID
+	}
+	return ids
+}
+
+// AskPhase returns the phase a stopping point sits in; false if the plan
+// has no such stopping point.
+func (m *Machine) AskPhase(ask string) (string, bool) {
+	st, ok := m.stops[ask]
+	if !ok {
+		return "", false
+	}
+	return st.phase.key, true
+}
