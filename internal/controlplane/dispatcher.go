@@ -3,8 +3,6 @@ package controlplane
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -84,6 +83,10 @@ type DispatcherConfig struct {
 	LeaseTTL   time.Duration // default 10s
 	GrantTTL   time.Duration // default 5m
 	Now        func() time.Time
+	// Tracing decides each lease's sampled flag, so an executor's span
+	// joins the step's span exactly when the control plane draws the run;
+	// nil: off.
+	Tracing *telemetry.Tracing
 }
 
 type offer struct {
@@ -260,7 +263,7 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		kind = tollgatev1.StepKind_STEP_KIND_PROSE
 	}
 	pl := &tollgatev1.Lease{LeaseId: id, Fence: uint64(o.d.Attempt), RunId: o.runID, StepId: o.d.Step, Attempt: int32(o.d.Attempt),
-		Traceparent: traceparent(o.runID, id),
+		Traceparent: telemetry.Traceparent(telemetry.RunTraceID(o.runID), telemetry.SpanID(id), d.cfg.Tracing.Sampled(telemetry.RunTraceID(o.runID))),
 		Kind:        kind, Server: o.d.Server, Tool: o.d.Tool, ArgsJson: string(o.d.Args), Prompt: o.d.Prompt, SideEffect: o.d.SideEffect,
 		Idempotent: o.d.Idempotent, Deadline: timestamppb.New(now.Add(d.cfg.LeaseTTL)), IdempotencyKey: o.runID + "/" + o.d.Step}
 	if o.d.SideEffect {
@@ -681,16 +684,6 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 			d.reoffer(l.offer) // nothing was recorded: the step is still queued
 		}
 	}
-}
-
-// traceparent is the W3C trace context a lease carries: every lease of a
-// run is in the run's trace (the trace id is derived from the run id), and
-// each lease is a span of its own, so an executor's spans join the run's
-// trace once tracing is wired in.
-func traceparent(runID, leaseID string) string {
-	t := sha256.Sum256([]byte("tollgate-trace\x00" + runID))
-	sp := sha256.Sum256([]byte("tollgate-span\x00" + leaseID))
-	return "00-" + hex.EncodeToString(t[:16]) + "-" + hex.EncodeToString(sp[:8]) + "-01"
 }
 
 // engineRefusal reports whether err is the engine refusing an event that

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
@@ -69,8 +71,11 @@ type Config struct {
 	// call the approver API.
 	ExecutorTLS *tls.Config
 	TrustDomain string
-	// Observers hear of every committed transition (traces, metrics).
+	// Observers hear of every committed transition (metrics).
 	Observers []Observer
+	// Tracing, when enabled, draws every run as a trace (tracing.go) and
+	// sets leases' sampled flags; nil: off.
+	Tracing *telemetry.Tracing
 }
 
 // Server is a control plane's gRPC server with its handlers.
@@ -98,10 +103,14 @@ func NewServer(cfg Config) *Server {
 	}
 	var execs *ExecDispatcher
 	if cfg.Dispatcher == nil {
-		execs = NewExecDispatcher(DispatcherConfig{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL})
+		execs = NewExecDispatcher(DispatcherConfig{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL, Tracing: cfg.Tracing})
 		cfg.Dispatcher = execs
 	}
-	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: cfg.Observers})
+	observers := cfg.Observers
+	if cfg.Tracing.Enabled() {
+		observers = append(slices.Clip(observers), newRunTracer(cfg.Tracing))
+	}
+	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),

@@ -406,6 +406,13 @@ func mask(canonical string) string {
 func (t *tx) derive() {
 	before := t.run.State
 	t.deriveState()
+	switch after := t.run.State; {
+	case after == Parked && before != Parked:
+		t.run.Parks++
+		t.run.ParkedAt = t.at
+	case before == Parked && after != Parked:
+		t.run.ResumedAt = t.at
+	}
 	if after := t.run.State; after != before && !after.Terminal() {
 		t.record("run.state", "system", map[string]any{"from": string(before), "to": string(after)})
 	}

@@ -240,3 +240,13 @@ func (m *Machine) AskPhase(ask string) (string, bool) {
 	}
 	return st.phase.key, true
 }
+
+// Step returns the plan's step (or an ask's freshness probe) by id; the
+// caller must not change it.
+func (m *Machine) Step(id string) (*plan.Step, bool) {
+	si, ok := m.steps[id]
+	if !ok {
+		return nil, false
+	}
+	return si.step, true
+}

@@ -115,6 +115,12 @@ type Run struct {
 	Steps      map[string]*StepRun `json:"steps"`
 	Asks       map[string]*AskRun  `json:"asks"`
 	Failing    string              `json:"failing,omitempty"` // the step whose failure stops the run once in-flight work settles
+	// Parks counts how often the run has parked; ParkedAt is when it last
+	// parked, ResumedAt when it last left parked. A run's life is drawn
+	// as its stretches between parks (traces, timelines).
+	Parks     int       `json:"parks,omitempty"`
+	ParkedAt  time.Time `json:"parked_at,omitzero"`
+	ResumedAt time.Time `json:"resumed_at,omitzero"`
 }
 
 // StepRun is one step of an active phase.
