@@ -24,6 +24,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
@@ -45,6 +46,7 @@ var devExecutors = []string{"dev-executor", "edge-1", "edge-2"}
 type Options struct {
 	Listen        string          `yaml:"listen"`
 	AdminListen   string          `yaml:"admin_listen"`
+	PProf         bool            `yaml:"pprof"` // net/http/pprof on the admin listener
 	Redis         string          `yaml:"redis"`
 	AllowVolatile bool            `yaml:"allow_volatile_store"`
 	Dev           bool            `yaml:"dev"`
@@ -137,7 +139,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.Usage = func() { fmt.Fprint(mc.Stderr, usage); fs.PrintDefaults() }
 	fs.StringVar(&configFile, "config", "", "YAML config file (flags override it)")
 	fs.StringVar(&o.Listen, "listen", "", "gRPC listen address (default 127.0.0.1:7443 with --dev)")
-	fs.StringVar(&o.AdminListen, "admin-listen", "", "admin HTTP address for /healthz (empty: off)")
+	fs.StringVar(&o.AdminListen, "admin-listen", "", "admin HTTP address for /healthz and /metrics (Prometheus) (empty: off)")
+	fs.BoolVar(&o.PProf, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin listener (needs --admin-listen)")
 	fs.StringVar(&o.Redis, "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock")
 	fs.BoolVar(&o.AllowVolatile, "allow-volatile-store", false, "accept a Redis that keeps nothing on disk (appendonly no)")
 	fs.BoolVar(&o.Dev, "dev", false, "development mode: memory store, dev key and tokens, loopback only")
@@ -172,6 +175,9 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		if err := loadConfig(configFile, &o, fs); err != nil {
 			return err
 		}
+	}
+	if o.PProf && o.AdminListen == "" {
+		return errors.New("--pprof is served on the admin listener: give --admin-listen too")
 	}
 	log := slog.New(slog.NewTextHandler(mc.Stderr, nil))
 	if o.Home == "" {
@@ -318,10 +324,19 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			return fmt.Errorf("executor listener: %w (give --executor-cert, --executor-key and --executor-ca)", err)
 		}
 	}
+	var observers []Observer
+	var met *metrics.Metrics
+	if o.AdminListen != "" {
+		if met, err = metrics.New(metrics.Config{Store: st, Log: log}); err != nil {
+			return err
+		}
+		defer met.Shutdown(context.Background())
+		observers = append(observers, met)
+	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Authority: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
-		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier)})
+		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers})
 	srvRef = srv
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
@@ -354,21 +369,21 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		log.Warn("no --executor-listen: no executor can connect, so runs with tool steps stay blocked")
 	}
 	var admin *http.Server
+	adminAddr := ""
 	if o.AdminListen != "" {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		admin = &http.Server{Addr: o.AdminListen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := admin.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("admin listener: %w", err)
+		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf}), errc); err != nil {
+			lis.Close()
+			if execLis != nil {
+				execLis.Close()
 			}
-		}()
+			return err
+		}
 	}
 	execAddr := ""
 	if execLis != nil {
 		execAddr = execLis.Addr().String()
 	}
-	log.Info("serving", "listen", lis.Addr().String(), "executor_listen", execAddr, "admin", o.AdminListen, "dev", o.Dev)
+	log.Info("serving", "listen", lis.Addr().String(), "executor_listen", execAddr, "admin", adminAddr, "dev", o.Dev)
 	execCtx, stopExec := context.WithCancel(ctx)
 	defer stopExec()
 	execDone := make(chan struct{})
@@ -443,6 +458,7 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	merge("allow-volatile-store", func() { o.AllowVolatile = o.AllowVolatile || fromFile.AllowVolatile })
 	merge("dev", func() { o.Dev = o.Dev || fromFile.Dev })
 	merge("reflection", func() { o.Reflection = o.Reflection || fromFile.Reflection })
+	merge("pprof", func() { o.PProf = o.PProf || fromFile.PProf })
 	merge("ask-expiry", func() {
 		if fromFile.AskExpiry > 0 {
 			o.AskExpiry = fromFile.AskExpiry

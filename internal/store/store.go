@@ -168,8 +168,19 @@ type Store interface {
 	// ListExceptions returns every standing approval, revoked and expired
 	// ones included, by id.
 	ListExceptions(ctx context.Context) ([]Exception, error)
+	// Counts returns how many runs and asks the store holds in each
+	// state, across every replica's commits. It reads counts the store
+	// keeps (no scan of the runs), so a metrics scrape may call it every
+	// time. A state that held none may be missing or zero.
+	Counts(ctx context.Context) (Counts, error)
 	// Close releases the store.
 	Close() error
+}
+
+// Counts are a store's runs by Run.State and asks by Ask.State.
+type Counts struct {
+	Runs map[string]int64
+	Asks map[string]int64
 }
 
 // Limit applies the page size rules.

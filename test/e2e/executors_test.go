@@ -38,6 +38,12 @@ const testCatalog = `
 
 func newCluster(t *testing.T, executors ...string) *cluster {
 	t.Helper()
+	return newClusterWith(t, nil, executors...)
+}
+
+// newClusterWith is newCluster with more control plane flags.
+func newClusterWith(t *testing.T, planeArgs []string, executors ...string) *cluster {
+	t.Helper()
 	redis := redistest.Start(t)
 	home := t.TempDir()
 	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
@@ -61,9 +67,9 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.plane = startPlane(t, home, "--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
+	c.plane = startPlane(t, home, append([]string{"--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
 		"--executor-listen", "127.0.0.1:0", "--executor-cert", pki.Server.Cert, "--executor-key", pki.Server.Key, "--executor-ca", pki.CA,
-		"--grant-key", filepath.Join(home, "grant.key"), "--policy", policy, "--lease-ttl", "1s", "--catalog", catalog)
+		"--grant-key", filepath.Join(home, "grant.key"), "--policy", policy, "--lease-ttl", "1s", "--catalog", catalog}, planeArgs...)...)
 	servers := fmt.Sprintf(`
   - {name: test, command: [%q, "--file", %q]}
   - {name: mcp-monitor, command: [%q]}

@@ -28,6 +28,9 @@ type Store struct {
 	journal map[string][]store.JournalRecord
 	plans   map[string][]byte
 	keys    map[string]string // request key → run id
+	// runStates and askStates count rows by state, kept by Commit.
+	runStates map[string]int64
+	askStates map[string]int64
 
 	exceptions map[string]store.Exception
 }
@@ -40,7 +43,8 @@ func New(cfg Config) *Store {
 		cfg.Now = time.Now
 	}
 	return &Store{now: cfg.Now, runs: map[string]store.Run{}, asks: map[string]store.Ask{},
-		journal: map[string][]store.JournalRecord{}, plans: map[string][]byte{}, keys: map[string]string{}}
+		journal: map[string][]store.JournalRecord{}, plans: map[string][]byte{}, keys: map[string]string{},
+		runStates: map[string]int64{}, askStates: map[string]int64{}}
 }
 
 // Now implements store.Store.
@@ -78,8 +82,16 @@ func (s *Store) Commit(_ context.Context, c store.Commit) error {
 	}
 	r := c.Run
 	r.Data = slices.Clone(r.Data)
+	if exists {
+		s.runStates[cur.State]--
+	}
+	s.runStates[r.State]++
 	s.runs[r.ID] = r
 	for _, a := range c.Asks {
+		if old, ok := s.asks[a.ID]; ok {
+			s.askStates[old.State]--
+		}
+		s.askStates[a.State]++
 		s.asks[a.ID] = a
 	}
 	s.journal[r.ID] = append(s.journal[r.ID], c.Journal...)
@@ -122,6 +134,13 @@ func (s *Store) ListRuns(_ context.Context, q store.RunQuery) ([]store.Run, stri
 	s.mu.RUnlock()
 	key := func(r store.Run) (time.Time, string) { return r.CreatedAt, r.ID }
 	return page(all, q.PageToken, q.Limit, key, true)
+}
+
+// Counts implements store.Store from the counts Commit keeps.
+func (s *Store) Counts(context.Context) (store.Counts, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return store.Counts{Runs: maps.Clone(s.runStates), Asks: maps.Clone(s.askStates)}, nil
 }
 
 // GetAsk implements store.Store.

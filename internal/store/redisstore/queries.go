@@ -607,3 +607,50 @@ func (s *Store) ListExceptions(ctx context.Context) ([]store.Exception, error) {
 	}
 	return out, nil
 }
+
+// Counts implements store.Store: ZCARD of each state index the shards
+// have seen (their registries), in two pipelined round trips; nothing is
+// scanned.
+func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
+	pipe := s.rdb.Pipeline()
+	runStates := make([]*redis.StringSliceCmd, s.shards)
+	askStates := make([]*redis.StringSliceCmd, s.shards)
+	for sh := range s.shards {
+		runStates[sh] = pipe.SMembers(ctx, runStatesKey(s.tag(sh)))
+		askStates[sh] = pipe.SMembers(ctx, askStatesKey(s.tag(sh)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return store.Counts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	type card struct {
+		state string
+		runs  bool
+		cmd   *redis.IntCmd
+	}
+	var cards []card
+	pipe = s.rdb.Pipeline()
+	for sh := range s.shards {
+		tag := s.tag(sh)
+		for _, st := range runStates[sh].Val() {
+			cards = append(cards, card{st, true, pipe.ZCard(ctx, runStateKey(tag, st))})
+		}
+		for _, st := range askStates[sh].Val() {
+			cards = append(cards, card{st, false, pipe.ZCard(ctx, askStateKey(tag, st))})
+		}
+	}
+	out := store.Counts{Runs: map[string]int64{}, Asks: map[string]int64{}}
+	if len(cards) == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return store.Counts{}, fmt.Errorf("redisstore: %w", err)
+	}
+	for _, c := range cards {
+		if c.runs {
+			out.Runs[c.state] += c.cmd.Val()
+		} else {
+			out.Asks[c.state] += c.cmd.Val()
+		}
+	}
+	return out, nil
+}

@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"NotFound", testNotFound},
 		{"InvalidCommit", testInvalid},
 		{"Exceptions", testExceptions},
+		{"CountsFollowStates", testCounts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -469,4 +470,65 @@ func testExceptions(t *testing.T, s store.Store) {
 	if err := s.PutException(ctx, store.Exception{}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("an exception without an id: %v", err)
 	}
+}
+
+// testCounts moves runs and asks between states, as runs do, and checks
+// the counts after each commit; a refused commit counts nothing.
+func testCounts(t *testing.T, s store.Store) {
+	check := func(when string, runs, asks map[string]int64) {
+		t.Helper()
+		c, err := s.Counts(ctx)
+		must(t, err)
+		for _, x := range []struct {
+			what      string
+			got, want map[string]int64
+		}{{"runs", c.Runs, runs}, {"asks", c.Asks, asks}} {
+			for state, n := range x.got {
+				if n != x.want[state] {
+					t.Fatalf("%s: %s in state %q: %d, want %d (all: %v)", when, x.what, state, n, x.want[state], x.got)
+				}
+			}
+			for state, n := range x.want {
+				if x.got[state] != n {
+					t.Fatalf("%s: %s in state %q: %d, want %d (all: %v)", when, x.what, state, x.got[state], n, x.got)
+				}
+			}
+		}
+	}
+	check("empty", nil, nil)
+	exp := base.Add(time.Hour)
+	var runs []store.Run
+	for i := range 5 {
+		id := fmt.Sprintf("r%d", i)
+		c := Commit(newRun(id, "alice", base.Add(time.Duration(i)*time.Second)), 0, "parked",
+			[]store.Ask{ask(id, "a", "pending", "user:alice", exp), ask(id, "b", "pending", "role:finance", exp)}, "run.started")
+		must(t, s.Commit(ctx, c))
+		runs = append(runs, c.Run)
+	}
+	check("five parked", map[string]int64{"parked": 5}, map[string]int64{"pending": 10})
+	// r0: one ask approved, the run goes on.
+	c := Commit(runs[0], 1, "running", []store.Ask{ask("r0", "a", "approved", "user:alice", exp)}, "ask.decided")
+	must(t, s.Commit(ctx, c))
+	runs[0] = c.Run
+	check("one approval", map[string]int64{"parked": 4, "running": 1}, map[string]int64{"pending": 9, "approved": 1})
+	// r1: the run changes state, its asks do not.
+	c = Commit(runs[1], 1, "blocked", nil, "run.state")
+	must(t, s.Commit(ctx, c))
+	runs[1] = c.Run
+	// r2 ends: both asks cancelled in the same commit.
+	c = Commit(runs[2], 1, "cancelled", []store.Ask{ask("r2", "a", "cancelled", "user:alice", exp), ask("r2", "b", "cancelled", "role:finance", exp)}, "run.ended")
+	must(t, s.Commit(ctx, c))
+	runs[2] = c.Run
+	// A stale commit of r3 is refused and counts nothing.
+	stale := Commit(runs[3], 7, "complete", []store.Ask{ask("r3", "a", "expired", "user:alice", exp)}, "run.ended")
+	if err := s.Commit(ctx, stale); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale commit: %v", err)
+	}
+	check("after moves", map[string]int64{"parked": 2, "running": 1, "blocked": 1, "cancelled": 1},
+		map[string]int64{"pending": 7, "approved": 1, "cancelled": 2})
+	// r0 completes: its approval consumed, the other ask answered.
+	c = Commit(runs[0], 2, "complete", []store.Ask{ask("r0", "a", "consumed", "user:alice", exp), ask("r0", "b", "answered", "role:finance", exp)}, "run.ended")
+	must(t, s.Commit(ctx, c))
+	check("r0 complete", map[string]int64{"parked": 2, "blocked": 1, "cancelled": 1, "complete": 1},
+		map[string]int64{"pending": 6, "cancelled": 2, "consumed": 1, "answered": 1})
 }

@@ -1,0 +1,59 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+)
+
+// AdminConfig is what the admin listener serves besides /healthz.
+type AdminConfig struct {
+	// Metrics, when set, serves /metrics (the Prometheus text format).
+	Metrics http.Handler
+	// PProf serves net/http/pprof under /debug/pprof/: profiles of a
+	// live process, for operators. Off by default, since a profile
+	// costs CPU and shows what the process is doing to whoever can reach
+	// the port.
+	PProf bool
+}
+
+// AdminMux is the admin listener's handler. The pprof handlers are
+// registered on it explicitly; the process never serves
+// http.DefaultServeMux (where importing net/http/pprof also puts them).
+func AdminMux(cfg AdminConfig) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	if cfg.PProf {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // the named profiles too: heap, goroutine, block…
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// startAdmin listens on addr and serves h until the server is shut down;
+// a serving error after the start goes to errc. It returns the address
+// it listens on (addr may ask for any port).
+func startAdmin(addr string, h http.Handler, errc chan<- error) (*http.Server, string, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("admin listen: %w", err)
+	}
+	// No WriteTimeout: a CPU profile or a trace streams for as long as
+	// its ?seconds= asks.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin listener: %w", err)
+		}
+	}()
+	return srv, lis.Addr().String(), nil
+}
