@@ -31,7 +31,7 @@ func (g *globals) decide(cmd *cobra.Command, req *tollgatev1.DecideRequest) erro
 		return g.printJSON(struct {
 			askJSON
 			RunState string `json:"run_state"`
-		}{askPacketJSON(resp.GetAsk()), stateWord(resp.GetRunState())})
+		}{askPacketJSON(resp.GetAsk(), g.cfg.Now()), stateWord(resp.GetRunState())})
 	}
 	d := resp.GetDecision()
 	fmt.Fprintf(g.cfg.Stdout, "%s: %s by %s; the run is %s\n", req.GetAskId(), enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), stateWord(resp.GetRunState()))
@@ -140,7 +140,7 @@ approvals given before no longer count: approve again after amending.`,
 				return rpcErr(err)
 			}
 			if g.json() {
-				return g.printJSON(askPacketJSON(resp.GetAsk()))
+				return g.printJSON(askPacketJSON(resp.GetAsk(), g.cfg.Now()))
 			}
 			fmt.Fprintf(g.cfg.Stdout, "%s: %s is now %s; the payload digest is %s (approve again)\n", args[0], args[1], args[2], resp.GetAsk().GetPayloadDigest())
 			return nil
@@ -274,7 +274,7 @@ with a new evidence digest; approvals given before no longer count.`,
 				return rpcErr(err)
 			}
 			if g.json() {
-				return g.printJSON(askPacketJSON(resp.GetAsk()))
+				return g.printJSON(askPacketJSON(resp.GetAsk(), g.cfg.Now()))
 			}
 			fmt.Fprintf(g.cfg.Stdout, "%s: %d artifact(s) attached; the ask is %s again; evidence digest %s\n", args[0], len(req.Artifacts),
 				askWord(resp.GetAsk().GetState()), resp.GetAsk().GetEvidenceDigest())

@@ -47,7 +47,7 @@ or the server goes away (exit 1).`,
 				if g.json() {
 					out := map[string]any{"change": kind}
 					if a != nil {
-						out["ask"] = askSummaryJSON(a)
+						out["ask"] = askSummaryJSON(a, g.cfg.Now())
 						out["why"] = m.GetItem().GetWhy()
 					}
 					if err := g.printJSONLine(out); err != nil {
