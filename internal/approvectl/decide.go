@@ -53,7 +53,7 @@ A refusal exits 1 and says why: already decided, expired, permission denied.`,
 				if until == "" || scope == "" || strings.TrimSpace(reason) == "" {
 					return usageErr("a standing approval needs --until, --scope and --reason")
 				}
-				t, err := parseUntil(until, time.Now())
+				t, err := parseUntil(until, g.cfg.Now())
 				if err != nil {
 					return usageErr("%s", err)
 				}
@@ -208,7 +208,7 @@ includes revoked and expired ones. "standing revoke ID --reason TEXT" ends one.`
 				state := "active"
 				if x.GetRevoked() {
 					state = "revoked by " + x.GetRevokedBy()
-				} else if !x.GetUntil().AsTime().After(time.Now()) {
+				} else if !x.GetUntil().AsTime().After(g.cfg.Now()) {
 					state = "expired"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.GetId(), x.GetScope(), x.GetGrantedBy(), x.GetUntil().AsTime().Local().Format("2006-01-02 15:04"), state)

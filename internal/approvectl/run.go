@@ -33,9 +33,9 @@ it is plain lines, one each time something changed, e.g.
 
   14:02:07  running  steps 0/4  queued cpu, mem
   14:02:07  running  steps 2/4  now brief
-  14:02:08  parked  steps 3/4  waiting on 01JD…/ask_1
-  14:02:08  ask 01JD…/ask_1 "save this reading?"
-  14:02:08    answer: approvectl approve 01JD…/ask_1   or   approvectl reject …
+  14:02:08  parked  steps 3/4  waiting on r_538q…/ask_1
+  14:02:08  ask r_538q…/ask_1 "save this reading?"
+  14:02:08    answer: approvectl approve r_538q…/ask_1   or   approvectl reject …
 
 then it prints how the run stands and the commands that answer its asks.
 With -o json it prints only the run at the end. Exit code 4 when the run

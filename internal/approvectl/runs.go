@@ -104,8 +104,8 @@ timeline of what it did, in order, each line with its time from the start:
 parallel_group, branch_ms, queue_wait_ms and attempt_log), fans (wall_ms,
 branch_sum_ms, branch_max_ms) and asks (opened_at, closed_at, wait_ms,
 decisions).`,
-		Example: `  approvectl --as alice runs show 01JD8Q3V5T
-  approvectl --as alice runs show 01JD8Q3V5T -o json | jq '.fans[] | {group, wall_ms, branch_max_ms}'`,
+		Example: `  approvectl --as alice runs show r_538qtqz0wpmp
+  approvectl --as alice runs show r_538qtqz0wpmp -o json | jq '.fans[] | {group, wall_ms, branch_max_ms}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial()

@@ -234,7 +234,8 @@ func askHeader(a *tollgatev1.AskSummary, now time.Time) string {
 		return h + fmt.Sprintf("waiting %s  (opened %s, expires %s, %s)", span(askWait(opened, closed, now)),
 			opened.Format(time.RFC3339), exp.Format(time.RFC3339), dueIn(exp, now))
 	}
-	return h + fmt.Sprintf("waited %s  (opened %s → decided %s)", span(askWait(opened, closed, now)), opened.Format(time.RFC3339), closed.Format(time.RFC3339))
+	return h + fmt.Sprintf("waited %s  (opened %s → decided %s, deadline %s)", span(askWait(opened, closed, now)), opened.Format(time.RFC3339),
+		closed.Format(time.RFC3339), a.GetExpiresAt().AsTime().Format(time.RFC3339))
 }
 
 // askDetails are the lines under an ask: each decision (who, what, when)

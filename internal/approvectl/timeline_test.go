@@ -89,7 +89,7 @@ func TestTimelineOfADecidedAsk(t *testing.T) {
 	var b bytes.Buffer
 	writeTimeline(&b, r, packets, t0.Add(48*time.Hour))
 	for _, want := range []string{
-		`ask r1/ask_1 "save this reading?"  consumed  waited 3m05s  (opened 2026-03-01T09:00:00Z → decided 2026-03-01T09:03:05Z)`,
+		`ask r1/ask_1 "save this reading?"  consumed  waited 3m05s  (opened 2026-03-01T09:00:00Z → decided 2026-03-01T09:03:05Z, deadline 2026-03-04T09:00:00Z)`,
 		"approve by alice at 2026-03-01T09:03:05Z · option 1 · looks right",
 	} {
 		if !strings.Contains(b.String(), want) {

@@ -252,6 +252,14 @@ func TestOperatorViewOfAFanRun(t *testing.T) {
 		}
 	}
 
+	var order []string
+	for _, s := range js.Steps {
+		order = append(order, s.ID)
+	}
+	if strings.Join(order, ",") != "a,b,c,join_naps,brief,keep" {
+		t.Errorf("steps come in plan order: %v", order)
+	}
+
 	// Each step names its executor, in the text and in the JSON.
 	for _, step := range []string{"a", "b", "c", "brief", "keep"} {
 		if executors[step] != "edge-1" {
@@ -263,7 +271,7 @@ func TestOperatorViewOfAFanRun(t *testing.T) {
 	}
 
 	// The ask: its wait and its decision.
-	if !regexp.MustCompile(regexp.QuoteMeta(`ask `+ask+` "keep it?"  consumed  waited `)+`\S+  \(opened \S+ → decided \S+\)`).MatchString(show.stdout) ||
+	if !regexp.MustCompile(regexp.QuoteMeta(`ask `+ask+` "keep it?"  consumed  waited `)+`\S+  \(opened \S+ → decided \S+, deadline \S+\)`).MatchString(show.stdout) ||
 		!strings.Contains(show.stdout, "approve by alice at ") {
 		t.Errorf("the ask's wait and decision:\n%s", show.stdout)
 	}
