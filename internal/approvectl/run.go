@@ -32,8 +32,8 @@ the progress is one line redrawn in place; when stdout is a pipe or a file
 it is plain lines, one each time something changed, e.g.
 
   14:02:07  running  steps 0/4  queued cpu, mem
-  14:02:07  running  steps 2/4  now brief
-  14:02:08  parked  steps 3/4  waiting on r_538q…/ask_1
+  14:02:07  running  steps 3/4  now brief
+  14:02:08  parked  steps 4/4  waiting on r_538q…/ask_1
   14:02:08  ask r_538q…/ask_1 "save this reading?"
   14:02:08    answer: approvectl approve r_538q…/ask_1   or   approvectl reject …
 
