@@ -81,7 +81,8 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 	if run.State.Terminal() {
 		out.FinishedAt = ts(run.UpdatedAt)
 	}
-	for _, id := range stepOrder(run, m) {
+	order := stepOrder(run, m)
+	for _, id := range order {
 		s := run.Steps[id]
 		ps := &tollgatev1.StepState{StepId: id, State: stepStatusToProto[s.Status], ApprovedByStarter: s.Grant == engine.GrantStart,
 			BranchTime: durationpb.New(engine.BranchTime(s))}
@@ -107,24 +108,31 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 	for _, id := range slices.Sorted(maps.Keys(run.Asks)) {
 		out.Asks = append(out.Asks, askSummary(run, run.Asks[id], skill))
 	}
-	out.Fans = fanTimings(run, m)
+	out.Fans = fanTimings(run, m, order)
 	return out
 }
 
-// stepOrder lists the run's steps in plan order; steps the plan does not
-// list (an ask's freshness probe) follow, by id.
+// stepOrder lists the run's steps in plan order, phase by phase in the
+// order the run reached them; steps no phase lists (an ask's freshness
+// probe) follow, by id.
 func stepOrder(run *engine.Run, m *engine.Machine) []string {
 	ids := make([]string, 0, len(run.Steps))
-	for _, st := range stepsOf(m.Plan()) {
-		if _, ok := run.Steps[st.ID]; ok {
-			ids = append(ids, st.ID)
+	for _, ph := range run.Phases {
+		for _, id := range m.PhaseSteps(ph) {
+			if _, ok := run.Steps[id]; ok {
+				ids = append(ids, id)
+			}
 		}
 	}
 	if len(ids) == len(run.Steps) {
 		return ids
 	}
+	listed := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		listed[id] = true
+	}
 	for _, id := range slices.Sorted(maps.Keys(run.Steps)) {
-		if !slices.Contains(ids, id) {
+		if !listed[id] {
 			ids = append(ids, id)
 		}
 	}
@@ -132,14 +140,14 @@ func stepOrder(run *engine.Run, m *engine.Machine) []string {
 }
 
 // fanTimings is the figures of every fan of the run whose branches are
-// all done, in plan order: the engine's one computation (m.Fan), the
-// same that traces and metrics report.
-func fanTimings(run *engine.Run, m *engine.Machine) []*tollgatev1.FanTiming {
+// all done, in the order of steps: the engine's one computation (m.Fan),
+// the same that traces and metrics report.
+func fanTimings(run *engine.Run, m *engine.Machine, steps []string) []*tollgatev1.FanTiming {
 	var out []*tollgatev1.FanTiming
 	var seen []engine.Place
-	for _, st := range stepsOf(m.Plan()) {
-		p, ok := m.Place(st.ID)
-		if !ok || p.Group == "" || slices.Contains(seen, p) || run.Steps[st.ID] == nil {
+	for _, id := range steps {
+		p, ok := m.Place(id)
+		if !ok || p.Group == "" || slices.Contains(seen, p) {
 			continue
 		}
 		seen = append(seen, p)
