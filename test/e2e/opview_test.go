@@ -197,9 +197,6 @@ func TestOperatorViewOfAFanRun(t *testing.T) {
 	if wall > sum || mx > wall {
 		t.Errorf("a fan that ran at once: max %v ≤ wall %v ≤ sum %v", mx, wall, sum)
 	}
-	if mx < 300*time.Millisecond {
-		t.Errorf("the slowest branch slept 300ms; max is %v", mx)
-	}
 
 	// The JSON carries the same figures, and they are what the recorded
 	// attempts make: wall from the first branch queued to the last
@@ -258,6 +255,17 @@ func TestOperatorViewOfAFanRun(t *testing.T) {
 	}
 	if strings.Join(order, ",") != "a,b,c,join_naps,brief,keep" {
 		t.Errorf("steps come in plan order: %v", order)
+	}
+
+	// The slowest branch is the one that slept longest (its time runs
+	// from the lease's ack to the result, so it can read a little under
+	// the 300ms slept).
+	branch := map[string]float64{}
+	for _, s := range js.Steps {
+		branch[s.ID] = s.BranchMS
+	}
+	if !(branch["a"] > branch["b"] && branch["b"] > branch["c"]) || f.BranchMaxMS != branch["a"] {
+		t.Errorf("branch times %v, max %vms: a slept 300ms, b 200ms, c 100ms", branch, f.BranchMaxMS)
 	}
 
 	// Each step names its executor, in the text and in the JSON.
