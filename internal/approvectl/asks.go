@@ -2,6 +2,7 @@ package approvectl
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -17,7 +18,15 @@ func newAsksCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "asks",
 		Short: "Your inbox: the pending asks you may decide",
-		Args:  cobra.NoArgs,
+		Long: `Your inbox: the pending asks you may decide, oldest first as the server
+orders them, each with how long it has been open (45m, 3h, 2d), its
+deadline (in your local time, and relative: "in 5h", or "overdue 10m" for
+one whose deadline passed and that no reader has expired yet) and why it
+is yours to decide. -o json prints opened_at, expires_at and wait_ms (open
+for, in milliseconds) for each.`,
+		Example: `  approvectl --as dave asks
+  approvectl --as dave asks -o json | jq -r '.asks[] | select(.wait_ms > 3600000) | .ask_id'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.dial()
 			if err != nil {
@@ -28,24 +37,17 @@ func newAsksCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return rpcErr(err)
 			}
+			now := g.cfg.Now()
 			if g.json() {
 				out := struct {
 					Asks []askJSON `json:"asks"`
 				}{Asks: []askJSON{}}
 				for _, it := range resp.GetItems() {
-					out.Asks = append(out.Asks, askSummaryJSON(it.GetAsk()))
+					out.Asks = append(out.Asks, askSummaryJSON(it.GetAsk(), now))
 				}
 				return g.printJSON(out)
 			}
-			now := time.Now()
-			tw := tabwriter.NewWriter(g.cfg.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ASK\tTITLE\tOPEN\tEXPIRES\tWHY YOU")
-			for _, it := range resp.GetItems() {
-				a := it.GetAsk()
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetTitle(), age(a.GetCreatedAt().AsTime(), now),
-					a.GetExpiresAt().AsTime().Local().Format("2006-01-02 15:04"), it.GetWhy())
-			}
-			return tw.Flush()
+			return writeInbox(g.cfg.Stdout, resp.GetItems(), now, time.Local)
 		},
 	}
 	cmd.AddCommand(&cobra.Command{
@@ -68,7 +70,7 @@ func newAsksCmd(g *globals) *cobra.Command {
 					askJSON
 					MayDecide bool   `json:"may_decide"`
 					Why       string `json:"why"`
-				}{askPacketJSON(a), resp.GetMayDecide(), resp.GetWhy()})
+				}{askPacketJSON(a, g.cfg.Now()), resp.GetMayDecide(), resp.GetWhy()})
 			}
 			w := g.cfg.Stdout
 			fmt.Fprintf(w, "%s  %s\n  %s\n", a.GetId(), askWord(a.GetState()), a.GetTitle())
@@ -103,7 +105,7 @@ func newAsksCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "  escalated to %s\n", to)
 			}
 			switch {
-			case a.GetRemindAt() != nil && a.GetRemindAt().AsTime().After(time.Now()):
+			case a.GetRemindAt() != nil && a.GetRemindAt().AsTime().After(g.cfg.Now()):
 				fmt.Fprintf(w, "  next: a reminder at %s\n", a.GetRemindAt().AsTime().Format(time.RFC3339))
 			case a.GetEscalateAt() != nil:
 				fmt.Fprintf(w, "  next: escalates at %s\n", a.GetEscalateAt().AsTime().Format(time.RFC3339))
@@ -131,4 +133,17 @@ func newAsksCmd(g *globals) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// writeInbox prints the inbox as a table: how long each ask has been open
+// and its deadline, absolute in loc and relative to now.
+func writeInbox(w io.Writer, items []*tollgatev1.InboxItem, now time.Time, loc *time.Location) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ASK\tTITLE\tOPEN\tDEADLINE\tWHY YOU")
+	for _, it := range items {
+		a := it.GetAsk()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetTitle(), age(a.GetCreatedAt().AsTime(), now),
+			deadlineText(a.GetExpiresAt().AsTime().In(loc), now), it.GetWhy())
+	}
+	return tw.Flush()
 }

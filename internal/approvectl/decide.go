@@ -31,7 +31,7 @@ func (g *globals) decide(cmd *cobra.Command, req *tollgatev1.DecideRequest) erro
 		return g.printJSON(struct {
 			askJSON
 			RunState string `json:"run_state"`
-		}{askPacketJSON(resp.GetAsk()), stateWord(resp.GetRunState())})
+		}{askPacketJSON(resp.GetAsk(), g.cfg.Now()), stateWord(resp.GetRunState())})
 	}
 	d := resp.GetDecision()
 	fmt.Fprintf(g.cfg.Stdout, "%s: %s by %s; the run is %s\n", req.GetAskId(), enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), stateWord(resp.GetRunState()))
@@ -53,7 +53,7 @@ A refusal exits 1 and says why: already decided, expired, permission denied.`,
 				if until == "" || scope == "" || strings.TrimSpace(reason) == "" {
 					return usageErr("a standing approval needs --until, --scope and --reason")
 				}
-				t, err := parseUntil(until, time.Now())
+				t, err := parseUntil(until, g.cfg.Now())
 				if err != nil {
 					return usageErr("%s", err)
 				}
@@ -140,7 +140,7 @@ approvals given before no longer count: approve again after amending.`,
 				return rpcErr(err)
 			}
 			if g.json() {
-				return g.printJSON(askPacketJSON(resp.GetAsk()))
+				return g.printJSON(askPacketJSON(resp.GetAsk(), g.cfg.Now()))
 			}
 			fmt.Fprintf(g.cfg.Stdout, "%s: %s is now %s; the payload digest is %s (approve again)\n", args[0], args[1], args[2], resp.GetAsk().GetPayloadDigest())
 			return nil
@@ -208,7 +208,7 @@ includes revoked and expired ones. "standing revoke ID --reason TEXT" ends one.`
 				state := "active"
 				if x.GetRevoked() {
 					state = "revoked by " + x.GetRevokedBy()
-				} else if !x.GetUntil().AsTime().After(time.Now()) {
+				} else if !x.GetUntil().AsTime().After(g.cfg.Now()) {
 					state = "expired"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.GetId(), x.GetScope(), x.GetGrantedBy(), x.GetUntil().AsTime().Local().Format("2006-01-02 15:04"), state)
@@ -274,7 +274,7 @@ with a new evidence digest; approvals given before no longer count.`,
 				return rpcErr(err)
 			}
 			if g.json() {
-				return g.printJSON(askPacketJSON(resp.GetAsk()))
+				return g.printJSON(askPacketJSON(resp.GetAsk(), g.cfg.Now()))
 			}
 			fmt.Fprintf(g.cfg.Stdout, "%s: %d artifact(s) attached; the ask is %s again; evidence digest %s\n", args[0], len(req.Artifacts),
 				askWord(resp.GetAsk().GetState()), resp.GetAsk().GetEvidenceDigest())

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -26,6 +27,10 @@ type Config struct {
 	Stderr io.Writer
 	Stdin  io.Reader           // for interactive answers; nil means none
 	Getenv func(string) string // nil means os.Getenv
+	Now    func() time.Time    // the clock ages and waits are read against; nil means time.Now
+	// Terminal reports whether w is a terminal (run --wait then redraws
+	// one progress line in place); nil means: a character device.
+	Terminal func(w io.Writer) bool
 }
 
 // exitError carries an exit code; its message has already been printed
@@ -82,6 +87,12 @@ unreadable input; 3 the call did not get through, or anything else;
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: ExitUsage, err: err} })
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Terminal == nil {
+		cfg.Terminal = isTerminal
 	}
 	g := &globals{cfg: cfg}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "control plane address (default $TOLLGATE_SERVER or "+DefaultServer+")")

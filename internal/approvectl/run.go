@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,10 +25,23 @@ func newRunCmd(g *globals) *cobra.Command {
 control plane against its live tool catalog; anything else is the name of a
 skill the control plane knows.
 
-With --wait, follow the run until it ends or stops to ask, printing each change;
-then print the commands that answer its asks. Exit code 4 when the run ended
-without completing (failed, rejected, expired, cancelled).`,
+With --wait, follow the run until it ends, parks or is blocked, showing its
+progress: steps done of total, the steps under way, and each question it
+waits on (ask id and title) with the command that answers it. On a terminal
+the progress is one line redrawn in place; when stdout is a pipe or a file
+it is plain lines, one each time something changed, e.g.
+
+  14:02:07  running  steps 0/4  queued cpu, mem
+  14:02:07  running  steps 3/4  now brief
+  14:02:08  parked  steps 4/4  waiting on r_538q…/ask_1
+  14:02:08  ask r_538q…/ask_1 "save this reading?"
+  14:02:08    answer: approvectl approve r_538q…/ask_1   or   approvectl reject …
+
+then it prints how the run stands and the commands that answer its asks.
+With -o json it prints only the run at the end. Exit code 4 when the run
+ended without completing (failed, rejected, expired, cancelled).`,
 		Example: `  approvectl --as alice run graph-ask-demo --wait
+  approvectl --as alice run graph-ask-demo --wait | tee run.log
   approvectl run ./my-skill --request-id deploy-42`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,7 +68,7 @@ without completing (failed, rejected, expired, cancelled).`,
 			run := resp.GetRun()
 			if !wait {
 				if g.json() {
-					return g.printJSON(runJSON(run))
+					return g.printJSON(runJSON(run, g.cfg.Now()))
 				}
 				verb := "started"
 				if !resp.GetCreated() {
@@ -81,29 +93,38 @@ func (g *globals) follow(cmd *cobra.Command, c *client, id string) error {
 		return rpcErr(err)
 	}
 	var last *tollgatev1.Run
+	var show progress
+	if !g.json() {
+		show = g.newProgress(g.cfg.Stdout)
+	}
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
+			if show != nil {
+				show.end()
+			}
 			return rpcErr(err)
 		}
 		run := ev.GetEvent().GetRun()
 		last = run
-		if !g.json() {
-			done, total := progress(run)
-			fmt.Fprintf(g.cfg.Stdout, "%s  %s  %d/%d steps done\n", time.Now().Format("15:04:05"), stateWord(run.GetState()), done, total)
+		if show != nil {
+			show.show(run, ev.GetEvent().GetTime().AsTime())
 		}
 		if st := run.GetState(); terminal(st) || st == tollgatev1.RunState_RUN_STATE_PARKED || st == tollgatev1.RunState_RUN_STATE_BLOCKED {
 			break
 		}
 	}
+	if show != nil {
+		show.end()
+	}
 	if last == nil {
 		return &exitError{code: ExitInternal, err: fmt.Errorf("the watch of %s ended without news", id)}
 	}
 	if g.json() {
-		if err := g.printJSON(runJSON(last)); err != nil {
+		if err := g.printJSON(runJSON(last, g.cfg.Now())); err != nil {
 			return err
 		}
 	} else {
@@ -116,7 +137,7 @@ func (g *globals) follow(cmd *cobra.Command, c *client, id string) error {
 	return nil
 }
 
-func progress(r *tollgatev1.Run) (done, total int) {
+func stepsDone(r *tollgatev1.Run) (done, total int) {
 	for _, s := range r.GetSteps() {
 		total++
 		switch s.GetState() {

@@ -2,6 +2,7 @@ package approvectl
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,9 +19,14 @@ func newRunsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs, newest first",
-		Long: `List runs, newest first, with their state and age. Filter with --state
-(repeatable: running, parked, blocked, complete, partial, failed, cancelled,
-rejected, expired) and --requester.`,
+		Long: `List runs, newest first, with their state and age (how long ago each
+started: 45s, 12m, 3h, 2d). Filter with --state (repeatable: running, parked,
+blocked, complete, partial, failed, cancelled, rejected, expired) and
+--requester. -o json prints each run's created_at instead of an age.
+approvectl runs show RUN prints one run's timeline.`,
+		Example: `  approvectl --as alice runs
+  approvectl --as alice runs --state parked --state blocked
+  approvectl --as alice runs -o json | jq -r '.runs[] | select(.state == "parked") | .run_id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req := &tollgatev1.ListRunsRequest{Requester: requester, PageSize: limit}
@@ -61,7 +67,7 @@ rejected, expired) and --requester.`,
 			}
 			tw := tabwriter.NewWriter(g.cfg.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tSTATE\tAGE\tPLAN\tREQUESTER\tOPEN ASKS")
-			now := time.Now()
+			now := g.cfg.Now()
 			for _, r := range resp.GetRuns() {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.GetId(), stateWord(r.GetState()), age(r.GetCreatedAt().AsTime(), now), r.GetPlanName(), r.GetRequester(), r.GetOpenAsks())
 			}
@@ -78,8 +84,29 @@ rejected, expired) and --requester.`,
 func newRunsShowCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show RUN",
-		Short: "Show a run: its plan card, each step's state, each ask with its decisions",
-		Args:  cobra.ExactArgs(1),
+		Short: "Show a run: its plan card and a timeline of its steps, fans and asks",
+		Long: `Show a run: who started it and its state, the plan card it runs, then a
+timeline of what it did, in order, each line with its time from the start:
+
+  - each step with its state, the executor of its latest attempt, how many
+    attempts it took, the time executors spent on it (each attempt's lease
+    to its finish, summed), and how long it waited for an executor (queued);
+  - each fan (a 'together' group) as one line with its branches under it:
+    "fan probes  3 branches  wall 412ms · sum 763ms · max 412ms" — wall from
+    the first branch queued to the last finished, sum and max of the branch
+    times. Wall near max: the branches ran at once; near sum: one at a time.
+    These are the figures the run's trace records;
+  - each ask with how long it waited for a person (opened → decided, or
+    "waiting 3h12m" while open), every decision (what, who, when) and, while
+    it waits, the command that answers it.
+
+-o json carries the same in structured form: steps (with phase,
+parallel_group, branch_ms, queue_wait_ms and attempt_log), fans (wall_ms,
+branch_sum_ms, branch_max_ms) and asks (opened_at, closed_at, wait_ms,
+decisions).`,
+		Example: `  approvectl --as alice runs show r_538qtqz0wpmp
+  approvectl --as alice runs show r_538qtqz0wpmp -o json | jq '.fans[] | {group, wall_ms, branch_max_ms}'`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial()
 			if err != nil {
@@ -98,73 +125,39 @@ func newRunsShowCmd(g *globals) *cobra.Command {
 					packets[a.GetId()] = p.GetAsk()
 				}
 			}
+			now := g.cfg.Now()
 			if g.json() {
-				out := runJSON(r)
+				out := runJSON(r, now)
 				for i, a := range out.Asks {
 					if p, ok := packets[a.AskID]; ok {
-						out.Asks[i] = askPacketJSON(p)
+						out.Asks[i] = askPacketJSON(p, now)
 					}
 				}
 				return g.printJSON(out)
 			}
-			w := g.cfg.Stdout
-			fmt.Fprintf(w, "run %s  %s  requested by %s  %s\n", r.GetId(), stateWord(r.GetState()), r.GetRequester(), r.GetCreatedAt().AsTime().Format(time.RFC3339))
-			if r.GetStateReason() != "" {
-				fmt.Fprintf(w, "  %s\n", r.GetStateReason())
-			}
-			fmt.Fprintln(w)
-			fmt.Fprint(w, r.GetPlanCard())
-			fmt.Fprintln(w, "\nsteps")
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			for _, s := range r.GetSteps() {
-				detail := ""
-				if n := len(s.GetAttempts()); n > 0 {
-					a := s.GetAttempts()[n-1]
-					detail = fmt.Sprintf("attempt %d", a.GetN())
-					if a.GetExecutor() != "" {
-						detail += " on " + a.GetExecutor()
-					}
-					if a.GetStartedAt() != nil && a.GetFinishedAt() != nil {
-						detail += " · " + a.GetFinishedAt().AsTime().Sub(a.GetStartedAt().AsTime()).Round(time.Millisecond).String()
-					}
-					if a.GetError() != nil {
-						detail += " · " + a.GetError().GetMessage()
-					}
-				}
-				if s.GetGoverningAskId() != "" {
-					detail += " · approved by " + s.GetGoverningAskId()
-				}
-				if s.GetApprovedByStarter() {
-					detail += " · approved by starting the run"
-				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.GetStepId(), stepWord(s.GetState()), detail)
-			}
-			tw.Flush()
-			if len(r.GetAsks()) > 0 {
-				fmt.Fprintln(w, "\nasks")
-			}
-			for _, a := range r.GetAsks() {
-				fmt.Fprintf(w, "  %s  %s  %q  opened %s, expires %s\n", a.GetId(), askWord(a.GetState()), a.GetTitle(),
-					a.GetCreatedAt().AsTime().Format(time.RFC3339), a.GetExpiresAt().AsTime().Format(time.RFC3339))
-				if p, ok := packets[a.GetId()]; ok {
-					for _, d := range p.GetDecisions() {
-						line := fmt.Sprintf("    %s by %s at %s", enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), d.GetTime().AsTime().Format(time.RFC3339))
-						if d.GetOptionId() != "" {
-							line += " · option " + d.GetOptionId()
-						}
-						if d.GetReason() != "" {
-							line += " · " + d.GetReason()
-						}
-						fmt.Fprintln(w, line)
-					}
-					if p.GetAnswerCommand() != "" {
-						fmt.Fprintf(w, "    answer: %s\n", p.GetAnswerCommand())
-					}
-				}
-			}
+			writeRun(g.cfg.Stdout, r, packets, now)
 			return nil
 		},
 	}
+}
+
+// writeRun prints a run for people: its header, its plan card and its
+// timeline.
+func writeRun(w io.Writer, r *tollgatev1.Run, packets map[string]*tollgatev1.Ask, now time.Time) {
+	created := r.GetCreatedAt().AsTime()
+	fmt.Fprintf(w, "run %s  %s  requested by %s  %s\n", r.GetId(), stateWord(r.GetState()), r.GetRequester(), created.Format(time.RFC3339))
+	if r.GetStateReason() != "" {
+		fmt.Fprintf(w, "  %s\n", r.GetStateReason())
+	}
+	if f := r.GetFinishedAt(); f != nil {
+		fmt.Fprintf(w, "  ended %s, %s after it started\n", f.AsTime().Format(time.RFC3339), span(f.AsTime().Sub(created)))
+	} else {
+		fmt.Fprintf(w, "  live for %s\n", span(now.Sub(created)))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprint(w, r.GetPlanCard())
+	fmt.Fprintln(w, "\ntimeline (time from the start of the run)")
+	writeTimeline(w, r, packets, now)
 }
 
 func newRunsCancelCmd(g *globals) *cobra.Command {
@@ -184,7 +177,7 @@ func newRunsCancelCmd(g *globals) *cobra.Command {
 				return rpcErr(err)
 			}
 			if g.json() {
-				out := runJSON(resp.GetRun())
+				out := runJSON(resp.GetRun(), g.cfg.Now())
 				return g.printJSON(struct {
 					runJSONT
 					Report string `json:"report"`

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
@@ -47,7 +46,7 @@ or the server goes away (exit 1).`,
 				if g.json() {
 					out := map[string]any{"change": kind}
 					if a != nil {
-						out["ask"] = askSummaryJSON(a)
+						out["ask"] = askSummaryJSON(a, g.cfg.Now())
 						out["why"] = m.GetItem().GetWhy()
 					}
 					if err := g.printJSONLine(out); err != nil {
@@ -59,9 +58,9 @@ or the server goes away (exit 1).`,
 				case tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_SYNCED:
 					fmt.Fprintln(g.cfg.Stdout, "— watching; new asks appear below —")
 				case tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_REMOVED:
-					fmt.Fprintf(g.cfg.Stdout, "%s  removed  %s\n", time.Now().Format("15:04:05"), a.GetId())
+					fmt.Fprintf(g.cfg.Stdout, "%s  removed  %s\n", g.cfg.Now().Format("15:04:05"), a.GetId())
 				default:
-					fmt.Fprintf(g.cfg.Stdout, "%s  %-7s  %s  %q  expires %s  (%s)\n", time.Now().Format("15:04:05"), kind, a.GetId(), a.GetTitle(),
+					fmt.Fprintf(g.cfg.Stdout, "%s  %-7s  %s  %q  expires %s  (%s)\n", g.cfg.Now().Format("15:04:05"), kind, a.GetId(), a.GetTitle(),
 						a.GetExpiresAt().AsTime().Local().Format("2006-01-02 15:04"), m.GetItem().GetWhy())
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -53,7 +54,9 @@ var decisionKindToProto = map[string]tollgatev1.DecisionKind{
 	"approve": tollgatev1.DecisionKind_DECISION_KIND_APPROVE, "reject": tollgatev1.DecisionKind_DECISION_KIND_REJECT,
 	"answer": tollgatev1.DecisionKind_DECISION_KIND_ANSWER, "amend": tollgatev1.DecisionKind_DECISION_KIND_AMEND,
 	"revoke": tollgatev1.DecisionKind_DECISION_KIND_REVOKE, "request_evidence": tollgatev1.DecisionKind_DECISION_KIND_REQUEST_EVIDENCE,
-	"delegate": tollgatev1.DecisionKind_DECISION_KIND_DELEGATE,
+	"delegate": tollgatev1.DecisionKind_DECISION_KIND_DELEGATE, "expire": tollgatev1.DecisionKind_DECISION_KIND_EXPIRE,
+	"cancel": tollgatev1.DecisionKind_DECISION_KIND_CANCEL, "stale": tollgatev1.DecisionKind_DECISION_KIND_STALE,
+	"escalate": tollgatev1.DecisionKind_DECISION_KIND_ESCALATE, "evidence": tollgatev1.DecisionKind_DECISION_KIND_EVIDENCE_ATTACHED,
 }
 
 // quorum is how many distinct approvals the ask needs (at least one).
@@ -78,14 +81,20 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 	if run.State.Terminal() {
 		out.FinishedAt = ts(run.UpdatedAt)
 	}
-	for _, id := range slices.Sorted(maps.Keys(run.Steps)) {
+	order := stepOrder(run, m)
+	for _, id := range order {
 		s := run.Steps[id]
-		ps := &tollgatev1.StepState{StepId: id, State: stepStatusToProto[s.Status], ApprovedByStarter: s.Grant == engine.GrantStart}
+		ps := &tollgatev1.StepState{StepId: id, State: stepStatusToProto[s.Status], ApprovedByStarter: s.Grant == engine.GrantStart,
+			BranchTime: durationpb.New(engine.BranchTime(s))}
+		if p, ok := m.Place(id); ok {
+			ps.Phase, ps.ParallelGroup = p.Phase, p.Group
+		}
 		if s.Grant != "" && s.Grant != engine.GrantStart {
 			ps.GoverningAskId = store.AskID(run.ID, s.Grant)
 		}
 		for i, a := range s.Attempts {
-			pa := &tollgatev1.Attempt{N: int32(a.N), Executor: a.Executor, LeaseId: a.LeaseID, LeasedAt: ts(a.LeasedAt), StartedAt: ts(a.StartedAt), FinishedAt: ts(a.FinishedAt)}
+			pa := &tollgatev1.Attempt{N: int32(a.N), Executor: a.Executor, LeaseId: a.LeaseID, QueuedAt: ts(a.QueuedAt), LeasedAt: ts(a.LeasedAt),
+				StartedAt: ts(a.StartedAt), FinishedAt: ts(a.FinishedAt)}
 			if a.Error != "" {
 				pa.Error = &tollgatev1.StepError{Kind: tollgatev1.StepErrorKind_STEP_ERROR_KIND_TOOL, Message: a.Error}
 			}
@@ -98,6 +107,57 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 	}
 	for _, id := range slices.Sorted(maps.Keys(run.Asks)) {
 		out.Asks = append(out.Asks, askSummary(run, run.Asks[id], skill))
+	}
+	out.Fans = fanTimings(run, m, order)
+	return out
+}
+
+// stepOrder lists the run's steps in plan order, phase by phase in the
+// order the run reached them; steps no phase lists (an ask's freshness
+// probe) follow, by id.
+func stepOrder(run *engine.Run, m *engine.Machine) []string {
+	ids := make([]string, 0, len(run.Steps))
+	for _, ph := range run.Phases {
+		for _, id := range m.PhaseSteps(ph) {
+			if _, ok := run.Steps[id]; ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == len(run.Steps) {
+		return ids
+	}
+	listed := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		listed[id] = true
+	}
+	for _, id := range slices.Sorted(maps.Keys(run.Steps)) {
+		if !listed[id] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// fanTimings is the figures of every fan of the run whose branches are
+// all done, in the order of steps: the engine's one computation (m.Fan),
+// the same that traces and metrics report.
+func fanTimings(run *engine.Run, m *engine.Machine, steps []string) []*tollgatev1.FanTiming {
+	var out []*tollgatev1.FanTiming
+	var seen []engine.Place
+	for _, id := range steps {
+		p, ok := m.Place(id)
+		if !ok || p.Group == "" || slices.Contains(seen, p) {
+			continue
+		}
+		seen = append(seen, p)
+		f, done := m.Fan(run, p.Phase, p.Group)
+		if !done {
+			continue
+		}
+		out = append(out, &tollgatev1.FanTiming{Phase: f.Phase, Group: f.Group, Branches: int32(f.Branches), Steps: f.Steps,
+			Wall: durationpb.New(f.Wall), BranchSum: durationpb.New(f.BranchSum), BranchMax: durationpb.New(f.BranchMax),
+			Start: ts(f.Start), End: ts(f.End)})
 	}
 	return out
 }
@@ -138,7 +198,8 @@ func planViewOf(m *engine.Machine) planView {
 func askSummary(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.AskSummary {
 	s := &tollgatev1.AskSummary{Id: store.AskID(run.ID, a.ID), RunId: run.ID, StoppingPointId: a.ID, Kind: askKindToProto[a.Type],
 		State: askStateToProto[a.State], Title: a.Title, Requester: run.Requester, Skill: skill, Consequence: consequence(a),
-		Quorum: quorum(a), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), PayloadDigest: a.PayloadDigest()}
+		Quorum: quorum(a), CreatedAt: ts(a.OpenedAt), ExpiresAt: ts(a.ExpiresAt), ClosedAt: ts(a.Closed), PayloadDigest: a.PayloadDigest(),
+		AnswerCommand: answerCommand(run, a)}
 	if a.State == engine.AskPending {
 		s.Approvals = int32(len(a.Votes))
 	} else if a.State == engine.AskApproved || a.State == engine.AskConsumed || a.State == engine.AskAnswered {

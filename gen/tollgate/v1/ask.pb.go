@@ -217,20 +217,36 @@ const (
 	DecisionKind_DECISION_KIND_REVOKE DecisionKind = 7
 	// Free-text answer to a TEXT question.
 	DecisionKind_DECISION_KIND_ANSWER DecisionKind = 8
+	// Recorded by the system: the deadline passed first (never counts).
+	DecisionKind_DECISION_KIND_EXPIRE DecisionKind = 9
+	// Recorded by the system: the run ended first and closed the ask.
+	DecisionKind_DECISION_KIND_CANCEL DecisionKind = 10
+	// Recorded by the system: a material fact changed after the approval; the
+	// run re-prepares and asks again.
+	DecisionKind_DECISION_KIND_STALE DecisionKind = 11
+	// Recorded by the system: the ask escalated to another audience.
+	DecisionKind_DECISION_KIND_ESCALATE DecisionKind = 12
+	// The requester attached the evidence a decider asked for.
+	DecisionKind_DECISION_KIND_EVIDENCE_ATTACHED DecisionKind = 13
 )
 
 // Enum value maps for DecisionKind.
 var (
 	DecisionKind_name = map[int32]string{
-		0: "DECISION_KIND_UNSPECIFIED",
-		1: "DECISION_KIND_APPROVE",
-		2: "DECISION_KIND_REJECT",
-		3: "DECISION_KIND_REQUEST_EVIDENCE",
-		4: "DECISION_KIND_AMEND",
-		5: "DECISION_KIND_DELEGATE",
-		6: "DECISION_KIND_APPROVE_EXCEPTION",
-		7: "DECISION_KIND_REVOKE",
-		8: "DECISION_KIND_ANSWER",
+		0:  "DECISION_KIND_UNSPECIFIED",
+		1:  "DECISION_KIND_APPROVE",
+		2:  "DECISION_KIND_REJECT",
+		3:  "DECISION_KIND_REQUEST_EVIDENCE",
+		4:  "DECISION_KIND_AMEND",
+		5:  "DECISION_KIND_DELEGATE",
+		6:  "DECISION_KIND_APPROVE_EXCEPTION",
+		7:  "DECISION_KIND_REVOKE",
+		8:  "DECISION_KIND_ANSWER",
+		9:  "DECISION_KIND_EXPIRE",
+		10: "DECISION_KIND_CANCEL",
+		11: "DECISION_KIND_STALE",
+		12: "DECISION_KIND_ESCALATE",
+		13: "DECISION_KIND_EVIDENCE_ATTACHED",
 	}
 	DecisionKind_value = map[string]int32{
 		"DECISION_KIND_UNSPECIFIED":       0,
@@ -242,6 +258,11 @@ var (
 		"DECISION_KIND_APPROVE_EXCEPTION": 6,
 		"DECISION_KIND_REVOKE":            7,
 		"DECISION_KIND_ANSWER":            8,
+		"DECISION_KIND_EXPIRE":            9,
+		"DECISION_KIND_CANCEL":            10,
+		"DECISION_KIND_STALE":             11,
+		"DECISION_KIND_ESCALATE":          12,
+		"DECISION_KIND_EVIDENCE_ATTACHED": 13,
 	}
 )
 
@@ -688,7 +709,13 @@ type AskSummary struct {
 	// When the ask opened.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Deadline.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// When the ask was decided or otherwise closed (approved, answered,
+	// rejected, expired, cancelled, stale); unset while open.
+	ClosedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	// Exact CLI command that answers the ask while it is PENDING (see
+	// Ask.answer_command); empty otherwise.
+	AnswerCommand string `protobuf:"bytes,16,opt,name=answer_command,json=answerCommand,proto3" json:"answer_command,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -819,6 +846,20 @@ func (x *AskSummary) GetExpiresAt() *timestamppb.Timestamp {
 		return x.ExpiresAt
 	}
 	return nil
+}
+
+func (x *AskSummary) GetClosedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClosedAt
+	}
+	return nil
+}
+
+func (x *AskSummary) GetAnswerCommand() string {
+	if x != nil {
+		return x.AnswerCommand
+	}
+	return ""
 }
 
 // AskOption is an option as the decider sees it.
@@ -1574,7 +1615,7 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\tclosed_at\x18$ \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x1aA\n" +
 	"\x13MaterialFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x04\n" +
 	"\n" +
 	"AskSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
@@ -1593,7 +1634,9 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"M\n" +
+	"expires_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x127\n" +
+	"\tclosed_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12%\n" +
+	"\x0eanswer_command\x18\x10 \x01(\tR\ranswerCommand\"M\n" +
 	"\tAskOption\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x1a\n" +
@@ -1687,7 +1730,7 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\x11ASK_KIND_APPROVAL\x10\x01\x12\x13\n" +
 	"\x0fASK_KIND_CHOICE\x10\x02\x12\x11\n" +
 	"\rASK_KIND_TEXT\x10\x03\x12\x15\n" +
-	"\x11ASK_KIND_IN_DOUBT\x10\x04*\x94\x02\n" +
+	"\x11ASK_KIND_IN_DOUBT\x10\x04*\xa2\x03\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_APPROVE\x10\x01\x12\x18\n" +
@@ -1697,7 +1740,13 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\x16DECISION_KIND_DELEGATE\x10\x05\x12#\n" +
 	"\x1fDECISION_KIND_APPROVE_EXCEPTION\x10\x06\x12\x18\n" +
 	"\x14DECISION_KIND_REVOKE\x10\a\x12\x18\n" +
-	"\x14DECISION_KIND_ANSWER\x10\bB=Z;github.com/tollgate-dev/tollgate/gen/tollgate/v1;tollgatev1b\x06proto3"
+	"\x14DECISION_KIND_ANSWER\x10\b\x12\x18\n" +
+	"\x14DECISION_KIND_EXPIRE\x10\t\x12\x18\n" +
+	"\x14DECISION_KIND_CANCEL\x10\n" +
+	"\x12\x17\n" +
+	"\x13DECISION_KIND_STALE\x10\v\x12\x1a\n" +
+	"\x16DECISION_KIND_ESCALATE\x10\f\x12#\n" +
+	"\x1fDECISION_KIND_EVIDENCE_ATTACHED\x10\rB=Z;github.com/tollgate-dev/tollgate/gen/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_ask_proto_rawDescOnce sync.Once
@@ -1750,18 +1799,19 @@ var file_tollgate_v1_ask_proto_depIdxs = []int32{
 	0,  // 16: tollgate.v1.AskSummary.state:type_name -> tollgate.v1.AskState
 	13, // 17: tollgate.v1.AskSummary.created_at:type_name -> google.protobuf.Timestamp
 	13, // 18: tollgate.v1.AskSummary.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 19: tollgate.v1.EvidenceArtifact.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 20: tollgate.v1.Decision.kind:type_name -> tollgate.v1.DecisionKind
-	13, // 21: tollgate.v1.Decision.time:type_name -> google.protobuf.Timestamp
-	10, // 22: tollgate.v1.Decision.exception:type_name -> tollgate.v1.StandingException
-	13, // 23: tollgate.v1.StandingException.granted_at:type_name -> google.protobuf.Timestamp
-	13, // 24: tollgate.v1.StandingException.until:type_name -> google.protobuf.Timestamp
-	13, // 25: tollgate.v1.StandingException.revoked_at:type_name -> google.protobuf.Timestamp
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	13, // 19: tollgate.v1.AskSummary.closed_at:type_name -> google.protobuf.Timestamp
+	13, // 20: tollgate.v1.EvidenceArtifact.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 21: tollgate.v1.Decision.kind:type_name -> tollgate.v1.DecisionKind
+	13, // 22: tollgate.v1.Decision.time:type_name -> google.protobuf.Timestamp
+	10, // 23: tollgate.v1.Decision.exception:type_name -> tollgate.v1.StandingException
+	13, // 24: tollgate.v1.StandingException.granted_at:type_name -> google.protobuf.Timestamp
+	13, // 25: tollgate.v1.StandingException.until:type_name -> google.protobuf.Timestamp
+	13, // 26: tollgate.v1.StandingException.revoked_at:type_name -> google.protobuf.Timestamp
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_ask_proto_init() }

@@ -369,7 +369,8 @@ type Run struct {
 	Inputs map[string]string `protobuf:"bytes,16,rep,name=inputs,proto3" json:"inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Client idempotency key the run was started with.
 	RequestId string `protobuf:"bytes,17,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// Timing of each fan the run executed, for wall / sum / max figures.
+	// Timing of each fan of the run whose branches are all done, in plan
+	// order, for wall / sum / max figures.
 	Fans []*FanTiming `protobuf:"bytes,18,rep,name=fans,proto3" json:"fans,omitempty"`
 	// W3C trace id (32 hex digits) of the run's trace, for Jaeger.
 	TraceId       string `protobuf:"bytes,19,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
@@ -682,8 +683,18 @@ type StepState struct {
 	// True when the step ran on the starter's approval (`without asking`),
 	// recorded with the requester as actor.
 	ApprovedByStarter bool `protobuf:"varint,5,opt,name=approved_by_starter,json=approvedByStarter,proto3" json:"approved_by_starter,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Phase of the plan the step sits in: empty for the top, "ASK/OPTION" for
+	// a gate option's continuation, "ASK/then" for a question's.
+	Phase string `protobuf:"bytes,6,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Parallel group (`together NAME:`) the step is a branch of; empty when
+	// it runs on its own.
+	ParallelGroup string `protobuf:"bytes,7,opt,name=parallel_group,json=parallelGroup,proto3" json:"parallel_group,omitempty"`
+	// Time executors spent on the step: each attempt's lease to its finish,
+	// summed over attempts (queue wait excluded). The figure a fan's
+	// branch_sum and branch_max add up and compare.
+	BranchTime    *durationpb.Duration `protobuf:"bytes,8,opt,name=branch_time,json=branchTime,proto3" json:"branch_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StepState) Reset() {
@@ -751,6 +762,27 @@ func (x *StepState) GetApprovedByStarter() bool {
 	return false
 }
 
+func (x *StepState) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *StepState) GetParallelGroup() string {
+	if x != nil {
+		return x.ParallelGroup
+	}
+	return ""
+}
+
+func (x *StepState) GetBranchTime() *durationpb.Duration {
+	if x != nil {
+		return x.BranchTime
+	}
+	return nil
+}
+
 // Attempt is one lease of a step to an executor.
 type Attempt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -773,7 +805,10 @@ type Attempt struct {
 	// Failure; unset on success or while running.
 	Error *StepError `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	// Notice shown with the output, e.g. "template provider: no model ran".
-	Notice        string `protobuf:"bytes,10,opt,name=notice,proto3" json:"notice,omitempty"`
+	Notice string `protobuf:"bytes,10,opt,name=notice,proto3" json:"notice,omitempty"`
+	// When the attempt was queued for an executor (the step became runnable,
+	// or was re-queued); leased_at minus queued_at is its queue wait.
+	QueuedAt      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=queued_at,json=queuedAt,proto3" json:"queued_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -878,6 +913,13 @@ func (x *Attempt) GetNotice() string {
 	return ""
 }
 
+func (x *Attempt) GetQueuedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QueuedAt
+	}
+	return nil
+}
+
 // StepError is why an attempt failed.
 type StepError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -933,20 +975,29 @@ func (x *StepError) GetMessage() string {
 	return ""
 }
 
-// FanTiming holds the figures of one fan (`together NAME:`), also recorded
-// on its trace span (I10).
+// FanTiming holds the figures of one fan (`together NAME:`) whose branches
+// are all done, also recorded on its trace span (I10). A branch's time is
+// StepState.branch_time: what executors spent on it, queue wait excluded.
 type FanTiming struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Parallel group name.
 	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	// Number of branches.
 	Branches int32 `protobuf:"varint,2,opt,name=branches,proto3" json:"branches,omitempty"`
-	// Wall clock from the first branch leased to the last finished.
+	// Wall clock from the first branch queued to the last one finished.
 	Wall *durationpb.Duration `protobuf:"bytes,3,opt,name=wall,proto3" json:"wall,omitempty"`
-	// Sum of branch durations.
+	// Sum of branch times.
 	BranchSum *durationpb.Duration `protobuf:"bytes,4,opt,name=branch_sum,json=branchSum,proto3" json:"branch_sum,omitempty"`
-	// Duration of the slowest branch.
-	BranchMax     *durationpb.Duration `protobuf:"bytes,5,opt,name=branch_max,json=branchMax,proto3" json:"branch_max,omitempty"`
+	// Time of the slowest branch.
+	BranchMax *durationpb.Duration `protobuf:"bytes,5,opt,name=branch_max,json=branchMax,proto3" json:"branch_max,omitempty"`
+	// Phase the fan sits in (see StepState.phase).
+	Phase string `protobuf:"bytes,6,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Step ids of the branches, in plan order.
+	Steps []string `protobuf:"bytes,7,rep,name=steps,proto3" json:"steps,omitempty"`
+	// When the first branch was queued.
+	Start *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=start,proto3" json:"start,omitempty"`
+	// When the last branch finished.
+	End           *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=end,proto3" json:"end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1012,6 +1063,34 @@ func (x *FanTiming) GetBranchSum() *durationpb.Duration {
 func (x *FanTiming) GetBranchMax() *durationpb.Duration {
 	if x != nil {
 		return x.BranchMax
+	}
+	return nil
+}
+
+func (x *FanTiming) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *FanTiming) GetSteps() []string {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *FanTiming) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *FanTiming) GetEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.End
 	}
 	return nil
 }
@@ -1295,13 +1374,17 @@ const file_tollgate_v1_run_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xdf\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xd8\x02\n" +
 	"\tStepState\x12\x17\n" +
 	"\astep_id\x18\x01 \x01(\tR\x06stepId\x12-\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.tollgate.v1.StepStatusR\x05state\x120\n" +
 	"\battempts\x18\x03 \x03(\v2\x14.tollgate.v1.AttemptR\battempts\x12(\n" +
 	"\x10governing_ask_id\x18\x04 \x01(\tR\x0egoverningAskId\x12.\n" +
-	"\x13approved_by_starter\x18\x05 \x01(\bR\x11approvedByStarter\"\xfc\x02\n" +
+	"\x13approved_by_starter\x18\x05 \x01(\bR\x11approvedByStarter\x12\x14\n" +
+	"\x05phase\x18\x06 \x01(\tR\x05phase\x12%\n" +
+	"\x0eparallel_group\x18\a \x01(\tR\rparallelGroup\x12:\n" +
+	"\vbranch_time\x18\b \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"branchTime\"\xb5\x03\n" +
 	"\aAttempt\x12\f\n" +
 	"\x01n\x18\x01 \x01(\x05R\x01n\x12\x1a\n" +
 	"\bexecutor\x18\x02 \x01(\tR\bexecutor\x12\x19\n" +
@@ -1316,10 +1399,11 @@ const file_tollgate_v1_run_proto_rawDesc = "" +
 	"outputJson\x12,\n" +
 	"\x05error\x18\t \x01(\v2\x16.tollgate.v1.StepErrorR\x05error\x12\x16\n" +
 	"\x06notice\x18\n" +
-	" \x01(\tR\x06notice\"U\n" +
+	" \x01(\tR\x06notice\x127\n" +
+	"\tqueued_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bqueuedAt\"U\n" +
 	"\tStepError\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.tollgate.v1.StepErrorKindR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xe0\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xec\x02\n" +
 	"\tFanTiming\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1a\n" +
 	"\bbranches\x18\x02 \x01(\x05R\bbranches\x12-\n" +
@@ -1327,7 +1411,11 @@ const file_tollgate_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"branch_sum\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tbranchSum\x128\n" +
 	"\n" +
-	"branch_max\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tbranchMax\"\xc2\x03\n" +
+	"branch_max\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tbranchMax\x12\x14\n" +
+	"\x05phase\x18\x06 \x01(\tR\x05phase\x12\x14\n" +
+	"\x05steps\x18\a \x03(\tR\x05steps\x120\n" +
+	"\x05start\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12,\n" +
+	"\x03end\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x03end\"\xc2\x03\n" +
 	"\bRunEvent\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12-\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x19.tollgate.v1.RunEventKindR\x04kind\x12.\n" +
@@ -1438,25 +1526,29 @@ var file_tollgate_v1_run_proto_depIdxs = []int32{
 	14, // 11: tollgate.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 12: tollgate.v1.StepState.state:type_name -> tollgate.v1.StepStatus
 	7,  // 13: tollgate.v1.StepState.attempts:type_name -> tollgate.v1.Attempt
-	14, // 14: tollgate.v1.Attempt.leased_at:type_name -> google.protobuf.Timestamp
-	14, // 15: tollgate.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	14, // 16: tollgate.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	8,  // 17: tollgate.v1.Attempt.error:type_name -> tollgate.v1.StepError
-	2,  // 18: tollgate.v1.StepError.kind:type_name -> tollgate.v1.StepErrorKind
-	16, // 19: tollgate.v1.FanTiming.wall:type_name -> google.protobuf.Duration
-	16, // 20: tollgate.v1.FanTiming.branch_sum:type_name -> google.protobuf.Duration
-	16, // 21: tollgate.v1.FanTiming.branch_max:type_name -> google.protobuf.Duration
-	3,  // 22: tollgate.v1.RunEvent.kind:type_name -> tollgate.v1.RunEventKind
-	14, // 23: tollgate.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 24: tollgate.v1.RunEvent.run_state:type_name -> tollgate.v1.RunState
-	4,  // 25: tollgate.v1.RunEvent.run:type_name -> tollgate.v1.Run
-	6,  // 26: tollgate.v1.RunEvent.step:type_name -> tollgate.v1.StepState
-	15, // 27: tollgate.v1.RunEvent.ask:type_name -> tollgate.v1.AskSummary
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	16, // 14: tollgate.v1.StepState.branch_time:type_name -> google.protobuf.Duration
+	14, // 15: tollgate.v1.Attempt.leased_at:type_name -> google.protobuf.Timestamp
+	14, // 16: tollgate.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	14, // 17: tollgate.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	8,  // 18: tollgate.v1.Attempt.error:type_name -> tollgate.v1.StepError
+	14, // 19: tollgate.v1.Attempt.queued_at:type_name -> google.protobuf.Timestamp
+	2,  // 20: tollgate.v1.StepError.kind:type_name -> tollgate.v1.StepErrorKind
+	16, // 21: tollgate.v1.FanTiming.wall:type_name -> google.protobuf.Duration
+	16, // 22: tollgate.v1.FanTiming.branch_sum:type_name -> google.protobuf.Duration
+	16, // 23: tollgate.v1.FanTiming.branch_max:type_name -> google.protobuf.Duration
+	14, // 24: tollgate.v1.FanTiming.start:type_name -> google.protobuf.Timestamp
+	14, // 25: tollgate.v1.FanTiming.end:type_name -> google.protobuf.Timestamp
+	3,  // 26: tollgate.v1.RunEvent.kind:type_name -> tollgate.v1.RunEventKind
+	14, // 27: tollgate.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 28: tollgate.v1.RunEvent.run_state:type_name -> tollgate.v1.RunState
+	4,  // 29: tollgate.v1.RunEvent.run:type_name -> tollgate.v1.Run
+	6,  // 30: tollgate.v1.RunEvent.step:type_name -> tollgate.v1.StepState
+	15, // 31: tollgate.v1.RunEvent.ask:type_name -> tollgate.v1.AskSummary
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_run_proto_init() }

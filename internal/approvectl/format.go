@@ -1,0 +1,80 @@
+package approvectl
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Formatting for people. Every function here takes the clock it needs as
+// an argument: none reads time.Now, so each is tested with a fixed one.
+
+// span renders a duration compactly, to the precision a person reads at
+// that size: 0.4ms, 412ms, 1.2s, 3m05s, 3h12m, 2d4h. It rounds at the
+// unit it shows (59.96s is 1m00s, not 60.0s).
+func span(d time.Duration) string {
+	if d < 0 {
+		return "-" + span(-d)
+	}
+	if r := d.Round(100 * time.Microsecond); r < 10*time.Millisecond {
+		return strconv.FormatFloat(float64(r)/float64(time.Millisecond), 'f', -1, 64) + "ms"
+	}
+	if r := d.Round(time.Millisecond); r < time.Second {
+		return fmt.Sprintf("%dms", r/time.Millisecond)
+	}
+	if r := d.Round(100 * time.Millisecond); r < time.Minute {
+		return strconv.FormatFloat(r.Seconds(), 'f', 1, 64) + "s"
+	}
+	if r := d.Round(time.Second); r < time.Hour {
+		return fmt.Sprintf("%dm%02ds", r/time.Minute, r%time.Minute/time.Second)
+	}
+	if r := d.Round(time.Minute); r < 24*time.Hour {
+		return fmt.Sprintf("%dh%02dm", r/time.Hour, r%time.Hour/time.Minute)
+	}
+	r := d.Round(time.Hour)
+	return fmt.Sprintf("%dd%dh", r/(24*time.Hour), r%(24*time.Hour)/time.Hour)
+}
+
+// ago renders a duration in its largest whole unit, rounded down, for
+// tables: 45s, 12m, 3h, 2d.
+func ago(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", d/time.Second)
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return fmt.Sprintf("%dd", d/(24*time.Hour))
+}
+
+// age renders how long ago t was (see ago); a time in the future (clock
+// skew) reads 0s.
+func age(t, now time.Time) string { return ago(now.Sub(t)) }
+
+// dueIn renders a deadline relative to now: "in 5h" while it is ahead,
+// "overdue 10m" once it has passed.
+func dueIn(deadline, now time.Time) string {
+	if now.Before(deadline) {
+		return "in " + ago(deadline.Sub(now))
+	}
+	return "overdue " + ago(now.Sub(deadline))
+}
+
+// deadlineText is a deadline for a table: absolute in the time's own
+// location, then relative, as "2026-03-01 15:04 (in 5h)".
+func deadlineText(deadline, now time.Time) string {
+	return deadline.Format("2006-01-02 15:04") + " (" + dueIn(deadline, now) + ")"
+}
+
+// fanLine is a fan's figures on one line: the wall / sum / max the
+// control plane computed, the same its trace span carries.
+func fanLine(group string, branches int, wall, sum, maxBranch time.Duration) string {
+	return fmt.Sprintf("fan %s  %d branches  wall %s · sum %s · max %s", group, branches, span(wall), span(sum), span(maxBranch))
+}
+
+// ms is a duration in milliseconds, to the microsecond, for JSON.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,100 @@
+package approvectl
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSpan(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0ms"},
+		{400 * time.Microsecond, "0.4ms"},
+		{2460 * time.Microsecond, "2.5ms"},
+		{9960 * time.Microsecond, "10ms"}, // rounds up into the next form
+		{412 * time.Millisecond, "412ms"},
+		{999600 * time.Microsecond, "1.0s"},
+		{1234 * time.Millisecond, "1.2s"},
+		{59960 * time.Millisecond, "1m00s"},
+		{3*time.Minute + 5*time.Second, "3m05s"},
+		{3*time.Minute + 5*time.Second + 400*time.Millisecond, "3m05s"},
+		{3*time.Hour + 12*time.Minute, "3h12m"},
+		{3*time.Hour + 5*time.Minute + 20*time.Second, "3h05m"},
+		{23*time.Hour + 59*time.Minute + 40*time.Second, "1d0h"},
+		{52 * time.Hour, "2d4h"},
+		{-412 * time.Millisecond, "-412ms"},
+	} {
+		if got := span(tc.d); got != tc.want {
+			t.Errorf("span(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestAge(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		ago  time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{45 * time.Second, "45s"},
+		{12*time.Minute + 59*time.Second, "12m"},
+		{3*time.Hour + 59*time.Minute, "3h"},
+		{53 * time.Hour, "2d"},
+		{-time.Minute, "0s"}, // a clock behind the server's
+	} {
+		if got := age(now.Add(-tc.ago), now); got != tc.want {
+			t.Errorf("age(now-%v) = %q, want %q", tc.ago, got, tc.want)
+		}
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in        time.Duration // deadline - now
+		rel, full string
+	}{
+		{5*time.Hour + 30*time.Minute, "in 5h", "2026-03-01 17:30 (in 5h)"},
+		{90 * time.Second, "in 1m", "2026-03-01 12:01 (in 1m)"},
+		{50 * time.Hour, "in 2d", "2026-03-03 14:00 (in 2d)"},
+		{-10 * time.Minute, "overdue 10m", "2026-03-01 11:50 (overdue 10m)"},
+		{0, "overdue 0s", "2026-03-01 12:00 (overdue 0s)"},
+	} {
+		d := now.Add(tc.in)
+		if got := dueIn(d, now); got != tc.rel {
+			t.Errorf("dueIn(now%+v) = %q, want %q", tc.in, got, tc.rel)
+		}
+		if got := deadlineText(d, now); got != tc.full {
+			t.Errorf("deadlineText(now%+v) = %q, want %q", tc.in, got, tc.full)
+		}
+	}
+}
+
+func TestFanLine(t *testing.T) {
+	for _, tc := range []struct {
+		group          string
+		n              int
+		wall, sum, max time.Duration
+		want           string
+	}{
+		{"probes", 3, 412 * time.Millisecond, 763 * time.Millisecond, 412 * time.Millisecond,
+			"fan probes  3 branches  wall 412ms · sum 763ms · max 412ms"},
+		{"naps", 2, 1234 * time.Millisecond, 2 * time.Second, 1200 * time.Millisecond,
+			"fan naps  2 branches  wall 1.2s · sum 2.0s · max 1.2s"},
+		{"tiny", 10, 2460 * time.Microsecond, 4 * time.Millisecond, 400 * time.Microsecond,
+			"fan tiny  10 branches  wall 2.5ms · sum 4ms · max 0.4ms"},
+	} {
+		if got := fanLine(tc.group, tc.n, tc.wall, tc.sum, tc.max); got != tc.want {
+			t.Errorf("fanLine = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestMS(t *testing.T) {
+	if got := ms(412345678 * time.Nanosecond); got != 412.345 {
+		t.Fatalf("ms = %v, want 412.345 (to the microsecond)", got)
+	}
+}

@@ -1,0 +1,110 @@
+package approvectl
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+)
+
+// progressRuns is a run as a follower sees it commit by commit: its
+// probes queued, running, done, then parked on a question.
+func progressRuns() []*tollgatev1.Run {
+	st := func(id string, s tollgatev1.StepStatus) *tollgatev1.StepState {
+		return &tollgatev1.StepState{StepId: id, State: s}
+	}
+	q, l, ok, w := tollgatev1.StepStatus_STEP_STATUS_RUNNABLE, tollgatev1.StepStatus_STEP_STATUS_LEASED, tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, tollgatev1.StepStatus_STEP_STATUS_WAITING
+	running, parked := tollgatev1.RunState_RUN_STATE_RUNNING, tollgatev1.RunState_RUN_STATE_PARKED
+	ask := &tollgatev1.AskSummary{Id: "r1/ask_1", Title: "save this reading?", State: tollgatev1.AskState_ASK_STATE_PENDING, CreatedAt: at(time.Second),
+		AnswerCommand: "approvectl approve r1/ask_1   or   approvectl reject r1/ask_1 --reason TEXT"}
+	return []*tollgatev1.Run{
+		{State: running, Steps: []*tollgatev1.StepState{st("cpu", q), st("mem", q), st("brief", w)}},
+		{State: running, Steps: []*tollgatev1.StepState{st("cpu", l), st("mem", q), st("brief", w)}},
+		{State: running, Steps: []*tollgatev1.StepState{st("cpu", l), st("mem", l), st("brief", w)}},
+		{State: running, Steps: []*tollgatev1.StepState{st("cpu", l), st("mem", l), st("brief", w)}}, // a heartbeat: nothing to show
+		{State: running, Steps: []*tollgatev1.StepState{st("cpu", ok), st("mem", ok), st("brief", ok)}},
+		{State: parked, Steps: []*tollgatev1.StepState{st("cpu", ok), st("mem", ok), st("brief", ok), st("save", w)}, Asks: []*tollgatev1.AskSummary{ask}},
+	}
+}
+
+func TestLineProgressPrintsOnlyChanges(t *testing.T) {
+	var b bytes.Buffer
+	p := newLineProgress(&b, time.UTC)
+	for i, r := range progressRuns() {
+		p.show(r, t0.Add(time.Duration(i)*time.Second))
+	}
+	p.show(progressRuns()[5], t0.Add(time.Minute)) // parked again: the question is not repeated
+	p.end()
+	want := "09:00:00  running  steps 0/3  queued cpu, mem\n" +
+		"09:00:01  running  steps 0/3  now cpu  queued mem\n" +
+		"09:00:02  running  steps 0/3  now cpu, mem\n" +
+		"09:00:04  running  steps 3/3\n" +
+		"09:00:05  parked  steps 3/4  waiting on r1/ask_1\n" +
+		"09:00:05  ask r1/ask_1 \"save this reading?\"\n" +
+		"09:00:05    answer: approvectl approve r1/ask_1   or   approvectl reject r1/ask_1 --reason TEXT\n"
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// writes records each Write: what a terminal receives, call by call.
+type writes struct{ calls []string }
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.calls = append(w.calls, string(p))
+	return len(p), nil
+}
+
+func TestTermProgressRedrawsOneLine(t *testing.T) {
+	w := &writes{}
+	p := newTermProgress(w, time.UTC, 40)
+	runs := progressRuns()
+	for i, r := range runs {
+		p.show(r, t0.Add(time.Duration(i)*time.Second))
+	}
+	p.end()
+	if len(w.calls) != len(runs)+1 {
+		t.Fatalf("want one write per update and a newline at the end, got %q", w.calls)
+	}
+	for i, c := range w.calls[:len(runs)] {
+		if !strings.HasPrefix(c, "\r\x1b[2K") {
+			t.Errorf("update %d does not return and clear the line: %q", i, c)
+		}
+		status := c[strings.LastIndex(c, "\n")+1:]
+		if n := len([]rune(strings.TrimPrefix(status, "\r\x1b[2K"))); n > 39 {
+			t.Errorf("update %d is %d runes wide on a 40-column terminal: %q", i, n, status)
+		}
+		if i < len(runs)-1 && strings.Contains(c, "\n") {
+			t.Errorf("update %d moved to a new line: %q", i, c)
+		}
+	}
+	if got := w.calls[1]; got != "\r\x1b[2K09:00:01  running  steps 0/3  now cpu …" {
+		t.Errorf("a long status is cut to the width: %q", got)
+	}
+	// The question is printed above the status line, where it stays.
+	last := w.calls[len(runs)-1]
+	want := "\r\x1b[2Kask r1/ask_1 \"save this reading?\"\n  answer: approvectl approve r1/ask_1   or   approvectl reject r1/ask_1 --reason TEXT\n09:00:05  parked  steps 3/4  waiting o…"
+	if last != want {
+		t.Errorf("parked:\n got %q\nwant %q", last, want)
+	}
+	if w.calls[len(runs)] != "\n" {
+		t.Errorf("the last line is ended before the summary: %q", w.calls[len(runs)])
+	}
+}
+
+func TestIsTerminal(t *testing.T) {
+	if isTerminal(&bytes.Buffer{}) {
+		t.Fatal("a buffer is not a terminal")
+	}
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) {
+		t.Fatal("a regular file is not a terminal")
+	}
+}
