@@ -213,10 +213,11 @@ func (c *Comparison) Markdown() string {
 	}
 	b.WriteString("\n| workload | Tollgate | Temporal | Temporal ÷ Tollgate (throughput: Tollgate ÷ Temporal) |\n| --- | --- | --- | --- |\n")
 	for _, r := range c.Rows {
-		var rat string
-		if r.RatioThroughput > 0 {
+		rat := "—"
+		switch {
+		case r.RatioThroughput > 0:
 			rat = fmt.Sprintf("%s steps/s; p99 %s", fmtRatio(r.RatioThroughput), fmtRatio(r.RatioP99))
-		} else {
+		case r.RatioP50 > 0 || r.RatioP99 > 0:
 			rat = fmt.Sprintf("p50 %s, p99 %s", fmtRatio(r.RatioP50), fmtRatio(r.RatioP99))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Figure, r.TollgateMeasured, r.TemporalMeasured, rat)
