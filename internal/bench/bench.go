@@ -36,6 +36,7 @@ type config struct {
 	clients          int
 	parked           int
 	inboxQueries     int
+	people           int
 	executors        int
 	capacity         int
 	only             []string
@@ -78,17 +79,6 @@ func Run(ctx context.Context, args []string, o Options) error {
 		return nil
 	} else if err != nil {
 		return err
-	}
-	if cfg.cpuprofile != "" {
-		f, err := os.Create(cfg.cpuprofile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
 	}
 	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now()}
 	var temporal *peerReport
@@ -166,10 +156,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.clients, "clients", 64, "concurrent clients in the sustained phase (and loaders of parked runs)")
 	fs.IntVar(&cfg.parked, "parked", 100_000, "parked runs loaded for the memory and inbox figures (DESIGN.md's goal is stated at 1,000,000)")
 	fs.IntVar(&cfg.inboxQueries, "inbox-queries", 1000, "inbox queries timed")
+	fs.IntVar(&cfg.people, "people", 100, "people the parked runs belong to, each a member in the policy (an inbox holds -parked ÷ -people asks)")
 	fs.IntVar(&cfg.executors, "executors", 1, "executors connected to the control plane")
 	fs.IntVar(&cfg.capacity, "capacity", 16, "leases each executor holds at once")
 	fs.StringVar(&only, "only", "", "run only these workloads (comma-separated; see above)")
-	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (clients, control plane, executors) to `file`")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (clients, control plane, executors) during each timed phase to `prefix`.PHASE.pprof (PHASE: a workload, or parked-load); read several at once with go tool pprof -top FILES")
 	fs.StringVar(&cfg.dir, "dir", "", "scratch directory for Redis's files and the keys (default: the system's temporary directory)")
 	fs.BoolVar(&cfg.peers, "peers", false, "also run the Temporal peer (go run -C -temporal-dir .) with the same -n, -duration, -clients and -warmup, and print both side by side")
 	fs.StringVar(&cfg.temporalJSON, "temporal-json", "", "with -peers: use this report of the Temporal peer (its -json) instead of running it")
@@ -185,8 +176,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case cfg.fsync != "everysec" && cfg.fsync != "always":
 		return cfg, fmt.Errorf("-fsync %q: want everysec or always", cfg.fsync)
-	case cfg.n < 1 || cfg.nSleep < 1 || cfg.clients < 1 || cfg.parked < 1 || cfg.inboxQueries < 1:
-		return cfg, errors.New("-n, -n-sleep, -clients, -parked and -inbox-queries must be at least 1")
+	case cfg.n < 1 || cfg.nSleep < 1 || cfg.clients < 1 || cfg.parked < 1 || cfg.inboxQueries < 1 || cfg.people < 8:
+		return cfg, errors.New("-n, -n-sleep, -clients, -parked and -inbox-queries must be at least 1, -people at least 8")
 	case cfg.duration <= 0 || cfg.warmup < 0:
 		return cfg, errors.New("-duration must be positive and -warmup not negative")
 	case cfg.executors < 1 || cfg.capacity < 1:
@@ -226,7 +217,7 @@ func (b *bench) selected(key string) bool {
 func (b *bench) run(ctx context.Context) (*Report, error) {
 	rep := &Report{Program: "tollgate-bench", Machine: thisMachine(), Date: time.Now().UTC().Format(time.RFC3339), LoadBefore: loadavg(),
 		Params: map[string]any{"fsync": b.cfg.fsync, "n": b.cfg.n, "n_sleep": b.cfg.nSleep, "warmup": b.cfg.warmup,
-			"duration": b.cfg.duration.String(), "clients": b.cfg.clients, "parked": b.cfg.parked, "inbox_queries": b.cfg.inboxQueries,
+			"duration": b.cfg.duration.String(), "clients": b.cfg.clients, "parked": b.cfg.parked, "inbox_queries": b.cfg.inboxQueries, "people": b.cfg.people,
 			"executors": b.cfg.executors, "capacity": b.cfg.capacity, "only": b.cfg.only, "trace": b.cfg.trace}}
 	rep.Setup = b.setup()
 	b.progress("machine: %s; load average %s", rep.Machine, rep.LoadBefore)
@@ -272,8 +263,8 @@ func (b *bench) setup() []string {
 		"the control plane as the binary runs it (`controlplane.Run` with `--redis`, the example policy, mTLS executor listener), in this process",
 		fmt.Sprintf("%d executor(s) of capacity %d in this process, connected over loopback gRPC with mTLS; tools are in-process no-ops (`internal/stubtools`), so the figures are Tollgate's overhead", c.executors, c.capacity),
 		"clients over loopback gRPC with bearer tokens: StartRun, then WatchRun until complete; one shared connection",
-		fmt.Sprintf("n = %d per latency figure (%d for the sleeping fan), %d uncounted 1-step runs on each fresh world; sustained for %v with %d clients; %s parked runs for memory and inbox, %d inbox queries",
-			c.n, c.nSleep, c.warmup, c.duration, c.clients, thousands(float64(c.parked)), c.inboxQueries),
+		fmt.Sprintf("n = %d per latency figure (%d for the sleeping fan), %d uncounted 1-step runs on each fresh world; sustained for %v with %d clients; %s parked runs of %d people for memory and inbox, %d inbox queries",
+			c.n, c.nSleep, c.warmup, c.duration, c.clients, thousands(float64(c.parked)), c.people, c.inboxQueries),
 		"percentiles: element int(q·(n−1)) of the sorted sample; timestamps of leases and finishes are the control plane's (the store's clock), others this process's",
 	}
 }
@@ -296,6 +287,29 @@ func (b *bench) world(ctx context.Context, wc worldConfig) (*world, error) {
 		}
 	}
 	return w, nil
+}
+
+// profiled runs a timed phase, under the CPU profiler with -cpuprofile.
+func (b *bench) profiled(phase string, f func() error) error {
+	if b.cfg.cpuprofile == "" {
+		return f()
+	}
+	path := b.cfg.cpuprofile + "." + phase + ".pprof"
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	ferr := f()
+	pprof.StopCPUProfile()
+	if err := out.Close(); err != nil && ferr == nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	b.progress("%s: CPU profile in %s", phase, path)
+	return ferr
 }
 
 // progress writes a timed line on stderr.

@@ -238,7 +238,7 @@ func TestRunTiny(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	err := Run(ctx, []string{"-json", jsonPath, "-md", mdPath, "-dir", dir, "-n", "3", "-n-sleep", "1", "-warmup", "1",
-		"-duration", "300ms", "-clients", "4", "-parked", "150", "-inbox-queries", "3"}, Options{Stdout: &stdout, Stderr: &stderr})
+		"-duration", "300ms", "-clients", "4", "-parked", "150", "-people", "10", "-inbox-queries", "3", "-cpuprofile", filepath.Join(dir, "cpu")}, Options{Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
@@ -297,6 +297,11 @@ func TestRunTiny(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "tollgate-bench") {
 		t.Errorf("no progress on stderr")
+	}
+	for _, phase := range []string{"one-step", "fan-100", "approve", "sustained", "parked-load", "inbox"} {
+		if fi, err := os.Stat(filepath.Join(dir, "cpu."+phase+".pprof")); err != nil || fi.Size() == 0 {
+			t.Errorf("no CPU profile of %s: %v", phase, err)
+		}
 	}
 	// Every world cleaned up after itself.
 	if left, _ := filepath.Glob(filepath.Join(dir, "tollgate-bench-*")); len(left) > 0 {

@@ -42,12 +42,12 @@ func (b *bench) traceCost(ctx context.Context) (Result, error) {
 	}
 	defer j.Stop()
 	b.progress("trace: Jaeger on %s; sustained with tracing off", j.OTLPEndpoint)
-	off, err := b.sustained(ctx, worldConfig{})
+	off, err := b.sustained(ctx, "sustained-trace-off", worldConfig{})
 	if err != nil {
 		return Result{}, fmt.Errorf("tracing off: %w", err)
 	}
 	b.progress("trace: off %s steps/s; now with tracing on (sample %g)", thousands(off.StepsPerSec), b.cfg.traceSample)
-	on, err := b.sustained(ctx, worldConfig{OTLPEndpoint: j.OTLPEndpoint, TraceSample: b.cfg.traceSample})
+	on, err := b.sustained(ctx, "sustained-trace-on", worldConfig{OTLPEndpoint: j.OTLPEndpoint, TraceSample: b.cfg.traceSample})
 	if err != nil {
 		return Result{}, fmt.Errorf("tracing on: %w", err)
 	}

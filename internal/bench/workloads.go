@@ -147,7 +147,11 @@ func (b *bench) sequentialWorkload(ctx context.Context, key, recipe string) ([]R
 	}
 	defer w.close()
 	t0 := time.Now()
-	lat, dispatch, err := b.sequential(ctx, w, key, recipe, b.cfg.n)
+	var lat, dispatch []time.Duration
+	err = b.profiled(key, func() (err error) {
+		lat, dispatch, err = b.sequential(ctx, w, key, recipe, b.cfg.n)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +167,11 @@ func (b *bench) fan(ctx context.Context, n int) ([]Result, error) {
 	}
 	defer w.close()
 	t0 := time.Now()
-	lat, _, err := b.sequential(ctx, w, key, fanRecipe(n), b.cfg.n)
+	var lat []time.Duration
+	err = b.profiled(key, func() (err error) {
+		lat, _, err = b.sequential(ctx, w, key, fanRecipe(n), b.cfg.n)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -182,18 +190,24 @@ func (b *bench) sleepFan(ctx context.Context) ([]Result, error) {
 	t0 := time.Now()
 	var ratios, walls []float64
 	tick := b.ticker("fan-sleep", b.cfg.nSleep)
-	for i := range b.cfg.nSleep {
-		r, err := w.runToEnd(ctx, "alice", sleepFanRecipe)
-		if err != nil {
-			return nil, err
+	err = b.profiled("fan-sleep", func() error {
+		for i := range b.cfg.nSleep {
+			r, err := w.runToEnd(ctx, "alice", sleepFanRecipe)
+			if err != nil {
+				return err
+			}
+			wall, slowest, err := fanFigures(r)
+			if err != nil {
+				return err
+			}
+			ratios = append(ratios, float64(wall)/float64(slowest))
+			walls = append(walls, ms(wall))
+			tick(i + 1)
 		}
-		wall, slowest, err := fanFigures(r)
-		if err != nil {
-			return nil, err
-		}
-		ratios = append(ratios, float64(wall)/float64(slowest))
-		walls = append(walls, ms(wall))
-		tick(i + 1)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	res := Result{Key: "fan-sleep", Kind: kindRatio, Runs: len(ratios), Value: quantile(ratios, 0.5), MaxValue: quantile(ratios, 1),
 		P50Ms: quantile(walls, 0.5), P99Ms: quantile(walls, 0.99), MaxMs: quantile(walls, 1), Seconds: time.Since(t0).Seconds()}
@@ -238,48 +252,19 @@ func (b *bench) approve(ctx context.Context) ([]Result, error) {
 	t0 := time.Now()
 	var leased, called, done []time.Duration
 	tick := b.ticker("approve", b.cfg.n)
-	for i := range b.cfg.n {
-		id, err := w.start(ctx, "alice", approveRecipe)
-		if err != nil {
-			return nil, err
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		stream, err := w.runs.WatchRun(wctx, &tollgatev1.WatchRunRequest{RunId: id}, w.as("alice"))
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		parked, err := until(stream, tollgatev1.RunState_RUN_STATE_PARKED)
-		if err != nil || len(parked.GetAsks()) == 0 {
-			cancel()
-			return nil, fmt.Errorf("run %s did not park on its ask: %v", id, err)
-		}
-		sent := time.Now()
-		_, err = w.asks.Decide(ctx, &tollgatev1.DecideRequest{AskId: parked.GetAsks()[0].GetId(),
-			Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}, w.as("alice"))
-		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("approve: %w", err)
-		}
-		r, err := until(stream, tollgatev1.RunState_RUN_STATE_COMPLETE)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		done = append(done, time.Since(sent))
-		var at *tollgatev1.Attempt
-		for _, s := range r.GetSteps() {
-			if s.GetStepId() == "save" && len(s.GetAttempts()) > 0 {
-				at = s.GetAttempts()[0]
+	err = b.profiled("approve", func() error {
+		for i := range b.cfg.n {
+			l, c, d, err := approveOnce(ctx, w, calls)
+			if err != nil {
+				return err
 			}
+			leased, called, done = append(leased, l), append(called, c), append(done, d)
+			tick(i + 1)
 		}
-		c, ok := calls.take(id + "/save")
-		if at.GetLeasedAt() == nil || !ok {
-			return nil, fmt.Errorf("run %s: the governed step has no lease or no call", id)
-		}
-		leased = append(leased, at.GetLeasedAt().AsTime().Sub(sent))
-		called = append(called, c.Sub(sent))
-		tick(i + 1)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	res := latencyResult("approve", leased, time.Since(t0))
 	res.Extra = map[string]float64{
@@ -287,6 +272,52 @@ func (b *bench) approve(ctx context.Context) ([]Result, error) {
 		"decide_to_complete_p50_ms": msQuantile(done, 0.5), "decide_to_complete_p99_ms": msQuantile(done, 0.99),
 	}
 	return []Result{res}, nil
+}
+
+// approveOnce starts a run of approveRecipe, waits on its watch stream
+// until it parks, approves its ask and watches it complete. It returns
+// the times from just before Decide was sent to the governed step's
+// LeasedAt, to the tool call beginning, and to the run complete.
+func approveOnce(ctx context.Context, w *world, calls *callTimes) (leased, called, done time.Duration, err error) {
+	id, err := w.start(ctx, "alice", approveRecipe)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := w.runs.WatchRun(ctx, &tollgatev1.WatchRunRequest{RunId: id}, w.as("alice"))
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("watch: %w", err)
+	}
+	parked, err := until(stream, tollgatev1.RunState_RUN_STATE_PARKED)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if len(parked.GetAsks()) == 0 {
+		return 0, 0, 0, fmt.Errorf("run %s parked with no ask", id)
+	}
+	sent := time.Now()
+	_, err = w.asks.Decide(ctx, &tollgatev1.DecideRequest{AskId: parked.GetAsks()[0].GetId(),
+		Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}, w.as("alice"))
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("approve: %w", err)
+	}
+	r, err := until(stream, tollgatev1.RunState_RUN_STATE_COMPLETE)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	done = time.Since(sent)
+	var at *tollgatev1.Attempt
+	for _, s := range r.GetSteps() {
+		if s.GetStepId() == "save" && len(s.GetAttempts()) > 0 {
+			at = s.GetAttempts()[0]
+		}
+	}
+	c, ok := calls.take(id + "/save")
+	if at.GetLeasedAt() == nil || !ok {
+		return 0, 0, 0, fmt.Errorf("run %s: the governed step has no lease or no call", id)
+	}
+	return at.GetLeasedAt().AsTime().Sub(sent), c.Sub(sent), done, nil
 }
 
 // callTimes records when each tool call began, by idempotency key.
@@ -313,7 +344,7 @@ func (c *callTimes) take(key string) (time.Time, bool) {
 }
 
 func (b *bench) sustainedWorkload(ctx context.Context) ([]Result, error) {
-	res, err := b.sustained(ctx, worldConfig{})
+	res, err := b.sustained(ctx, "sustained", worldConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +355,7 @@ func (b *bench) sustainedWorkload(ctx context.Context) ([]Result, error) {
 // cfg.duration on one world; steps per second over the whole phase, the
 // p50 and p99 of a run, and the CPU each run cost this process (clients,
 // control plane and executors) and redis-server.
-func (b *bench) sustained(ctx context.Context, wc worldConfig) (Result, error) {
+func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Result, error) {
 	w, err := b.world(ctx, wc)
 	if err != nil {
 		return Result{}, err
@@ -338,44 +369,49 @@ func (b *bench) sustained(ctx context.Context, wc worldConfig) (Result, error) {
 		firstErr error
 		done     atomic.Int64
 	)
-	goCPU0, redisCPU0 := processCPU(), w.redisCPU()
-	start := time.Now()
-	end := start.Add(b.cfg.duration)
-	stopProgress := b.every(5*time.Second, func() {
-		b.progress("sustained: %d runs in %.0f s", done.Load(), time.Since(start).Seconds())
-	})
-	var wg sync.WaitGroup
-	for range b.cfg.clients {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				t0 := time.Now()
-				if _, err := w.runToEnd(ctx, "alice", oneStepRecipe); err != nil {
-					mu.Lock()
-					if firstErr == nil && ctx.Err() == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				d := time.Since(t0)
-				done.Add(1)
-				mu.Lock()
-				lat = append(lat, d)
-				mu.Unlock()
-			}
+	var elapsed time.Duration
+	var goCPU, redisCPU time.Duration
+	err = b.profiled(phase, func() error {
+		goCPU0, redisCPU0 := processCPU(), w.redisCPU()
+		start := time.Now()
+		end := start.Add(b.cfg.duration)
+		stopProgress := b.every(5*time.Second, func() {
+			b.progress("%s: %d runs in %.0f s", phase, done.Load(), time.Since(start).Seconds())
 		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	stopProgress()
-	if firstErr != nil {
-		return Result{}, firstErr
+		defer stopProgress()
+		var wg sync.WaitGroup
+		for range b.cfg.clients {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					t0 := time.Now()
+					if _, err := w.runToEnd(ctx, "alice", oneStepRecipe); err != nil {
+						mu.Lock()
+						if firstErr == nil && ctx.Err() == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+						cancel()
+						return
+					}
+					d := time.Since(t0)
+					done.Add(1)
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		elapsed = time.Since(start)
+		goCPU, redisCPU = processCPU()-goCPU0, w.redisCPU()-redisCPU0
+		return firstErr
+	})
+	if err != nil {
+		return Result{}, err
 	}
 	if len(lat) == 0 {
 		return Result{}, errors.New("sustained: no run completed")
 	}
-	goCPU, redisCPU := processCPU()-goCPU0, w.redisCPU()-redisCPU0
 	res := latencyResult("sustained", lat, elapsed)
 	res.Kind = kindThroughput
 	res.Clients = b.cfg.clients
@@ -400,18 +436,14 @@ func (w *world) redisCPU() time.Duration {
 	return d
 }
 
-// inboxUsers is how many people the parked runs belong to; an inbox
-// query reads one person's asks.
-const inboxUsers = 100
-
 // inbox loads cfg.parked parked runs through the API (StartRun of a
-// recipe that asks its requester first), spread over inboxUsers people,
+// recipe that asks its requester first), spread over cfg.people people,
 // with cfg.clients loaders; Redis's used_memory growth per run is the
 // memory figure. Then, once Redis has finished any append-only-file
 // rewrite the load set off, one person's inbox (ListAsks, pending, 50 a
 // page) is queried cfg.inboxQueries times.
 func (b *bench) inbox(ctx context.Context) ([]Result, error) {
-	users := make([]string, inboxUsers)
+	users := make([]string, b.cfg.people)
 	for i := range users {
 		users[i] = fmt.Sprintf("u%03d", i)
 	}
@@ -426,7 +458,7 @@ func (b *bench) inbox(ctx context.Context) ([]Result, error) {
 	}
 	n := b.cfg.parked
 	t0 := time.Now()
-	if err := b.load(ctx, w, users, n); err != nil {
+	if err := b.profiled("parked-load", func() error { return b.load(ctx, w, users, n) }); err != nil {
 		return nil, err
 	}
 	loaded := time.Since(t0)
@@ -443,24 +475,31 @@ func (b *bench) inbox(ctx context.Context) ([]Result, error) {
 		Extra: map[string]float64{"parked_runs": float64(n), "loaded_runs_per_sec": float64(n) / loaded.Seconds()}}
 
 	who := users[7]
-	want := min(50, n/inboxUsers+boolInt(n%inboxUsers > 7))
+	people := len(users)
+	want := min(50, n/people+boolInt(n%people > 7))
 	var lat []time.Duration
 	t1 := time.Now()
 	tick := b.ticker("inbox", b.cfg.inboxQueries)
-	for i := range b.cfg.inboxQueries {
-		q0 := time.Now()
-		resp, err := w.asks.ListAsks(ctx, &tollgatev1.ListAsksRequest{PageSize: 50}, w.as(who))
-		if err != nil {
-			return nil, fmt.Errorf("inbox: %w", err)
+	err = b.profiled("inbox", func() error {
+		for i := range b.cfg.inboxQueries {
+			q0 := time.Now()
+			resp, err := w.asks.ListAsks(ctx, &tollgatev1.ListAsksRequest{PageSize: 50}, w.as(who))
+			if err != nil {
+				return err
+			}
+			lat = append(lat, time.Since(q0))
+			if got := len(resp.GetItems()); got != want {
+				return fmt.Errorf("%s sees %d asks, want %d", who, got, want)
+			}
+			tick(i + 1)
 		}
-		lat = append(lat, time.Since(q0))
-		if got := len(resp.GetItems()); got != want {
-			return nil, fmt.Errorf("inbox: %s sees %d asks, want %d", who, got, want)
-		}
-		tick(i + 1)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	inbox := latencyResult("inbox", lat, time.Since(t1))
-	inbox.Extra = map[string]float64{"parked_runs": float64(n), "page_size": 50, "asks_per_person": float64(n / inboxUsers)}
+	inbox.Extra = map[string]float64{"parked_runs": float64(n), "page_size": 50, "people": float64(people), "asks_per_person": float64(n / people)}
 	return []Result{mem, inbox}, nil
 }
 
