@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -238,6 +239,16 @@ func (r Result) note() string {
 	case "parked-memory":
 		parts = append(parts, fmt.Sprintf("used_memory growth over %s runs parked through the API (StartRun), loaded at %s runs/s",
 			thousands(e["parked_runs"]), thousands(e["loaded_runs_per_sec"])))
+		var own []string
+		for _, k := range slices.Sorted(maps.Keys(e)) {
+			if kind, ok := strings.CutPrefix(k, "own_"); ok {
+				own = append(own, fmt.Sprintf("%s %s B", strings.TrimSuffix(kind, "_bytes"), thousands(e[k])))
+			}
+		}
+		if len(own) > 0 {
+			parts = append(parts, fmt.Sprintf("one run's own keys (MEMORY USAGE): %s; index entries and keyspace ≈ %s B",
+				strings.Join(own, ", "), thousands(e["indexes_and_keyspace_bytes"])))
+		}
 	case "inbox":
 		if e["parked_runs"] < 1_000_000 {
 			parts = append(parts, fmt.Sprintf("measured with %s parked runs (-parked), not the goal's 1,000,000; %s asks per person",

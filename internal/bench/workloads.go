@@ -461,7 +461,8 @@ func (b *bench) inbox(ctx context.Context) ([]Result, error) {
 	}
 	n := b.cfg.parked
 	t0 := time.Now()
-	if err := b.profiled("parked-load", func() error { return b.load(ctx, w, users, n) }); err != nil {
+	var sample string
+	if err := b.profiled("parked-load", func() (err error) { sample, err = b.load(ctx, w, users, n); return err }); err != nil {
 		return nil, err
 	}
 	loaded := time.Since(t0)
@@ -476,6 +477,16 @@ func (b *bench) inbox(ctx context.Context) ([]Result, error) {
 	}
 	mem := Result{Key: "parked-memory", Kind: kindBytes, Runs: n, Value: perRun, Seconds: loaded.Seconds(),
 		Extra: map[string]float64{"parked_runs": float64(n), "loaded_runs_per_sec": float64(n) / loaded.Seconds()}}
+	own, err := w.keysOf(sample)
+	if err != nil {
+		return nil, err
+	}
+	var sum float64
+	for kind, bytes := range own {
+		mem.Extra["own_"+kind+"_bytes"] = float64(bytes)
+		sum += float64(bytes)
+	}
+	mem.Extra["indexes_and_keyspace_bytes"] = perRun - sum
 
 	who := users[7]
 	people := len(users)
@@ -514,10 +525,11 @@ func boolInt(b bool) int {
 }
 
 // load starts n runs of approveRecipe, each as the next of users, with
-// cfg.clients loaders, and waits until each has parked (StartRun answers
+// cfg.clients loaders, and checks that each has parked (StartRun answers
 // once the create is durable; a run whose first phase is its ask is
-// parked by then).
-func (b *bench) load(ctx context.Context, w *world, users []string, n int) error {
+// parked by then). It returns the id of one of them.
+func (b *bench) load(ctx context.Context, w *world, users []string, n int) (string, error) {
+	var sample atomic.Value
 	var next, done atomic.Int64
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -545,12 +557,51 @@ func (b *bench) load(ctx context.Context, w *world, users []string, n int) error
 					once.Do(func() { firstErr = fmt.Errorf("load: %w", err); cancel() })
 					return
 				}
+				if i == int64(n/2) {
+					sample.Store(resp.GetRun().GetId())
+				}
 				done.Add(1)
 			}
 		})
 	}
 	wg.Wait()
-	return firstErr
+	id, _ := sample.Load().(string)
+	return id, firstErr
+}
+
+// keysOf finds the keys whose names hold runID (SCAN) and sums their
+// MEMORY USAGE by kind, the part of the name before the id (run, journal,
+// ask): what one parked run holds of its own, apart from index entries.
+func (w *world) keysOf(runID string) (map[string]int64, error) {
+	out := map[string]int64{}
+	cursor := "0"
+	for {
+		reply, err := w.redis.Do("SCAN", cursor, "MATCH", "*"+runID+"*", "COUNT", "10000")
+		if err != nil {
+			return nil, fmt.Errorf("scan: %w", err)
+		}
+		lines := strings.Split(reply, "\n")
+		cursor = lines[0]
+		for _, key := range lines[1:] {
+			if key == "" {
+				continue
+			}
+			u, err := w.redis.Do("MEMORY", "USAGE", key, "SAMPLES", "0")
+			if err != nil {
+				return nil, fmt.Errorf("memory usage %s: %w", key, err)
+			}
+			var n int64
+			if _, err := fmt.Sscan(u, &n); err != nil {
+				return nil, fmt.Errorf("memory usage %s: %q", key, u)
+			}
+			name, _, _ := strings.Cut(key, runID)
+			parts := strings.Split(strings.TrimSuffix(name, ":"), ":")
+			out[parts[len(parts)-1]] += n
+		}
+		if cursor == "0" {
+			return out, nil
+		}
+	}
 }
 
 // usedMemory is Redis's used_memory.
