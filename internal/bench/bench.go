@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -80,7 +81,7 @@ func Run(ctx context.Context, args []string, o Options) error {
 	} else if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now()}
+	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}}
 	var temporal *peerReport
 	if cfg.peers && cfg.temporalJSON != "" {
 		// Read it first: a bad file fails before minutes of measuring.
@@ -206,7 +207,8 @@ type bench struct {
 	began    time.Time
 	dispatch []time.Duration // from the one-step and three-step runs
 
-	mu sync.Mutex // out
+	mu     sync.Mutex         // out, others
+	others map[string]float64 // phase → cores other processes used
 }
 
 func (b *bench) selected(key string) bool {
@@ -231,6 +233,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 			return nil, fmt.Errorf("%s: %w", w.key, err)
 		}
 		for i := range res {
+			b.noteOthers(&res[i])
 			res[i].finish()
 			b.progress("%s: %s (%.1f s)", res[i].Key, res[i].Measured, time.Since(t0).Seconds())
 		}
@@ -239,6 +242,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if len(b.dispatch) > 0 {
 		d := latencyResult("dispatch", b.dispatch, 0)
 		d.Note = "every step of the 1-step and 3-step runs"
+		b.noteOthers(&d, "one-step", "three-step")
 		d.finish()
 		rep.Results = append(rep.Results, d)
 	}
@@ -289,8 +293,19 @@ func (b *bench) world(ctx context.Context, wc worldConfig) (*world, error) {
 	return w, nil
 }
 
-// profiled runs a timed phase, under the CPU profiler with -cpuprofile.
-func (b *bench) profiled(phase string, f func() error) error {
+// profiled runs a timed phase on w, under the CPU profiler with
+// -cpuprofile, and records how many cores other processes kept busy
+// meanwhile (the machine's busy time less this process's and Redis's).
+func (b *bench) profiled(phase string, w *world, f func() error) error {
+	busy0, self0, redis0 := machineBusy(), processCPU(), w.redisCPU()
+	t0 := time.Now()
+	defer func() {
+		wall := time.Since(t0)
+		others := (machineBusy() - busy0) - (processCPU() - self0) - (w.redisCPU() - redis0)
+		b.mu.Lock()
+		b.others[phase] = max(0, others.Seconds()/wall.Seconds())
+		b.mu.Unlock()
+	}()
 	if b.cfg.cpuprofile == "" {
 		return f()
 	}
@@ -310,6 +325,52 @@ func (b *bench) profiled(phase string, f func() error) error {
 	}
 	b.progress("%s: CPU profile in %s", phase, path)
 	return ferr
+}
+
+// noteOthers records in r the most cores other processes used during the
+// timed phases behind it (its own key's by default).
+func (b *bench) noteOthers(r *Result, phases ...string) {
+	if len(phases) == 0 {
+		phases = []string{r.Key}
+		if r.Key == "parked-memory" {
+			phases = []string{"parked-load"}
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range phases {
+		if v, ok := b.others[p]; ok {
+			if r.Extra == nil {
+				r.Extra = map[string]float64{}
+			}
+			r.Extra["others_cores"] = max(r.Extra["others_cores"], v)
+		}
+	}
+}
+
+// machineBusy is the time every CPU of the machine spent on anything but
+// idling or waiting for I/O, from /proc/stat; 0 where there is none.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0
+		}
+		if i != 3 && i != 4 && i < 8 { // not idle, iowait, guest, guest_nice
+			busy += n
+		}
+	}
+	return time.Duration(busy) * time.Second / 100 // USER_HZ
 }
 
 // progress writes a timed line on stderr.

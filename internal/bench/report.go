@@ -257,6 +257,9 @@ func (r Result) note() string {
 	case "trace-cost":
 		parts = append(parts, fmt.Sprintf("off %s steps/s, on %s steps/s", thousands(e["off_steps_per_sec"]), thousands(e["on_steps_per_sec"])))
 	}
+	if v, ok := e["others_cores"]; ok {
+		parts = append(parts, fmt.Sprintf("other processes kept %.1f of the machine's cores busy meanwhile", v))
+	}
 	return strings.Join(parts, "; ")
 }
 

@@ -148,7 +148,7 @@ func (b *bench) sequentialWorkload(ctx context.Context, key, recipe string) ([]R
 	defer w.close()
 	t0 := time.Now()
 	var lat, dispatch []time.Duration
-	err = b.profiled(key, func() (err error) {
+	err = b.profiled(key, w, func() (err error) {
 		lat, dispatch, err = b.sequential(ctx, w, key, recipe, b.cfg.n)
 		return err
 	})
@@ -168,7 +168,7 @@ func (b *bench) fan(ctx context.Context, n int) ([]Result, error) {
 	defer w.close()
 	t0 := time.Now()
 	var lat []time.Duration
-	err = b.profiled(key, func() (err error) {
+	err = b.profiled(key, w, func() (err error) {
 		lat, _, err = b.sequential(ctx, w, key, fanRecipe(n), b.cfg.n)
 		return err
 	})
@@ -190,7 +190,7 @@ func (b *bench) sleepFan(ctx context.Context) ([]Result, error) {
 	t0 := time.Now()
 	var ratios, walls []float64
 	tick := b.ticker("fan-sleep", b.cfg.nSleep)
-	err = b.profiled("fan-sleep", func() error {
+	err = b.profiled("fan-sleep", w, func() error {
 		for i := range b.cfg.nSleep {
 			r, err := w.runToEnd(ctx, "alice", sleepFanRecipe)
 			if err != nil {
@@ -255,7 +255,7 @@ func (b *bench) approve(ctx context.Context) ([]Result, error) {
 	t0 := time.Now()
 	var leased, called, done []time.Duration
 	tick := b.ticker("approve", b.cfg.n)
-	err = b.profiled("approve", func() error {
+	err = b.profiled("approve", w, func() error {
 		for i := range b.cfg.n {
 			l, c, d, err := approveOnce(ctx, w, calls)
 			if err != nil {
@@ -374,7 +374,7 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 	)
 	var elapsed time.Duration
 	var goCPU, redisCPU time.Duration
-	err = b.profiled(phase, func() error {
+	err = b.profiled(phase, w, func() error {
 		goCPU0, redisCPU0 := processCPU(), w.redisCPU()
 		start := time.Now()
 		end := start.Add(b.cfg.duration)
@@ -462,7 +462,7 @@ func (b *bench) inbox(ctx context.Context) ([]Result, error) {
 	n := b.cfg.parked
 	t0 := time.Now()
 	var sample string
-	if err := b.profiled("parked-load", func() (err error) { sample, err = b.load(ctx, w, users, n); return err }); err != nil {
+	if err := b.profiled("parked-load", w, func() (err error) { sample, err = b.load(ctx, w, users, n); return err }); err != nil {
 		return nil, err
 	}
 	loaded := time.Since(t0)
@@ -494,7 +494,7 @@ func (b *bench) inbox(ctx context.Context) ([]Result, error) {
 	var lat []time.Duration
 	t1 := time.Now()
 	tick := b.ticker("inbox", b.cfg.inboxQueries)
-	err = b.profiled("inbox", func() error {
+	err = b.profiled("inbox", w, func() error {
 		for i := range b.cfg.inboxQueries {
 			q0 := time.Now()
 			resp, err := w.asks.ListAsks(ctx, &tollgatev1.ListAsksRequest{PageSize: 50}, w.as(who))
