@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -477,10 +478,11 @@ func (b *bench) inbox(ctx context.Context) ([]Result, error) {
 	}
 	mem := Result{Key: "parked-memory", Kind: kindBytes, Runs: n, Value: perRun, Seconds: loaded.Seconds(),
 		Extra: map[string]float64{"parked_runs": float64(n), "loaded_runs_per_sec": float64(n) / loaded.Seconds()}}
-	own, err := w.keysOf(sample)
+	own, what, err := w.keysOf(sample)
 	if err != nil {
 		return nil, err
 	}
+	mem.Note = "one run's keys: " + strings.Join(what, "; ")
 	var sum float64
 	for kind, bytes := range own {
 		mem.Extra["own_"+kind+"_bytes"] = float64(bytes)
@@ -572,13 +574,16 @@ func (b *bench) load(ctx context.Context, w *world, users []string, n int) (stri
 // keysOf finds the keys whose names hold runID (SCAN) and sums their
 // MEMORY USAGE by kind, the part of the name before the id (run, journal,
 // ask): what one parked run holds of its own, apart from index entries.
-func (w *world) keysOf(runID string) (map[string]int64, error) {
+// It also says what is in them: for a hash its largest fields, for a list
+// its records, with their sizes.
+func (w *world) keysOf(runID string) (map[string]int64, []string, error) {
 	out := map[string]int64{}
+	var what []string
 	cursor := "0"
 	for {
 		reply, err := w.redis.Do("SCAN", cursor, "MATCH", "*"+runID+"*", "COUNT", "10000")
 		if err != nil {
-			return nil, fmt.Errorf("scan: %w", err)
+			return nil, nil, fmt.Errorf("scan: %w", err)
 		}
 		lines := strings.Split(reply, "\n")
 		cursor = lines[0]
@@ -586,22 +591,80 @@ func (w *world) keysOf(runID string) (map[string]int64, error) {
 			if key == "" {
 				continue
 			}
-			u, err := w.redis.Do("MEMORY", "USAGE", key, "SAMPLES", "0")
+			n, err := w.redisInt("MEMORY", "USAGE", key, "SAMPLES", "0")
 			if err != nil {
-				return nil, fmt.Errorf("memory usage %s: %w", key, err)
-			}
-			var n int64
-			if _, err := fmt.Sscan(u, &n); err != nil {
-				return nil, fmt.Errorf("memory usage %s: %q", key, u)
+				return nil, nil, err
 			}
 			name, _, _ := strings.Cut(key, runID)
 			parts := strings.Split(strings.TrimSuffix(name, ":"), ":")
-			out[parts[len(parts)-1]] += n
+			kind := parts[len(parts)-1]
+			out[kind] += n
+			desc, err := w.describe(key)
+			if err != nil {
+				return nil, nil, err
+			}
+			what = append(what, fmt.Sprintf("%s (%s B): %s", kind, thousands(float64(n)), desc))
 		}
 		if cursor == "0" {
-			return out, nil
+			slices.Sort(what)
+			return out, what, nil
 		}
 	}
+}
+
+// describe says what a hash or list key holds.
+func (w *world) describe(key string) (string, error) {
+	typ, err := w.redis.Do("TYPE", key)
+	if err != nil {
+		return "", err
+	}
+	switch typ {
+	case "hash":
+		fields, err := w.redis.Do("HKEYS", key)
+		if err != nil {
+			return "", err
+		}
+		type field struct {
+			name string
+			n    int64
+		}
+		var fs []field
+		var total int64
+		for _, f := range strings.Split(fields, "\n") {
+			n, err := w.redisInt("HSTRLEN", key, f)
+			if err != nil {
+				return "", err
+			}
+			fs = append(fs, field{f, n})
+			total += n + int64(len(f))
+		}
+		slices.SortFunc(fs, func(a, b field) int { return int(b.n - a.n) })
+		var top []string
+		for _, f := range fs[:min(3, len(fs))] {
+			top = append(top, fmt.Sprintf("%s %d B", f.name, f.n))
+		}
+		return fmt.Sprintf("a hash of %d fields, %s B of names and values; largest %s", len(fs), thousands(float64(total)), strings.Join(top, ", ")), nil
+	case "list":
+		items, err := w.redis.Do("LRANGE", key, "0", "-1")
+		if err != nil {
+			return "", err
+		}
+		recs := strings.Split(items, "\n")
+		return fmt.Sprintf("a list of %d records, %s B", len(recs), thousands(float64(len(items)-len(recs)+1))), nil
+	}
+	return "a " + typ, nil
+}
+
+func (w *world) redisInt(args ...string) (int64, error) {
+	reply, err := w.redis.Do(args...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", strings.Join(args, " "), err)
+	}
+	var n int64
+	if _, err := fmt.Sscan(reply, &n); err != nil {
+		return 0, fmt.Errorf("%s: %q", strings.Join(args, " "), reply)
+	}
+	return n, nil
 }
 
 // usedMemory is Redis's used_memory.
