@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -88,13 +87,17 @@ type world struct {
 // startWorld starts everything and returns once every executor has
 // connected.
 func startWorld(ctx context.Context, cfg worldConfig) (w *world, err error) {
-	w = &world{cfg: cfg, tokens: map[string]string{}, cpLog: newPlaneLog()}
+	w = &world{cfg: cfg, tokens: map[string]string{}, cpLog: &planeLog{}}
 	defer func() {
 		if err != nil {
 			w.close()
 		}
 	}()
-	w.redis, err = redisserver.Start(redisserver.Config{Dir: mkdir(cfg.Dir, "redis"), Args: []string{"--appendfsync", cfg.Fsync}})
+	redisDir, err := mkdir(cfg.Dir, "redis")
+	if err != nil {
+		return w, err
+	}
+	w.redis, err = redisserver.Start(redisserver.Config{Dir: redisDir, Args: []string{"--appendfsync", cfg.Fsync}})
 	if err != nil {
 		return w, err
 	}
@@ -120,10 +123,9 @@ func startWorld(ctx context.Context, cfg worldConfig) (w *world, err error) {
 	return w, nil
 }
 
-func mkdir(parts ...string) string {
+func mkdir(parts ...string) (string, error) {
 	p := filepath.Join(parts...)
-	_ = os.MkdirAll(p, 0o700)
-	return p
+	return p, os.MkdirAll(p, 0o700)
 }
 
 // files writes what the control plane reads (the token key, the policy,
@@ -139,7 +141,11 @@ func (w *world) files() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyPath := filepath.Join(mkdir(dir, "keys"), keyID+".pem") // the key id is the file's name
+	keyDir, err := mkdir(dir, "keys")
+	if err != nil {
+		return nil, err
+	}
+	keyPath := filepath.Join(keyDir, keyID+".pem") // the key id is the file's name
 	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
 		return nil, err
 	}
@@ -317,8 +323,6 @@ type planeLog struct {
 	sessions int
 }
 
-func newPlaneLog() *planeLog { return &planeLog{} }
-
 var execListenRe = regexp.MustCompile(`msg=serving .*executor_listen=(\S+)`)
 
 func (l *planeLog) Write(p []byte) (int, error) {
@@ -364,9 +368,8 @@ func (l *planeLog) tail() string {
 	defer l.mu.Unlock()
 	var b strings.Builder
 	b.WriteString("control plane log (last lines):\n")
-	sc := bufio.NewScanner(strings.NewReader(strings.Join(l.lines[max(0, len(l.lines)-30):], "\n")))
-	for sc.Scan() {
-		b.WriteString("  " + sc.Text() + "\n")
+	for _, line := range l.lines[max(0, len(l.lines)-30):] {
+		b.WriteString("  " + line + "\n")
 	}
 	return b.String()
 }
