@@ -81,6 +81,12 @@ func Run(ctx context.Context, args []string, o Options) error {
 	} else if err != nil {
 		return err
 	}
+	if cfg.trace {
+		// Before minutes of measuring: can tracing be switched on at all?
+		if err := tracingReady(ctx); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
 	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}}
 	var temporal *peerReport
 	if cfg.peers && cfg.temporalJSON != "" {

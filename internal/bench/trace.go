@@ -24,8 +24,8 @@ var errNoTracing = errors.New("this build's control plane has no --otlp-endpoint
 // a real Jaeger on loopback, in-memory storage), and reports the
 // throughput lost in percent.
 func (b *bench) traceCost(ctx context.Context) (Result, error) {
-	if !planeHasFlag(ctx, "otlp-endpoint") {
-		return Result{}, errNoTracing
+	if err := tracingReady(ctx); err != nil {
+		return Result{}, err
 	}
 	bin, err := jaegerserver.Binary()
 	if err != nil {
@@ -64,6 +64,16 @@ func (b *bench) traceCost(ctx context.Context) (Result, error) {
 		Extra: map[string]float64{"off_steps_per_sec": off.StepsPerSec, "on_steps_per_sec": on.StepsPerSec,
 			"off_p99_ms": off.P99Ms, "on_p99_ms": on.P99Ms,
 			"off_go_cpu_us_per_run": off.Extra["go_cpu_us_per_run"], "on_go_cpu_us_per_run": on.Extra["go_cpu_us_per_run"]}}, nil
+}
+
+// tracingReady says why -trace cannot run here, if it cannot: no tracing
+// in the control plane, or no Jaeger binary.
+func tracingReady(ctx context.Context) error {
+	if !planeHasFlag(ctx, "otlp-endpoint") {
+		return errNoTracing
+	}
+	_, err := jaegerserver.Binary()
+	return err
 }
 
 // waitServices waits (Jaeger stores spans asynchronously; the control
