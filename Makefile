@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test fmt-check vet buf-lint generate check-generated tools jaeger ci fuzz bench
+.PHONY: all build test fmt-check vet buf-lint generate check-generated tools jaeger ci fuzz bench bench-peers bench-go
 
 all: build
 
@@ -60,8 +60,27 @@ FUZZTIME ?= 60s
 fuzz:
 	go test -run=NONE -fuzz=FuzzCompile -fuzztime=$(FUZZTIME) ./pkg/compiler
 
-## bench: the benchmarks behind BENCHMARKS.md (pure cores, Redis store, end to end).
+## bench: every DESIGN.md §12 figure (cmd/tollgate-bench: its own redis-server,
+## control plane and executors) against its goal; the table on stdout and in
+## $(BENCH_OUT)/tollgate.md, JSON in $(BENCH_OUT)/tollgate.json. A few minutes;
+## take figures on a quiet machine (`uptime`). More: BENCH_FLAGS='-parked
+## 1000000 -fsync always -cpuprofile cpu.out', or `go run ./cmd/tollgate-bench -help`.
+## Not part of `make test` or `make ci`.
+BENCH_OUT ?= bin/bench
+BENCH_FLAGS ?=
 bench:
+	@mkdir -p $(BENCH_OUT)
+	go run ./cmd/tollgate-bench -json $(BENCH_OUT)/tollgate.json -md $(BENCH_OUT)/tollgate.md $(BENCH_FLAGS)
+
+## bench-peers: the same, then Temporal (bench/peers/temporal, its own module;
+## the first build takes 5-20 min) on the same workloads, and one side-by-side
+## table with the ratios: $(BENCH_OUT)/peers.md and peers.json.
+bench-peers:
+	@mkdir -p $(BENCH_OUT)
+	go run ./cmd/tollgate-bench -peers -json $(BENCH_OUT)/peers.json -md $(BENCH_OUT)/peers.md $(BENCH_FLAGS)
+
+## bench-go: the go test benchmarks (pure cores, Redis store, end to end).
+bench-go:
 	go test -run=NONE -bench=. -benchmem ./pkg/...
 	go test -run '^$$' -bench 'Commit$$|Inbox' -benchtime 3000x ./internal/store/redisstore
 	go test -run '^$$' -bench 'Memory' -benchtime 1x ./internal/store/redisstore

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,19 +70,11 @@ func processCPU() time.Duration {
 
 // redisCPU is redis-server's user + system CPU time (INFO cpu).
 func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
-	info, err := srv.Do("INFO", "cpu")
+	d, err := srv.CPU()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_sys" || k == "used_cpu_user" {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
+	return d
 }
 
 type noCloseStore struct{ store.Store }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"net"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -22,54 +20,10 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/internal/stubtools"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
-
-// tools is an in-process tool host for driving the real dispatcher and the
-// real executor runtime over real gRPC.
-type tools struct {
-	mu    sync.Mutex
-	calls map[string]int // server.tool → calls
-	specs []executor.ToolSpec
-}
-
-func newTools(cat *compiler.Catalog) *tools {
-	t := &tools{calls: map[string]int{}}
-	for _, s := range cat.Servers() {
-		for _, n := range cat.Tools(s) {
-			info, _ := cat.Lookup(s, n)
-			t.specs = append(t.specs, executor.ToolSpec{Server: s, Name: n, ReadOnly: info.ReadOnly, Idempotent: info.Idempotent})
-		}
-	}
-	t.specs = append(t.specs, executor.ToolSpec{Server: "test", Name: "sleep", ReadOnly: true})
-	return t
-}
-
-func (t *tools) Tools() []executor.ToolSpec { return t.specs }
-
-func (t *tools) Call(ctx context.Context, server, tool string, args json.RawMessage, key string) (json.RawMessage, error) {
-	t.mu.Lock()
-	t.calls[server+"."+tool]++
-	t.mu.Unlock()
-	if tool == "sleep" {
-		var a struct{ MS int }
-		_ = json.Unmarshal(args, &a)
-		select {
-		case <-time.After(time.Duration(a.MS) * time.Millisecond):
-		case <-ctx.Done():
-			return nil, &executor.TransportError{Message: "cancelled"}
-		}
-		return json.RawMessage(`{"slept_ms":` + strconv.Itoa(a.MS) + `}`), nil
-	}
-	return json.Marshal(map[string]any{"tool": server + "." + tool, "args": args, "key": key})
-}
-
-func (t *tools) count(name string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.calls[name]
-}
 
 type world struct {
 	addr string
@@ -81,7 +35,7 @@ type world struct {
 	srv      *controlplane.Server
 	priv     ed25519.PrivateKey
 	gpub     ed25519.PublicKey
-	tools    *tools
+	tools    *stubtools.Host
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
@@ -99,7 +53,7 @@ func newWorldOn(t testing.TB, catalogExtra string, st store.Store) *world {
 		t.Fatal(err)
 	}
 	cat, _ := compiler.ParseCatalog(append(append([]byte{}, examples.Catalog...), catalogExtra...))
-	w := &world{priv: priv, gpub: gpub, tools: newTools(cat), pkiDir: t.TempDir()}
+	w := &world{priv: priv, gpub: gpub, tools: stubtools.New(stubtools.Config{Catalog: cat}), pkiDir: t.TempDir()}
 	w.pki, err = identity.MintDevPKI(w.pkiDir, identity.DefaultTrustDomain, nil, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +179,7 @@ func TestExecutorRunsGraphAskDemo(t *testing.T) {
 	waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_BLOCKED))
 	w.executor(t, ctx, "edge-1")
 	r := waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_PARKED))
-	if w.tools.count("notes.store") != 0 {
+	if w.tools.Count("notes.store") != 0 {
 		t.Fatal("I1: save ran before the approval")
 	}
 	for _, s := range r.GetSteps() {
@@ -238,7 +192,7 @@ func TestExecutorRunsGraphAskDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_COMPLETE))
-	if n := w.tools.count("notes.store"); n != 1 {
+	if n := w.tools.Count("notes.store"); n != 1 {
 		t.Fatalf("save ran %d times, want exactly 1", n)
 	}
 }

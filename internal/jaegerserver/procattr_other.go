@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package jaegertest
+package jaegerserver
 
 import "syscall"
 

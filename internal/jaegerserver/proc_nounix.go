@@ -1,6 +1,6 @@
 //go:build !unix
 
-package jaegertest
+package jaegerserver
 
 import (
 	"os"

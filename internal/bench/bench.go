@@ -1,0 +1,417 @@
+// Package bench is the bench program (cmd/tollgate-bench): it measures
+// every figure of DESIGN.md §12 on a real redis-server (AOF on), a real
+// control plane and in-process executors over loopback gRPC, and prints
+// a Markdown table of figure, goal, measured and met (and writes JSON).
+// With -peers it also runs the Temporal peer (bench/peers/temporal) on the
+// same workloads and prints them side by side; with -trace it measures
+// what tracing costs the sustained workload.
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options are what the binary passes from its process.
+type Options struct {
+	Stdout, Stderr io.Writer
+}
+
+// config is what the flags set.
+type config struct {
+	jsonPath, mdPath string
+	fsync            string
+	n, nSleep        int
+	warmup           int
+	duration         time.Duration
+	clients          int
+	parked           int
+	inboxQueries     int
+	people           int
+	executors        int
+	capacity         int
+	only             []string
+	cpuprofile       string
+	dir              string
+
+	peers        bool
+	temporalJSON string
+	temporalDir  string
+
+	trace       bool
+	traceSample float64
+}
+
+const usage = `tollgate-bench measures the figures of DESIGN.md §12 (performance targets)
+on a real redis-server (AOF on), a real control plane (as the binary runs it,
+on the Redis store) and in-process executors over loopback gRPC with no-op
+tools, and prints a Markdown table: figure, goal, measured, met.
+
+Usage:
+  tollgate-bench [flags]                    every workload (a few minutes)
+  tollgate-bench -only sustained -cpuprofile cpu.out
+  tollgate-bench -peers -md peers.md -json peers.json
+                                            also Temporal on the same workloads,
+                                            side by side with the ratios
+  tollgate-bench -trace -only none          sustained with tracing off and on,
+                                            exporting to a real Jaeger (make jaeger)
+
+Take figures on a quiet machine: the report records the load average.
+
+Workloads (-only):
+%s
+Flags:
+`
+
+// Run parses args, runs the workloads and writes the report.
+func Run(ctx context.Context, args []string, o Options) error {
+	cfg, err := parseFlags(args, o.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if cfg.trace {
+		// Before minutes of measuring: can tracing be switched on at all?
+		if err := tracingReady(ctx); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}}
+	var temporal *peerReport
+	if cfg.peers && cfg.temporalJSON != "" {
+		// Read it first: a bad file fails before minutes of measuring.
+		if temporal, err = readPeerReport(cfg.temporalJSON); err != nil {
+			return err
+		}
+	}
+	rep, err := b.run(ctx)
+	if err != nil {
+		return err
+	}
+	if cfg.peers && temporal == nil {
+		if temporal, err = b.runTemporal(ctx); err != nil {
+			return err
+		}
+	}
+	var md string
+	var js []byte
+	if cfg.peers {
+		cmp := compare(rep, temporal)
+		md = rep.Markdown() + "\n" + cmp.Markdown()
+		js, err = cmp.JSON()
+	} else {
+		md = rep.Markdown()
+		js, err = rep.JSON()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(o.Stdout, md)
+	if cfg.mdPath != "" {
+		if err := os.WriteFile(cfg.mdPath, []byte(md), 0o644); err != nil {
+			return err
+		}
+	}
+	if cfg.jsonPath != "" {
+		if err := os.WriteFile(cfg.jsonPath, js, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func workloadKeys() []string {
+	keys := make([]string, len(workloads))
+	for i, w := range workloads {
+		keys[i] = w.key
+	}
+	return keys
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var cfg config
+	var only string
+	fs := flag.NewFlagSet("tollgate-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		var ws strings.Builder
+		for _, w := range workloads {
+			fmt.Fprintf(&ws, "  %-11s %s\n", w.key, w.what)
+		}
+		fmt.Fprintf(&ws, "  %-11s %s\n", "none", "none of them (with -trace: only the tracing runs)")
+		fmt.Fprintf(stderr, usage, ws.String())
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.jsonPath, "json", "", "also write the report as JSON to `file`")
+	fs.StringVar(&cfg.mdPath, "md", "", "also write the Markdown table (always printed on stdout) to `file`")
+	fs.StringVar(&cfg.fsync, "fsync", "everysec", "redis-server --appendfsync: everysec or always (AOF is on either way)")
+	fs.IntVar(&cfg.n, "n", 200, "runs of each latency workload (one-step, three-step, fans, approve)")
+	fs.IntVar(&cfg.nSleep, "n-sleep", 10, "runs of the sleeping fan (each takes ~400 ms)")
+	fs.IntVar(&cfg.warmup, "warmup", 3, "uncounted 1-step runs on each fresh world")
+	fs.DurationVar(&cfg.duration, "duration", 20*time.Second, "length of the sustained phase")
+	fs.IntVar(&cfg.clients, "clients", 64, "concurrent clients in the sustained phase (and loaders of parked runs)")
+	fs.IntVar(&cfg.parked, "parked", 100_000, "parked runs loaded for the memory and inbox figures (DESIGN.md's goal is stated at 1,000,000)")
+	fs.IntVar(&cfg.inboxQueries, "inbox-queries", 1000, "inbox queries timed")
+	fs.IntVar(&cfg.people, "people", 100, "people the parked runs belong to, each a member in the policy (an inbox holds -parked ÷ -people asks)")
+	fs.IntVar(&cfg.executors, "executors", 1, "executors connected to the control plane")
+	fs.IntVar(&cfg.capacity, "capacity", 16, "leases each executor holds at once")
+	fs.StringVar(&only, "only", "", "run only these workloads (comma-separated; see above)")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (clients, control plane, executors) during each timed phase to `prefix`.PHASE.pprof (PHASE: a workload, or parked-load); read several at once with go tool pprof -top FILES")
+	fs.StringVar(&cfg.dir, "dir", "", "scratch directory for Redis's files and the keys (default: the system's temporary directory)")
+	fs.BoolVar(&cfg.peers, "peers", false, "also run the Temporal peer (go run -C -temporal-dir .) with the same -n, -duration, -clients and -warmup, and print both side by side")
+	fs.StringVar(&cfg.temporalJSON, "temporal-json", "", "with -peers: use this report of the Temporal peer (its -json) instead of running it")
+	fs.StringVar(&cfg.temporalDir, "temporal-dir", "bench/peers/temporal", "with -peers: the Temporal peer's module")
+	fs.BoolVar(&cfg.trace, "trace", false, "also run the sustained workload with tracing off and on, exporting to a real Jaeger (bin/jaeger, make jaeger), and report the cost")
+	fs.Float64Var(&cfg.traceSample, "trace-sample", 1, "with -trace: the control plane's --trace-sample")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	switch {
+	case cfg.fsync != "everysec" && cfg.fsync != "always":
+		return cfg, fmt.Errorf("-fsync %q: want everysec or always", cfg.fsync)
+	case cfg.n < 1 || cfg.nSleep < 1 || cfg.clients < 1 || cfg.parked < 1 || cfg.inboxQueries < 1 || cfg.people < 8:
+		return cfg, errors.New("-n, -n-sleep, -clients, -parked and -inbox-queries must be at least 1, -people at least 8")
+	case cfg.duration <= 0 || cfg.warmup < 0:
+		return cfg, errors.New("-duration must be positive and -warmup not negative")
+	case cfg.executors < 1 || cfg.capacity < 1:
+		return cfg, errors.New("-executors and -capacity must be at least 1")
+	case cfg.traceSample <= 0 || cfg.traceSample > 1:
+		return cfg, errors.New("-trace-sample must be in (0, 1]")
+	case cfg.temporalJSON != "" && !cfg.peers:
+		return cfg, errors.New("-temporal-json goes with -peers")
+	}
+	if only != "" {
+		for _, k := range strings.Split(only, ",") {
+			k = strings.TrimSpace(k)
+			if k != "none" && !slices.Contains(workloadKeys(), k) {
+				return cfg, fmt.Errorf("-only %q: no such workload (%s, none)", k, strings.Join(workloadKeys(), ", "))
+			}
+			cfg.only = append(cfg.only, k)
+		}
+	}
+	return cfg, nil
+}
+
+// bench is one invocation's state.
+type bench struct {
+	cfg      config
+	out      io.Writer // progress
+	began    time.Time
+	dispatch []time.Duration // from the one-step and three-step runs
+
+	mu     sync.Mutex         // out, others
+	others map[string]float64 // phase → cores other processes used
+}
+
+func (b *bench) selected(key string) bool {
+	return len(b.cfg.only) == 0 || slices.Contains(b.cfg.only, key)
+}
+
+// run measures the selected workloads, each on a fresh world.
+func (b *bench) run(ctx context.Context) (*Report, error) {
+	rep := &Report{Program: "tollgate-bench", Machine: thisMachine(), Date: time.Now().UTC().Format(time.RFC3339), LoadBefore: loadavg(),
+		Params: map[string]any{"fsync": b.cfg.fsync, "n": b.cfg.n, "n_sleep": b.cfg.nSleep, "warmup": b.cfg.warmup,
+			"duration": b.cfg.duration.String(), "clients": b.cfg.clients, "parked": b.cfg.parked, "inbox_queries": b.cfg.inboxQueries, "people": b.cfg.people,
+			"executors": b.cfg.executors, "capacity": b.cfg.capacity, "only": b.cfg.only, "trace": b.cfg.trace}}
+	rep.Setup = b.setup()
+	b.progress("machine: %s; load average %s", rep.Machine, rep.LoadBefore)
+	for _, w := range workloads {
+		if !b.selected(w.key) {
+			continue
+		}
+		t0 := time.Now()
+		res, err := w.run(b, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w.key, err)
+		}
+		for i := range res {
+			b.noteOthers(&res[i])
+			res[i].finish()
+			b.progress("%s: %s (%.1f s)", res[i].Key, res[i].Measured, time.Since(t0).Seconds())
+		}
+		rep.Results = append(rep.Results, res...)
+	}
+	if len(b.dispatch) > 0 {
+		d := latencyResult("dispatch", b.dispatch, 0)
+		d.Note = "every step of the 1-step and 3-step runs"
+		b.noteOthers(&d, "one-step", "three-step")
+		d.finish()
+		rep.Results = append(rep.Results, d)
+	}
+	if b.cfg.trace {
+		res, err := b.traceCost(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		res.finish()
+		rep.Results = append(rep.Results, res)
+	}
+	rep.sort()
+	rep.WallSeconds = time.Since(b.began).Seconds()
+	rep.LoadAfter = loadavg()
+	return rep, nil
+}
+
+func (b *bench) setup() []string {
+	c := b.cfg
+	return []string{
+		fmt.Sprintf("redis-server started by the bench for each workload: unix socket, `appendonly yes`, `appendfsync %s`", c.fsync),
+		"the control plane as the binary runs it (`controlplane.Run` with `--redis`, the example policy, mTLS executor listener), in this process",
+		fmt.Sprintf("%d executor(s) of capacity %d in this process, connected over loopback gRPC with mTLS; tools are in-process no-ops (`internal/stubtools`), so the figures are Tollgate's overhead", c.executors, c.capacity),
+		"clients over loopback gRPC with bearer tokens: StartRun, then WatchRun until complete; one shared connection",
+		fmt.Sprintf("n = %d per latency figure (%d for the sleeping fan), %d uncounted 1-step runs on each fresh world; sustained for %v with %d clients; %s parked runs of %d people for memory and inbox, %d inbox queries",
+			c.n, c.nSleep, c.warmup, c.duration, c.clients, thousands(float64(c.parked)), c.people, c.inboxQueries),
+		"percentiles: element int(q·(n−1)) of the sorted sample; timestamps of leases and finishes are the control plane's (the store's clock), others this process's",
+	}
+}
+
+// world starts a fresh world with the bench's settings and warms it up.
+func (b *bench) world(ctx context.Context, wc worldConfig) (*world, error) {
+	dir, err := os.MkdirTemp(b.cfg.dir, "tollgate-bench-")
+	if err != nil {
+		return nil, err
+	}
+	wc.Dir, wc.Fsync, wc.Executors, wc.Capacity = dir, b.cfg.fsync, b.cfg.executors, b.cfg.capacity
+	w, err := startWorld(ctx, wc)
+	if err != nil {
+		return nil, err
+	}
+	for range b.cfg.warmup {
+		if _, err := w.runToEnd(ctx, "alice", oneStepRecipe); err != nil {
+			w.close()
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// profiled runs a timed phase on w, under the CPU profiler with
+// -cpuprofile, and records how many cores other processes kept busy
+// meanwhile (the machine's busy time less this process's and Redis's).
+func (b *bench) profiled(phase string, w *world, f func() error) error {
+	busy0, self0, redis0 := machineBusy(), processCPU(), w.redisCPU()
+	t0 := time.Now()
+	defer func() {
+		wall := time.Since(t0)
+		others := (machineBusy() - busy0) - (processCPU() - self0) - (w.redisCPU() - redis0)
+		b.mu.Lock()
+		b.others[phase] = max(0, others.Seconds()/wall.Seconds())
+		b.mu.Unlock()
+	}()
+	if b.cfg.cpuprofile == "" {
+		return f()
+	}
+	path := b.cfg.cpuprofile + "." + phase + ".pprof"
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	ferr := f()
+	pprof.StopCPUProfile()
+	if err := out.Close(); err != nil && ferr == nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	b.progress("%s: CPU profile in %s", phase, path)
+	return ferr
+}
+
+// noteOthers records in r the most cores other processes used during the
+// timed phases behind it (its own key's by default).
+func (b *bench) noteOthers(r *Result, phases ...string) {
+	if len(phases) == 0 {
+		phases = []string{r.Key}
+		if r.Key == "parked-memory" {
+			phases = []string{"parked-load"}
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range phases {
+		if v, ok := b.others[p]; ok {
+			if r.Extra == nil {
+				r.Extra = map[string]float64{}
+			}
+			r.Extra["others_cores"] = max(r.Extra["others_cores"], v)
+		}
+	}
+}
+
+// machineBusy is the time every CPU of the machine spent on anything but
+// idling or waiting for I/O, from /proc/stat; 0 where there is none.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0
+		}
+		if i != 3 && i != 4 && i < 8 { // not idle, iowait, guest, guest_nice
+			busy += n
+		}
+	}
+	return time.Duration(busy) * time.Second / 100 // USER_HZ
+}
+
+// progress writes a timed line on stderr.
+func (b *bench) progress(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintf(b.out, "tollgate-bench %6.1fs: "+format+"\n", append([]any{time.Since(b.began).Seconds()}, args...)...)
+}
+
+// ticker reports progress every tenth of n (and at least every 25).
+func (b *bench) ticker(key string, n int) func(int) {
+	step := max(1, min(25, n/10))
+	return func(i int) {
+		if i%step == 0 || i == n {
+			b.progress("%s: %d/%d", key, i, n)
+		}
+	}
+}
+
+// every calls f every d until the returned stop is called.
+func (b *bench) every(d time.Duration, f func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				f()
+			case <-done:
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}

@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestQuantile(t *testing.T) {
+	ds := make([]time.Duration, 100)
+	for i := range ds {
+		ds[len(ds)-1-i] = time.Duration(i+1) * time.Millisecond
+	}
+	if p50, p99, top := msQuantile(ds, 0.5), msQuantile(ds, 0.99), msQuantile(ds, 1); p50 != 50 || p99 != 99 || top != 100 {
+		t.Fatalf("p50 %v p99 %v max %v, want 50 99 100", p50, p99, top)
+	}
+	if ds[0] != 100*time.Millisecond {
+		t.Fatal("quantile sorted its caller's sample")
+	}
+	if quantile(nil, 0.5) != 0 {
+		t.Fatal("an empty sample")
+	}
+	if got := quantile([]float64{3}, 0.99); got != 3 {
+		t.Fatalf("one element: %v", got)
+	}
+}
+
+func TestFormats(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.4: "1,234,567", -4321: "-4,321"} {
+		if got := thousands(v); got != want {
+			t.Errorf("thousands(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for v, want := range map[float64]string{0.485: "0.48 ms", 12.34: "12.3 ms", 156.2: "156 ms", 10170: "10.17 s"} {
+		if got := fmtMs(v); got != want {
+			t.Errorf("fmtMs(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// finish judges every bound of a goal, and a figure without one is
+// neither met nor missed.
+func TestFinishJudgesGoals(t *testing.T) {
+	cases := []struct {
+		r    Result
+		met  string // yes, no or —
+		want string // in Measured
+	}{
+		{Result{Key: "dispatch", Kind: kindLatency, P50Ms: 0.9, P99Ms: 4.9}, "yes", "p50 0.90 ms, p99 4.90 ms"},
+		{Result{Key: "dispatch", Kind: kindLatency, P50Ms: 0.9, P99Ms: 5.1}, "no", ""},
+		{Result{Key: "sustained", Kind: kindThroughput, Clients: 64, StepsPerSec: 5000, P99Ms: 100}, "yes", "5,000 steps/s"},
+		{Result{Key: "sustained", Kind: kindThroughput, Clients: 64, StepsPerSec: 4999, P99Ms: 40}, "no", ""},
+		{Result{Key: "fan-sleep", Kind: kindRatio, Value: 1.004, MaxValue: 1.2, Runs: 10, P50Ms: 402}, "yes", "1.004 (worst of 10: 1.200"},
+		{Result{Key: "parked-memory", Kind: kindBytes, Value: 1025}, "no", "1,025 B"},
+		{Result{Key: "parked-memory", Kind: kindBytes, Value: 1024}, "yes", ""},
+		{Result{Key: "one-step", Kind: kindLatency, P50Ms: 1}, "—", ""},
+		{Result{Key: "inbox", Kind: kindLatency, P99Ms: 9, Extra: map[string]float64{"parked_runs": 100000}}, "yes", ""},
+	}
+	for _, c := range cases {
+		r := c.r
+		r.finish()
+		met := "—"
+		if r.Met != nil {
+			met = map[bool]string{true: "yes", false: "no"}[*r.Met]
+		}
+		if met != c.met || !strings.Contains(r.Measured, c.want) || r.Figure == "" || r.Goal == "" {
+			t.Errorf("%s %+v: met %s (want %s), measured %q (want %q), figure %q, goal %q", r.Key, c.r, met, c.met, r.Measured, c.want, r.Figure, r.Goal)
+		}
+	}
+	r := Result{Key: "inbox", Kind: kindLatency, Extra: map[string]float64{"parked_runs": 250000}}
+	r.finish()
+	if !strings.Contains(r.Figure, "250,000 parked runs") {
+		t.Errorf("the inbox figure names N: %q", r.Figure)
+	}
+}
+
+func sampleReport() *Report {
+	rep := &Report{Program: "tollgate-bench", Machine: Machine{CPU: "Test CPU", Cores: 2, GOMAXPROCS: 2, Go: "go1.26.8", RedisVersion: "7.0.15"},
+		Params: map[string]any{"fsync": "everysec"}, LoadBefore: "0.10 0.20 0.30", LoadAfter: "0.40 0.50 0.60", Setup: []string{"a setup line"}}
+	rep.Results = []Result{
+		{Key: "sustained", Kind: kindThroughput, Clients: 64, StepsPerSec: 3000, P50Ms: 20, P99Ms: 50, Extra: map[string]float64{"go_cpu_us_per_run": 500}},
+		{Key: "approve", Kind: kindLatency, P50Ms: 1.5, P99Ms: 3, Extra: map[string]float64{"decide_to_tool_call_p50_ms": 2, "decide_to_tool_call_p99_ms": 4}},
+		{Key: "one-step", Kind: kindLatency, P50Ms: 1.25, P99Ms: 2.5},
+		{Key: "dispatch", Kind: kindLatency, P50Ms: 0.5, P99Ms: 1.5},
+	}
+	for i := range rep.Results {
+		rep.Results[i].finish()
+	}
+	rep.sort()
+	return rep
+}
+
+func TestMarkdownTable(t *testing.T) {
+	md := sampleReport().Markdown()
+	for _, want := range []string{
+		"Machine: Test CPU, 2 cores (`GOMAXPROCS=2`)", "redis-server 7.0.15", "Load average 0.10 0.20 0.30 before",
+		"| figure | goal | measured | met |",
+		"| dispatch: step runnable → lease received by the executor | p50 ≤ 1 ms, p99 ≤ 5 ms | p50 0.50 ms, p99 1.50 ms | yes |",
+		"| sustained throughput, 64 concurrent clients, 1-step runs | ≥ 5,000 steps/s, p99 ≤ 100 ms | 3,000 steps/s, p50 20.0 ms, p99 50.0 ms | **no** |",
+		"| 1-step run, start → complete | — | p50 1.25 ms, p99 2.50 ms | — |",
+		"- approve: Decide sent → the tool call began on the executor p50 2.00 ms",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the table lacks %q:\n%s", want, md)
+		}
+	}
+	// DESIGN.md §12's order: dispatch first, sustained before approve.
+	if d, o, s, a := strings.Index(md, "| dispatch"), strings.Index(md, "| 1-step"), strings.Index(md, "| sustained"), strings.Index(md, "| approve"); !(d < o && o < s && s < a) {
+		t.Errorf("rows out of order:\n%s", md)
+	}
+}
+
+func TestCompareWithTemporal(t *testing.T) {
+	peer := `{"peer":"temporal","versions":{"server":"v1.32.0","sdk":"v1.50.0"},"params":{"n":200,"duration":"1m0s","clients":64},
+	  "results":[
+	    {"key":"one-step","figure":"1-step run, start → complete","runs":200,"p50_ms":100,"p99_ms":150,"max_ms":200},
+	    {"key":"approve","runs":200,"p50_ms":40,"p99_ms":80,"max_ms":90},
+	    {"key":"sustained","runs":1000,"clients":64,"p50_ms":900,"p99_ms":10000,"max_ms":12000,"steps_per_sec":20},
+	    {"key":"fan-100","runs":200,"p50_ms":680,"p99_ms":20010,"max_ms":20010}]}`
+	path := filepath.Join(t.TempDir(), "temporal.json")
+	if err := os.WriteFile(path, []byte(peer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := readPeerReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := compare(sampleReport(), p)
+	rows := map[string]PeerRow{}
+	for _, r := range c.Rows {
+		rows[r.Key] = r
+	}
+	if r := rows["one-step"]; r.RatioP50 != 80 || r.RatioP99 != 60 {
+		t.Errorf("one-step ratios: %+v", r)
+	}
+	if r := rows["sustained"]; r.RatioThroughput != 150 || r.RatioP99 != 200 {
+		t.Errorf("sustained: Tollgate ÷ Temporal for throughput: %+v", r)
+	}
+	if r := rows["approve"]; r.TollgateP50Ms != 2 || r.RatioP50 != 20 || r.TollgateFigureSource == "" {
+		t.Errorf("approve compares the tool call's start with the activity's: %+v", r)
+	}
+	if r := rows["fan-100"]; r.TollgateMeasured != "not run" || r.RatioP50 != 0 {
+		t.Errorf("a workload only Temporal ran: %+v", r)
+	}
+	if _, ok := rows["three-step"]; ok {
+		t.Error("a workload neither ran has a row")
+	}
+	md := c.Markdown()
+	for _, want := range []string{"Temporal ÷ Tollgate", "| 1-step run, start → complete | p50 1.25 ms, p99 2.50 ms | p50 100 ms, p99 150 ms | p50 80×, p99 60× |",
+		"3,000 steps/s, p99 50.0 ms | 20 steps/s, p99 10.00 s | 150× steps/s; p99 200× |", "| — |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the side-by-side lacks %q:\n%s", want, md)
+		}
+	}
+	js, err := c.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Temporal struct{ Peer string }
+		Rows     []PeerRow
+	}
+	if err := json.Unmarshal(js, &back); err != nil || back.Temporal.Peer != "temporal" || len(back.Rows) != len(c.Rows) {
+		t.Errorf("JSON: %v %+v", err, back)
+	}
+	if err := os.WriteFile(path, []byte(`{"peer":"asynq","results":[{}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readPeerReport(path); err == nil {
+		t.Error("another peer's report was read as Temporal's")
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{{"-n", "0"}, {"-fsync", "no"}, {"-only", "nope"}, {"stray"}, {"-trace-sample", "0"},
+		{"-temporal-json", "x.json"}, {"-executors", "0"}, {"-duration", "0s"}} {
+		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+	cfg, err := parseFlags([]string{"-only", "sustained, inbox", "-fsync", "always"}, &bytes.Buffer{})
+	if err != nil || len(cfg.only) != 2 || cfg.only[1] != "inbox" || cfg.fsync != "always" || cfg.n != 200 || cfg.parked != 100_000 {
+		t.Errorf("%+v %v", cfg, err)
+	}
+	var help bytes.Buffer
+	if err := Run(context.Background(), []string{"-help"}, Options{Stdout: &bytes.Buffer{}, Stderr: &help}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"DESIGN.md §12", "-peers", "-cpuprofile", "fan-sleep", "-parked"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
+
+// Until the control plane takes --otlp-endpoint, -trace says so instead
+// of measuring tracing that is not there.
+func TestTraceNeedsTracing(t *testing.T) {
+	if !planeHasFlag(context.Background(), "redis") {
+		t.Fatal("planeHasFlag does not see --redis")
+	}
+	if planeHasFlag(context.Background(), "otlp-endpoint") {
+		t.Skip("the control plane has tracing")
+	}
+	err := Run(context.Background(), []string{"-trace", "-only", "none"}, Options{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	if !errors.Is(err, errNoTracing) {
+		t.Fatalf("-trace without tracing: %v", err)
+	}
+}
+
+// TestRunTiny runs every workload a few times on real worlds, so the
+// bench program cannot rot. It checks what the report holds, not how
+// fast anything was.
+func TestRunTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server and a control plane per workload")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	jsonPath, mdPath := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.md")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := Run(ctx, []string{"-json", jsonPath, "-md", mdPath, "-dir", dir, "-n", "3", "-n-sleep", "1", "-warmup", "1",
+		"-duration", "300ms", "-clients", "4", "-parked", "150", "-people", "10", "-inbox-queries", "3", "-cpuprofile", filepath.Join(dir, "cpu")}, Options{Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Result{}
+	for _, r := range rep.Results {
+		got[r.Key] = r
+	}
+	for _, f := range figures {
+		r, ok := got[f.key]
+		if f.key == "trace-cost" {
+			if ok {
+				t.Error("a trace-cost row without -trace")
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("no %s result", f.key)
+			continue
+		}
+		if r.Runs < 1 || r.Measured == "" || (f.bounds != nil) != (r.Met != nil) {
+			t.Errorf("%s: %+v", f.key, r)
+		}
+	}
+	if r := got["dispatch"]; r.Runs != 3*1+3*3 {
+		t.Errorf("dispatch samples every step of 3 one-step and 3 three-step runs: %d", r.Runs)
+	}
+	if r := got["sustained"]; r.StepsPerSec <= 0 || r.Clients != 4 || r.Extra["go_cpu_us_per_run"] <= 0 {
+		t.Errorf("sustained: %+v", r)
+	}
+	if r := got["fan-sleep"]; r.Value < 1 || r.P50Ms < 400 {
+		t.Errorf("fan-sleep: the wall of a fan is at least its slowest branch: %+v", r)
+	}
+	if r := got["approve"]; r.Extra["decide_to_complete_p50_ms"] < r.P50Ms {
+		t.Errorf("approve: complete before leased: %+v", r)
+	}
+	if r := got["parked-memory"]; r.Value <= 0 || r.Runs != 150 {
+		t.Errorf("parked-memory: %+v", r)
+	}
+	if rep.Machine.Go == "" || rep.Machine.Cores < 1 || rep.Machine.RedisVersion == "" || rep.LoadBefore == "" {
+		t.Errorf("machine: %+v, load %q", rep.Machine, rep.LoadBefore)
+	}
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(md) != stdout.String() || !strings.Contains(string(md), "| 3-step sequential run, start → complete | p50 ≤ 5 ms | p50 ") {
+		t.Errorf("markdown (file and stdout):\n%s\n---\n%s", md, stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "tollgate-bench") {
+		t.Errorf("no progress on stderr")
+	}
+	for _, phase := range []string{"one-step", "fan-100", "approve", "sustained", "parked-load", "inbox"} {
+		if fi, err := os.Stat(filepath.Join(dir, "cpu."+phase+".pprof")); err != nil || fi.Size() == 0 {
+			t.Errorf("no CPU profile of %s: %v", phase, err)
+		}
+	}
+	// Every world cleaned up after itself.
+	if left, _ := filepath.Glob(filepath.Join(dir, "tollgate-bench-*")); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}

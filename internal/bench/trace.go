@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/controlplane"
+	"github.com/tollgate-dev/tollgate/internal/jaegerserver"
+)
+
+// errNoTracing is why -trace cannot run on a control plane without
+// OpenTelemetry tracing.
+var errNoTracing = errors.New("this build's control plane has no --otlp-endpoint flag: OpenTelemetry tracing has not landed here yet, so there is nothing to switch on")
+
+// traceCost runs the sustained workload twice on fresh worlds, tracing off
+// and then on (the control plane exporting every sampled span over OTLP to
+// a real Jaeger on loopback, in-memory storage), and reports the
+// throughput lost in percent.
+func (b *bench) traceCost(ctx context.Context) (Result, error) {
+	if err := tracingReady(ctx); err != nil {
+		return Result{}, err
+	}
+	bin, err := jaegerserver.Binary()
+	if err != nil {
+		return Result{}, err
+	}
+	dir, err := os.MkdirTemp(b.cfg.dir, "tollgate-bench-jaeger-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	j, err := jaegerserver.Start(bin, dir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer j.Stop()
+	b.progress("trace: Jaeger on %s; sustained with tracing off", j.OTLPEndpoint)
+	off, err := b.sustained(ctx, "sustained-trace-off", worldConfig{})
+	if err != nil {
+		return Result{}, fmt.Errorf("tracing off: %w", err)
+	}
+	b.progress("trace: off %s steps/s; now with tracing on (sample %g)", thousands(off.StepsPerSec), b.cfg.traceSample)
+	on, err := b.sustained(ctx, "sustained-trace-on", worldConfig{OTLPEndpoint: j.OTLPEndpoint, TraceSample: b.cfg.traceSample})
+	if err != nil {
+		return Result{}, fmt.Errorf("tracing on: %w", err)
+	}
+	// The spans must have arrived, or "on" measured nothing.
+	services, err := waitServices(ctx, j)
+	if err != nil {
+		return Result{}, err
+	}
+	cost := (off.StepsPerSec - on.StepsPerSec) / off.StepsPerSec * 100
+	return Result{Key: "trace-cost", Kind: kindPercent, Runs: off.Runs + on.Runs, Clients: b.cfg.clients, Value: cost,
+		Seconds: off.Seconds + on.Seconds,
+		Note: fmt.Sprintf("sample %g, exported to Jaeger (services %s); p99 off %s, on %s", b.cfg.traceSample,
+			strings.Join(services, ", "), fmtMs(off.P99Ms), fmtMs(on.P99Ms)),
+		Extra: map[string]float64{"off_steps_per_sec": off.StepsPerSec, "on_steps_per_sec": on.StepsPerSec,
+			"off_p99_ms": off.P99Ms, "on_p99_ms": on.P99Ms,
+			"off_go_cpu_us_per_run": off.Extra["go_cpu_us_per_run"], "on_go_cpu_us_per_run": on.Extra["go_cpu_us_per_run"]}}, nil
+}
+
+// tracingReady says why -trace cannot run here, if it cannot: no tracing
+// in the control plane, or no Jaeger binary.
+func tracingReady(ctx context.Context) error {
+	if !planeHasFlag(ctx, "otlp-endpoint") {
+		return errNoTracing
+	}
+	_, err := jaegerserver.Binary()
+	return err
+}
+
+// waitServices waits (Jaeger stores spans asynchronously; the control
+// plane flushes as it shuts down) until Jaeger holds spans of a service.
+func waitServices(ctx context.Context, j *jaegerserver.Jaeger) ([]string, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := j.Services(ctx)
+		if err == nil && len(s) > 0 {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("tracing was on, yet Jaeger holds no spans after 30 s (last error: %v)\n%s", err, j.Log())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// planeHasFlag reports whether controlplane.Run knows --name: its --help
+// lists every flag.
+func planeHasFlag(ctx context.Context, name string) bool {
+	var help bytes.Buffer
+	_ = controlplane.Run(ctx, []string{"--help"}, controlplane.MainConfig{Stdout: io.Discard, Stderr: &help})
+	return regexp.MustCompile(`(?m)^\s+-` + regexp.QuoteMeta(name) + `(\s|$)`).MatchString(help.String())
+}

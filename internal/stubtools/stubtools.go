@@ -1,0 +1,85 @@
+// Package stubtools is an in-process tool host (executor.Host) whose tools
+// do nothing but answer, for driving the real dispatcher and the real
+// executor runtime over real gRPC without MCP servers: what is measured
+// through it is Tollgate's own overhead. test/e2e and the bench program
+// (internal/bench) use it.
+package stubtools
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/executor"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+)
+
+// Config says which tools the host offers and who hears of calls.
+type Config struct {
+	// Catalog's tools are offered with their annotations, plus test.sleep
+	// (read-only; {"ms": N} sleeps N milliseconds or until cancelled).
+	Catalog *compiler.Catalog
+	// OnCall, if set, is called as each call begins, before the tool does
+	// anything, with the step's idempotency key (RUN/STEP).
+	OnCall func(server, tool, key string)
+}
+
+// Host answers every call at once with {"tool", "args", "key"}, except
+// test.sleep, which sleeps first.
+type Host struct {
+	cfg   Config
+	specs []executor.ToolSpec
+
+	mu    sync.Mutex
+	calls map[string]int // server.tool → calls
+}
+
+// New builds the host.
+func New(cfg Config) *Host {
+	h := &Host{cfg: cfg, calls: map[string]int{}}
+	if c := cfg.Catalog; c != nil {
+		for _, s := range c.Servers() {
+			for _, n := range c.Tools(s) {
+				info, _ := c.Lookup(s, n)
+				h.specs = append(h.specs, executor.ToolSpec{Server: s, Name: n, ReadOnly: info.ReadOnly, Idempotent: info.Idempotent})
+			}
+		}
+	}
+	h.specs = append(h.specs, executor.ToolSpec{Server: "test", Name: "sleep", ReadOnly: true})
+	return h
+}
+
+// Tools implements executor.Host.
+func (h *Host) Tools() []executor.ToolSpec { return h.specs }
+
+// Call implements executor.Host.
+func (h *Host) Call(ctx context.Context, server, tool string, args json.RawMessage, key string) (json.RawMessage, error) {
+	if h.cfg.OnCall != nil {
+		h.cfg.OnCall(server, tool, key)
+	}
+	h.mu.Lock()
+	h.calls[server+"."+tool]++
+	h.mu.Unlock()
+	if server == "test" && tool == "sleep" {
+		var a struct{ MS int }
+		_ = json.Unmarshal(args, &a)
+		t := time.NewTimer(time.Duration(a.MS) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, &executor.TransportError{Message: "cancelled"}
+		}
+		return json.RawMessage(`{"slept_ms":` + strconv.Itoa(a.MS) + `}`), nil
+	}
+	return json.Marshal(map[string]any{"tool": server + "." + tool, "args": args, "key": key})
+}
+
+// Count is how many calls server.tool (e.g. "notes.store") has had.
+func (h *Host) Count(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls[name]
+}
