@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane"
 	"github.com/tollgate-dev/tollgate/internal/executor"
+	"github.com/tollgate-dev/tollgate/internal/telemetry"
 )
 
 // devExecutor builds the example MCP servers (from the source tree, when
@@ -36,6 +38,15 @@ func devExecutor(ctx context.Context, d controlplane.DevExecutor) error {
 	} else {
 		d.Log.Warn("run from a checkout of the repository to host the example MCP servers; the dev executor hosts none")
 	}
+	tracing, err := telemetry.New(ctx, telemetry.Config{Endpoint: d.OTLPEndpoint, Service: "tollgate-executor", Instance: "dev-executor", Log: d.Log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tracing.Shutdown(sctx)
+	}()
 	return executor.Serve(ctx, executor.ServeConfig{ID: "dev-executor", Addr: d.Addr, TLS: d.TLS,
-		GrantKeys: map[string]ed25519.PublicKey{"grant": d.GrantKey}, MCPServers: servers, Log: d.Log, Capacity: 32})
+		GrantKeys: map[string]ed25519.PublicKey{"grant": d.GrantKey}, MCPServers: servers, Log: d.Log, Capacity: 32, Tracing: tracing})
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane"
 	"github.com/tollgate-dev/tollgate/internal/executor"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/internal/redisserver"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/redisstore"
@@ -255,10 +256,18 @@ func (w *world) startExecutors(ctx context.Context) error {
 		}
 		w.conns = append(w.conns, conn)
 		client := tollgatev1.NewExecutorServiceClient(conn)
-		// Tracing (trace.go): executors export too once executor.Config
-		// takes a tracer; pass w.cfg.OTLPEndpoint's here.
+		// Tracing (trace.go): executors export where the plane does.
+		tracing, err := telemetry.New(ctx, telemetry.Config{Endpoint: w.cfg.OTLPEndpoint, Service: "tollgate-executor", Instance: id})
+		if err != nil {
+			return err
+		}
 		w.execs.Go(func() {
-			_ = executor.Run(ectx, executor.Config{ID: id, Capacity: w.cfg.Capacity, Host: host, Prose: executor.Template{},
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = tracing.Shutdown(sctx)
+			}()
+			_ = executor.Run(ectx, executor.Config{ID: id, Capacity: w.cfg.Capacity, Host: host, Prose: executor.Template{}, Tracing: tracing,
 				Grants: grant.NewVerifier(map[string]ed25519.PublicKey{"grant": grantKey}),
 				Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
 					return client.Connect(ctx)

@@ -27,6 +27,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -46,7 +47,9 @@ var devExecutors = []string{"dev-executor", "edge-1", "edge-2"}
 type Options struct {
 	Listen        string          `yaml:"listen"`
 	AdminListen   string          `yaml:"admin_listen"`
-	PProf         bool            `yaml:"pprof"` // net/http/pprof on the admin listener
+	PProf         bool            `yaml:"pprof"`         // net/http/pprof on the admin listener
+	OTLPEndpoint  string          `yaml:"otlp_endpoint"` // OTLP gRPC collector for traces; empty: off
+	TraceSample   float64         `yaml:"trace_sample"`  // share of runs traced
 	Redis         string          `yaml:"redis"`
 	AllowVolatile bool            `yaml:"allow_volatile_store"`
 	Dev           bool            `yaml:"dev"`
@@ -111,6 +114,9 @@ type DevExecutor struct {
 	GrantKey ed25519.PublicKey
 	Home     string
 	Log      *slog.Logger
+	// OTLPEndpoint is where the control plane sends spans; the executor
+	// sends its own there too (empty: off).
+	OTLPEndpoint string
 }
 
 type listFlag struct{ v *[]string }
@@ -140,6 +146,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&configFile, "config", "", "YAML config file (flags override it)")
 	fs.StringVar(&o.Listen, "listen", "", "gRPC listen address (default 127.0.0.1:7443 with --dev)")
 	fs.StringVar(&o.AdminListen, "admin-listen", "", "admin HTTP address for /healthz and /metrics (Prometheus) (empty: off)")
+	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "send traces by OTLP gRPC to this HOST:PORT (Jaeger, a collector); empty: no tracing")
+	fs.Float64Var(&o.TraceSample, "trace-sample", 1, "share of runs traced, 0 < S ≤ 1; executors follow the decision through each lease")
 	fs.BoolVar(&o.PProf, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin listener (needs --admin-listen)")
 	fs.StringVar(&o.Redis, "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock")
 	fs.BoolVar(&o.AllowVolatile, "allow-volatile-store", false, "accept a Redis that keeps nothing on disk (appendonly no)")
@@ -324,6 +332,14 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			return fmt.Errorf("executor listener: %w (give --executor-cert, --executor-key and --executor-ca)", err)
 		}
 	}
+	if o.TraceSample <= 0 || o.TraceSample > 1 {
+		return fmt.Errorf("--trace-sample %v: give a share of runs, 0 < S ≤ 1", o.TraceSample)
+	}
+	tracing, err := telemetry.New(ctx, telemetry.Config{Endpoint: o.OTLPEndpoint, Sample: o.TraceSample, Service: "tollgate-controlplane", Log: log})
+	if err != nil {
+		return err
+	}
+	defer flushSpans(tracing, log)
 	var observers []Observer
 	var met *metrics.Metrics
 	if o.AdminListen != "" {
@@ -336,7 +352,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Authority: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
-		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers})
+		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing})
 	srvRef = srv
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
@@ -395,7 +411,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		}
 		go func() {
 			defer close(execDone)
-			d := DevExecutor{Addr: execLis.Addr().String(), TLS: clientTLS, GrantKey: gpriv.Public().(ed25519.PublicKey), Home: o.Home, Log: log}
+			d := DevExecutor{Addr: execLis.Addr().String(), TLS: clientTLS, GrantKey: gpriv.Public().(ed25519.PublicKey), Home: o.Home, Log: log, OTLPEndpoint: o.OTLPEndpoint}
 			if err := mc.DevExecutor(execCtx, d); err != nil && execCtx.Err() == nil {
 				log.Error("dev executor stopped", "error", err)
 			}
@@ -422,6 +438,15 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	srv.Shutdown(drain)
 	return nil
+}
+
+// flushSpans exports the spans still queued at shutdown.
+func flushSpans(t *telemetry.Tracing, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("spans not flushed", "error", err)
+	}
 }
 
 // loadConfig reads a YAML config; flags given on the command line win.
@@ -459,6 +484,12 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	merge("dev", func() { o.Dev = o.Dev || fromFile.Dev })
 	merge("reflection", func() { o.Reflection = o.Reflection || fromFile.Reflection })
 	merge("pprof", func() { o.PProf = o.PProf || fromFile.PProf })
+	merge("otlp-endpoint", func() { setIf(&o.OTLPEndpoint, fromFile.OTLPEndpoint) })
+	merge("trace-sample", func() {
+		if fromFile.TraceSample > 0 {
+			o.TraceSample = fromFile.TraceSample
+		}
+	})
 	merge("ask-expiry", func() {
 		if fromFile.AskExpiry > 0 {
 			o.AskExpiry = fromFile.AskExpiry

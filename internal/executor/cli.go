@@ -21,6 +21,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -34,6 +35,14 @@ type FileConfig struct {
 	Capacity     int               `yaml:"capacity"`
 	MCPServers   []MCPServer       `yaml:"mcp_servers"`
 	Model        ModelConfig       `yaml:"model"` // prose steps; none: the template provider
+	Telemetry    TelemetryConfig   `yaml:"telemetry"`
+}
+
+// TelemetryConfig is where the executor sends its spans. Whether a lease
+// is traced is the control plane's decision (the lease's traceparent).
+type TelemetryConfig struct {
+	OTLPEndpoint string `yaml:"otlp_endpoint"` // OTLP gRPC host:port; empty: off
+	Insecure     bool   `yaml:"insecure"`      // no TLS to the collector (always so on loopback)
 }
 
 // TLSConfig is the executor's client certificate (its identity is the
@@ -101,8 +110,20 @@ func Main(ctx context.Context, args []string, o Options) error {
 	if fc.Model.BaseURL != "" {
 		prose = ChatCompletions{BaseURL: fc.Model.BaseURL, Model: fc.Model.Model, APIKey: os.Getenv(fc.Model.APIKeyEnv)}
 	}
+	tracing, err := telemetry.New(ctx, telemetry.Config{Endpoint: fc.Telemetry.OTLPEndpoint, Insecure: fc.Telemetry.Insecure,
+		Service: "tollgate-executor", Instance: fc.ID, Log: log})
+	if err != nil {
+		return fmt.Errorf("config %s: telemetry: %w", *path, err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			log.Warn("spans not flushed", "error", err)
+		}
+	}()
 	return Serve(ctx, ServeConfig{ID: fc.ID, Addr: fc.ControlPlane, TLS: tlsCfg, GrantKeys: keys,
-		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Prose: prose, Log: log})
+		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Prose: prose, Log: log, Tracing: tracing})
 }
 
 // ServeConfig is everything an executor process needs.
@@ -116,6 +137,7 @@ type ServeConfig struct {
 	MCPServers []MCPServer
 	Prose      Prose // nil: the template provider
 	Log        *slog.Logger
+	Tracing    *telemetry.Tracing // nil: off
 }
 
 // Serve starts the MCP servers and runs the executor until ctx ends. It is
@@ -143,7 +165,7 @@ func Serve(ctx context.Context, c ServeConfig) error {
 	provider, model := c.Prose.Name()
 	c.Log.Info("executor starting", "id", c.ID, "control_plane", c.Addr, "tools", len(host.Tools()), "prose", provider, "model", model)
 	return Run(ctx, Config{ID: c.ID, Labels: c.Labels, Capacity: c.Capacity, Host: host, Prose: c.Prose,
-		Grants: grant.NewVerifier(c.GrantKeys), Log: c.Log,
+		Grants: grant.NewVerifier(c.GrantKeys), Log: c.Log, Tracing: c.Tracing,
 		Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
 			return client.Connect(ctx)
 		}})

@@ -15,9 +15,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -83,6 +87,9 @@ type Config struct {
 	Now     func() time.Time
 	// MinBackoff and MaxBackoff bound reconnect delays.
 	MinBackoff, MaxBackoff time.Duration
+	// Tracing draws each lease as a span inside its step's span (joined
+	// through the lease's traceparent); nil: off.
+	Tracing *telemetry.Tracing
 }
 
 // Run connects, serves leases, and reconnects with backoff until ctx ends.
@@ -127,6 +134,7 @@ type conn struct {
 	cfg    Config
 	stream tollgatev1.ExecutorService_ConnectClient
 	sendMu sync.Mutex
+	tracer trace.Tracer
 
 	mu     sync.Mutex
 	held   map[string]*work // by lease id
@@ -153,7 +161,8 @@ func session(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan bool{}}
+	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan bool{},
+		tracer: cfg.Tracing.Tracer("github.com/tollgate-dev/tollgate/internal/executor")}
 	hello := &tollgatev1.Hello{ExecutorId: cfg.ID, Labels: cfg.Labels, CapacityCredits: uint32(cfg.Capacity), Version: "dev"}
 	if cfg.Host != nil {
 		for _, t := range cfg.Host.Tools() {
@@ -317,7 +326,9 @@ func (c *conn) run(ctx context.Context, l *tollgatev1.Lease) {
 		delete(c.starts, l.GetLeaseId())
 		c.mu.Unlock()
 	}()
+	ctx, span := c.leaseSpan(ctx, l)
 	res := c.execute(ctx, l)
+	endLeaseSpan(span, res)
 	res.LeaseId, res.Fence = l.GetLeaseId(), l.GetFence()
 	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: res}}); err != nil {
 		c.cfg.Log.Warn("result not delivered", "lease", l.GetLeaseId(), "error", err)
@@ -379,7 +390,13 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 			out, _ = json.Marshal(text)
 		}
 	} else {
-		out, err = c.cfg.Host.Call(ctx, l.GetServer(), l.GetTool(), json.RawMessage(l.GetArgsJson()), l.GetIdempotencyKey())
+		cctx, call := c.tracer.Start(ctx, "call "+l.GetServer()+"."+l.GetTool(), trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("mcp.server", l.GetServer()), attribute.String("mcp.tool", l.GetTool())))
+		out, err = c.cfg.Host.Call(cctx, l.GetServer(), l.GetTool(), json.RawMessage(l.GetArgsJson()), l.GetIdempotencyKey())
+		if err != nil {
+			call.SetStatus(codes.Error, err.Error())
+		}
+		call.End()
 	}
 	res := &tollgatev1.Result{StartedAt: timestamppb.New(started), FinishedAt: timestamppb.New(c.cfg.Now())}
 	var te *ToolError
@@ -400,4 +417,45 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 			Message: err.Error(), OutcomeUnknown: l.GetSideEffect()}}
 	}
 	return res
+}
+
+// leaseSpan starts the executor's span of a lease as a child of the step
+// span the lease's traceparent names; with no valid traceparent (or
+// tracing off) it records nothing: an executor never starts traces of its
+// own, so every span it draws sits inside a run.
+func (c *conn) leaseSpan(ctx context.Context, l *tollgatev1.Lease) (context.Context, trace.Span) {
+	sc, err := telemetry.ParseTraceparent(l.GetTraceparent())
+	if err != nil || !c.cfg.Tracing.Enabled() {
+		return ctx, trace.SpanFromContext(ctx) // a no-op span
+	}
+	ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	name := "execute " + l.GetServer() + "." + l.GetTool()
+	if l.GetKind() == tollgatev1.StepKind_STEP_KIND_PROSE {
+		name = "execute prose"
+	}
+	return c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("tollgate.run.id", l.GetRunId()),
+		attribute.String("tollgate.step.id", l.GetStepId()),
+		attribute.Int("tollgate.step.attempt", int(l.GetAttempt())),
+		attribute.String("tollgate.lease.id", l.GetLeaseId()),
+		attribute.String("tollgate.executor", c.cfg.ID),
+		attribute.Bool("tollgate.step.side_effect", l.GetSideEffect()),
+	))
+}
+
+func endLeaseSpan(span trace.Span, res *tollgatev1.Result) {
+	switch o := res.GetOutcome().(type) {
+	case *tollgatev1.Result_OutputJson:
+		span.SetAttributes(attribute.String("tollgate.result", "output"))
+	case *tollgatev1.Result_ToolError:
+		span.SetAttributes(attribute.String("tollgate.result", "tool_error"))
+		span.SetStatus(codes.Error, o.ToolError.GetMessage())
+	case *tollgatev1.Result_TransportError:
+		span.SetAttributes(attribute.String("tollgate.result", "transport_error"), attribute.Bool("tollgate.outcome_unknown", o.TransportError.GetOutcomeUnknown()))
+		span.SetStatus(codes.Error, o.TransportError.GetMessage())
+	case *tollgatev1.Result_Refusal:
+		span.SetAttributes(attribute.String("tollgate.result", "refused"), attribute.String("tollgate.refusal", o.Refusal.GetReason().String()))
+		span.SetStatus(codes.Error, o.Refusal.GetMessage())
+	}
+	span.End()
 }

@@ -385,6 +385,9 @@ type Span struct {
 	TraceID      string // 32 hex digits
 	SpanID       string // 16 hex digits, as trace.SpanID.String() gives it
 	ParentSpanID string // "" for a root span
+	// Links are the span ids of the span's links (Jaeger's FOLLOWS_FROM
+	// references, and CHILD_OF references after the parent).
+	Links []string
 	Operation    string // the span's name
 	Service      string // the resource's service.name
 	Start        time.Time
@@ -535,10 +538,11 @@ func decode(body []byte) ([]Trace, error) {
 				s.Service = at.Processes[as.ProcessID].ServiceName
 			}
 			for _, ref := range as.References {
-				if ref.RefType == "CHILD_OF" && padHex(ref.TraceID, 32) == s.TraceID {
+				if ref.RefType == "CHILD_OF" && s.ParentSpanID == "" && padHex(ref.TraceID, 32) == s.TraceID {
 					s.ParentSpanID = padHex(ref.SpanID, 16)
-					break
+					continue
 				}
+				s.Links = append(s.Links, padHex(ref.SpanID, 16))
 			}
 			for _, kv := range as.Tags {
 				s.Tags[kv.Key] = tagText(kv.Value)

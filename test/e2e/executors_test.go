@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,10 +79,15 @@ func newClusterWith(t *testing.T, planeArgs []string, executors ...string) *clus
   - {name: payments, command: [%q, "--server", "payments", "--log", %q]}
 `, buildExample(t, "testserver"), c.marks, buildExample(t, "monitor"), buildExample(t, "notes"), c.notes,
 		buildExample(t, "demo"), c.vendors, c.effects, buildExample(t, "demo"), c.effects)
+	// Executors send spans where the control plane does.
+	telemetry := ""
+	if i := slices.Index(planeArgs, "--otlp-endpoint"); i >= 0 && i+1 < len(planeArgs) {
+		telemetry = fmt.Sprintf("telemetry: {otlp_endpoint: %q}\n", planeArgs[i+1])
+	}
 	for _, id := range executors {
 		cfg := filepath.Join(home, id+".yaml")
-		os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\nmcp_servers:%s",
-			id, c.plane.execAddr, pki.Executors[id].Cert, pki.Executors[id].Key, pki.CA, filepath.Join(home, "grant.pub"), servers)), 0o644)
+		os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\n%smcp_servers:%s",
+			id, c.plane.execAddr, pki.Executors[id].Cert, pki.Executors[id].Key, pki.CA, filepath.Join(home, "grant.pub"), telemetry, servers)), 0o644)
 		cmd := exec.Command(filepath.Join(bin, "executor"), "--config", cfg)
 		cmd.Stderr = os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 takes its MCP servers too
