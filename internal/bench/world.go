@@ -28,11 +28,11 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane"
 	"github.com/tollgate-dev/tollgate/internal/executor"
 	"github.com/tollgate-dev/tollgate/internal/identity"
-	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/internal/redisserver"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/redisstore"
 	"github.com/tollgate-dev/tollgate/internal/stubtools"
+	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )

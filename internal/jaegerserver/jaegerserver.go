@@ -387,11 +387,11 @@ type Span struct {
 	ParentSpanID string // "" for a root span
 	// Links are the span ids of the span's links (Jaeger's FOLLOWS_FROM
 	// references, and CHILD_OF references after the parent).
-	Links []string
-	Operation    string // the span's name
-	Service      string // the resource's service.name
-	Start        time.Time
-	Duration     time.Duration // to the microsecond
+	Links     []string
+	Operation string // the span's name
+	Service   string // the resource's service.name
+	Start     time.Time
+	Duration  time.Duration // to the microsecond
 	// Tags are the span's attributes, every value as text: "42" for an int
 	// (Jaeger may return it as a number or a string), "true", "1.5".
 	Tags map[string]string
