@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,21 +200,6 @@ func TestFlags(t *testing.T) {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("--help lacks %q", want)
 		}
-	}
-}
-
-// Until the control plane takes --otlp-endpoint, -trace says so instead
-// of measuring tracing that is not there.
-func TestTraceNeedsTracing(t *testing.T) {
-	if !planeHasFlag(context.Background(), "redis") {
-		t.Fatal("planeHasFlag does not see --redis")
-	}
-	if planeHasFlag(context.Background(), "otlp-endpoint") {
-		t.Skip("the control plane has tracing")
-	}
-	err := Run(context.Background(), []string{"-trace", "-only", "none"}, Options{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
-	if !errors.Is(err, errNoTracing) {
-		t.Fatalf("-trace without tracing: %v", err)
 	}
 }
 

@@ -2,7 +2,9 @@ package controlplane
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -85,7 +87,7 @@ func (t *runTracer) Committed(ctx context.Context, m *engine.Machine, before, af
 		if n >= 1 && n <= len(s.Attempts) {
 			t.step(ctx, m, after, id, s, s.Attempts[n-1], rec)
 		}
-		if p, ok := m.Place(id); ok && !containsString(phases, p.Phase) {
+		if p, ok := m.Place(id); ok && !slices.Contains(phases, p.Phase) {
 			phases = append(phases, p.Phase)
 		}
 	}
@@ -240,22 +242,13 @@ func (t *runTracer) phase(ctx context.Context, m *engine.Machine, run *engine.Ru
 	}
 	attrs := []attribute.KeyValue{attribute.String("tollgate.phase", label), attribute.Int("tollgate.phase.steps", len(m.PhaseSteps(phase))), attribute.Int("tollgate.phase.failed", failed)}
 	var links []trace.Link
-	if owner, _, ok := cutPhase(phase); ok {
+	if i := strings.LastIndexByte(phase, '/'); i >= 0 { // "ASK/OPTION"
+		owner := phase[:i]
 		if ask := run.Asks[owner]; ask != nil {
 			links = append(links, link(telemetry.RunTraceID(run.ID), askSpanName(run.ID, owner, ask.Round), "chosen_by"))
 		}
 	}
 	t.emit(ctx, run, spanPhase+" "+label, runSpanName(run.ID), phaseSpanName(run.ID, phase), start, end, attrs, links, "")
-}
-
-// cutPhase splits "ASK/OPTION".
-func cutPhase(phase string) (ask, option string, ok bool) {
-	for i := len(phase) - 1; i >= 0; i-- {
-		if phase[i] == '/' {
-			return phase[:i], phase[i+1:], true
-		}
-	}
-	return "", "", false
 }
 
 func (t *runTracer) ask(ctx context.Context, m *engine.Machine, run *engine.Run, id string, a *engine.AskRun) {
@@ -334,13 +327,4 @@ func attemptOf(v any) int {
 		return int(n)
 	}
 	return 0
-}
-
-func containsString(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
