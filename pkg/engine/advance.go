@@ -423,6 +423,10 @@ func (t *tx) deriveState() {
 	if r.State.Terminal() {
 		return
 	}
+	if r.External {
+		t.deriveExternal()
+		return
+	}
 	inflight, queued, blocked, pending, failedSkip := 0, 0, 0, 0, 0
 	waiting, doubt, probes, probesBlocked := 0, 0, 0, 0
 	for id, s := range r.Steps {

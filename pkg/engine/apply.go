@@ -109,6 +109,12 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.leaseLost(e)
 	case StepBlocked:
 		err = t.blocked(e)
+	case OpenGate:
+		err = t.openGateEvent(e)
+	case ScriptStep:
+		err = t.scriptStep(e)
+	case Finish:
+		err = t.finish(e)
 	default:
 		err = fmt.Errorf("unknown event %T", ev)
 	}
@@ -236,7 +242,7 @@ func (t *tx) decide(e Decide, expired bool) error {
 	if !ok {
 		return fmt.Errorf("%w: %q has options %s", ErrBadOption, a.Title, optionList(a))
 	}
-	if a.Type == plan.StopMenu && isNo(a, opt) {
+	if (a.Type == plan.StopMenu || a.Type == Gate) && isNo(a, opt) {
 		reason := e.Reason
 		if reason == "" {
 			reason = "chose " + opt.Label
@@ -251,7 +257,7 @@ func (t *tx) decide(e Decide, expired bool) error {
 // people and chooses opt once the quorum is reached. A second approval
 // by the same person is refused and counts nothing.
 func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
-	if a.Type != plan.StopMenu || a.Quorum <= 1 {
+	if (a.Type != plan.StopMenu && a.Type != Gate) || a.Quorum <= 1 {
 		t.choose(a, d, opt)
 		return nil
 	}
@@ -469,7 +475,7 @@ func (t *tx) answer(e Answer, expired bool) error {
 			return nil
 		}
 		opt, _ := findOption(a, r.Option.ID)
-		if a.Type == plan.StopMenu && isNo(a, opt) {
+		if (a.Type == plan.StopMenu || a.Type == Gate) && isNo(a, opt) {
 			t.reject(a, e.Actor, "answered "+opt.Label)
 			return nil
 		}
@@ -520,11 +526,19 @@ func (t *tx) choose(a *AskRun, d Decision, opt plan.Option) {
 	d.At, d.Option = t.at, opt.ID
 	a.Option, a.Label, a.Text = opt.ID, opt.Label, d.Text
 	state := AskAnswered
-	if a.Type == plan.StopMenu {
+	switch a.Type {
+	case plan.StopMenu:
 		state = AskApproved
+	case Gate:
+		// The approval is used as it is given: the grant it yields is
+		// the caller's to present to whatever performs the effect.
+		state = AskConsumed
 	}
 	t.closeAsk(a, state, d)
 	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": kind, "option": opt.ID, "label": opt.Label, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
+	if a.Type == Gate {
+		return
+	}
 	if a.Type == plan.StopMenu && st.check != nil {
 		a.Verifying = true
 		a.VerifyAttempt = 0 // a probe still running read the facts before this approval

@@ -190,7 +190,7 @@ func (m *Machine) Digest() string { return m.digest }
 // `without asking` step (the caller must have checked policy first).
 func (m *Machine) Start(id, requester string, at time.Time) Transition {
 	r := &Run{ID: id, PlanDigest: m.digest, Requester: requester, State: Running, CreatedAt: at, UpdatedAt: at,
-		Steps: map[string]*StepRun{}, Asks: map[string]*AskRun{}}
+		Steps: map[string]*StepRun{}, Asks: map[string]*AskRun{}, External: m.plan.External}
 	t := &tx{m: m, run: r, at: at}
 	t.record("run.started", requester, map[string]any{"plan_digest": m.digest})
 	t.activate(m.top)

@@ -115,6 +115,9 @@ type Run struct {
 	Steps      map[string]*StepRun `json:"steps"`
 	Asks       map[string]*AskRun  `json:"asks"`
 	Failing    string              `json:"failing,omitempty"` // the step whose failure stops the run once in-flight work settles
+	// External: a script or service does the steps and opens the gates
+	// (external.go); the plan has none.
+	External bool `json:"external,omitempty"`
 	// Parks counts how often the run has parked; ParkedAt is when it last
 	// parked, ResumedAt when it last left parked. A run's life is drawn
 	// as its stretches between parks (traces, timelines).

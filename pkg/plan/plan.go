@@ -54,6 +54,10 @@ type Plan struct {
 	InitialSteps   []Step          `json:"initial_steps"`
 	StoppingPoints []StoppingPoint `json:"stopping_points"`
 	Notes          []Note          `json:"notes"`
+	// External marks the plan of an external run: a script or service
+	// does its steps and opens its gates while it runs (package engine,
+	// OpenGate), so the plan itself has neither.
+	External bool `json:"external,omitempty"`
 }
 
 // Phase is a set of steps and the stopping points that follow or sit beside
