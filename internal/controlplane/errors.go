@@ -22,6 +22,7 @@ var (
 	errUnauthenticated = errors.New("unauthenticated")
 	errDenied          = errors.New("permission denied")
 	errUnimplemented   = errors.New("not implemented yet")
+	errPrecondition    = errors.New("failed precondition")
 )
 
 // toStatus maps a handler error to a gRPC status error.
@@ -35,7 +36,7 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, errInvalid), errors.Is(err, engine.ErrBadOption), errors.Is(err, engine.ErrReasonRequired),
 		errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrBadAmend),
-		errors.Is(err, engine.ErrEvidence):
+		errors.Is(err, engine.ErrEvidence), errors.Is(err, engine.ErrBadName):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrUnknownAsk):
 		return status.Error(codes.NotFound, err.Error())
@@ -45,8 +46,11 @@ func toStatus(err error) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, engine.ErrAlreadyDecided), errors.Is(err, engine.ErrExpired), errors.Is(err, engine.ErrRunEnded),
 		errors.Is(err, errStalePayload), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
-		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote):
+		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote),
+		errors.Is(err, errPrecondition), errors.Is(err, engine.ErrNotExternal), errors.Is(err, engine.ErrGateOpen):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, engine.ErrStepDone):
+		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, errBusy):
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, errUnimplemented):

@@ -68,7 +68,7 @@ func (s *Services) Closed(ctx context.Context, run *engine.Run, askID string, st
 	switch state {
 	case engine.AskExpired:
 		s.notify(ctx, run, a, webhook.KindExpired)
-	case engine.AskApproved, engine.AskRejected, engine.AskAnswered, engine.AskStale:
+	case engine.AskApproved, engine.AskConsumed, engine.AskRejected, engine.AskAnswered, engine.AskStale:
 		s.notify(ctx, run, a, webhook.KindDecided)
 	}
 }

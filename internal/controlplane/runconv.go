@@ -47,7 +47,7 @@ var askStateFromProto = invert(askStateToProto)
 
 var askKindToProto = map[plan.StopType]tollgatev1.AskKind{
 	plan.StopMenu: tollgatev1.AskKind_ASK_KIND_APPROVAL, plan.StopChoice: tollgatev1.AskKind_ASK_KIND_CHOICE, plan.StopText: tollgatev1.AskKind_ASK_KIND_TEXT,
-	engine.InDoubt: tollgatev1.AskKind_ASK_KIND_IN_DOUBT,
+	engine.InDoubt: tollgatev1.AskKind_ASK_KIND_IN_DOUBT, engine.Gate: tollgatev1.AskKind_ASK_KIND_GATE,
 }
 
 var decisionKindToProto = map[string]tollgatev1.DecisionKind{
@@ -76,7 +76,7 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 	out := &tollgatev1.Run{
 		Id: run.ID, PlanDigest: run.PlanDigest, Plan: pv.plan, PlanCard: pv.card,
 		Skill: skill, Requester: run.Requester, State: runStateToProto[run.State], StateReason: run.Reason, Version: uint64(run.Version),
-		CreatedAt: ts(run.CreatedAt), UpdatedAt: ts(run.UpdatedAt), ResumeCommand: resumeCommand(run),
+		CreatedAt: ts(run.CreatedAt), UpdatedAt: ts(run.UpdatedAt), ResumeCommand: resumeCommand(run), External: run.External,
 	}
 	if run.State.Terminal() {
 		out.FinishedAt = ts(run.UpdatedAt)
@@ -131,7 +131,18 @@ func stepOrder(run *engine.Run, m *engine.Machine) []string {
 	for _, id := range ids {
 		listed[id] = true
 	}
-	for _, id := range slices.Sorted(maps.Keys(run.Steps)) {
+	rest := slices.Sorted(maps.Keys(run.Steps))
+	if run.External {
+		// A script's steps, in the order it first ran them.
+		first := func(id string) time.Time {
+			if at := run.Steps[id].Attempts; len(at) > 0 {
+				return at[0].StartedAt
+			}
+			return time.Time{}
+		}
+		slices.SortStableFunc(rest, func(x, y string) int { return first(x).Compare(first(y)) })
+	}
+	for _, id := range rest {
 		if !listed[id] {
 			ids = append(ids, id)
 		}
@@ -260,7 +271,7 @@ func askToProto(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 		out.Actions = append(out.Actions, &tollgatev1.Action{StepId: p.Step, Server: p.Server, Tool: p.Tool, ArgsJson: string(p.Args), PayloadDigest: p.Digest})
 	}
 	for _, o := range a.Options {
-		out.Options = append(out.Options, &tollgatev1.AskOption{Id: o.ID, Label: o.Label, Proceeds: !(a.Type == plan.StopMenu && strings.EqualFold(o.Label, "no"))})
+		out.Options = append(out.Options, &tollgatev1.AskOption{Id: o.ID, Label: o.Label, Proceeds: !((a.Type == plan.StopMenu || a.Type == engine.Gate) && strings.EqualFold(o.Label, "no"))})
 	}
 	for _, d := range a.Decisions {
 		out.Decisions = append(out.Decisions, &tollgatev1.Decision{Kind: decisionKindToProto[d.Kind], Actor: d.Actor, Time: ts(d.At),

@@ -62,6 +62,8 @@ type Config struct {
 	SigningKey ed25519.PrivateKey
 	KeyID      string
 	LeaseTTL   time.Duration
+	// GateGrantTTL is how long an approved gate's grant stays valid.
+	GateGrantTTL time.Duration
 	// ExecutorTLS is the executor listener's TLS config: it must require
 	// and verify client certificates ([identity.ServerTLS]). Executors are
 	// known by their certificate's URI SAN in TrustDomain (default
@@ -129,12 +131,14 @@ func NewServer(cfg Config) *Server {
 	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
-	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier})
+	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier,
+		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
 	runner.asks = svc
 	tollgatev1.RegisterRunServiceServer(gs, svc)
 	tollgatev1.RegisterApprovalServiceServer(gs, svc)
 	tollgatev1.RegisterAuditServiceServer(gs, svc)
+	tollgatev1.RegisterGateServiceServer(gs, svc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	if cfg.Reflection {

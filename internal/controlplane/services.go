@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,12 @@ type ServiceConfig struct {
 	// (logged). Notifier, if set, sends webhook notices.
 	EscalateTo string
 	Notifier   Notifier
+	// SigningKey and KeyID sign the grant an approved gate yields (the
+	// key that signs executors' grants); GateGrantTTL is how long such a
+	// grant stays valid after the approval (default DefaultGateGrantTTL).
+	SigningKey   ed25519.PrivateKey
+	KeyID        string
+	GateGrantTTL time.Duration
 }
 
 // Services implements RunService, ApprovalService and AuditService.
@@ -55,6 +62,7 @@ type Services struct {
 	tollgatev1.UnimplementedRunServiceServer
 	tollgatev1.UnimplementedApprovalServiceServer
 	tollgatev1.UnimplementedAuditServiceServer
+	tollgatev1.UnimplementedGateServiceServer
 	cfg ServiceConfig
 
 	mu       sync.Mutex
@@ -100,6 +108,9 @@ func (s *Services) compile(src, name string) compiler.Result {
 func NewServices(cfg ServiceConfig) *Services {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.GateGrantTTL <= 0 {
+		cfg.GateGrantTTL = DefaultGateGrantTTL
 	}
 	return &Services{cfg: cfg}
 }
@@ -291,6 +302,8 @@ type Authority interface {
 	RolesOf(actor, domain string) []string
 	// Floor is the policy's rule set for an action type.
 	Floor(domain, action string) (authz.Floor, bool)
+	// IsRole tells a role from a person in a gate's approvers.
+	IsRole(name, domain string) bool
 	Version() string
 }
 

@@ -247,3 +247,10 @@ func (s *snapshot) floor(domain, action string) (Floor, bool) {
 	slices.SortFunc(out.Rules, func(x, y RoleRule) int { return strings.Compare(x.Role, y.Role) })
 	return out, true
 }
+
+// IsRole reports whether name (bare, or with RolePrefix) is a role the
+// policy defines in domain: what `ask NAME` or an approvers entry means
+// by a role rather than a person.
+func (a *Authorizer) IsRole(name, domain string) bool {
+	return a.cur.Load().pol.roles[domain][RolePrefix+strings.TrimPrefix(name, RolePrefix)]
+}

@@ -87,21 +87,91 @@ type Lease struct {
 	Args   []byte
 }
 
-// Verifier checks grants against configured public keys and remembers the
-// grants it has accepted, so none is used twice. Safe for concurrent use.
+// Verifier checks grants against configured public keys and remembers, in
+// its Ledger, the grants it has accepted, so none is used twice. Safe for
+// concurrent use.
 type Verifier struct {
-	keys map[string]ed25519.PublicKey
-	mu   sync.Mutex
-	used map[string]time.Time // run/step/fence → expiry, kept until expiry
+	keys   map[string]ed25519.PublicKey
+	ledger Ledger
 }
 
-// NewVerifier trusts keys (key id → public key).
+// Ledger remembers accepted grants until they expire. Use records key as
+// used until `until` and reports false when it already was (and has not
+// expired by now); an error means the verifier cannot tell, and the grant
+// is refused. A verifier whose process is short-lived (a CLI) needs a
+// ledger that outlives it.
+type Ledger interface {
+	Use(key string, until, now time.Time) (fresh bool, err error)
+}
+
+// MemoryLedger is a Ledger in memory, for a long-lived verifier.
+type MemoryLedger struct {
+	mu   sync.Mutex
+	used map[string]time.Time // key → expiry, kept until expiry
+}
+
+// Use implements Ledger.
+func (l *MemoryLedger) Use(key string, until, now time.Time) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.used == nil {
+		l.used = map[string]time.Time{}
+	}
+	for k, exp := range l.used { // forget what can no longer verify anyway
+		if !now.Before(exp) {
+			delete(l.used, k)
+		}
+	}
+	if _, dup := l.used[key]; dup {
+		return false, nil
+	}
+	l.used[key] = until
+	return true, nil
+}
+
+// NewVerifier trusts keys (key id → public key) and remembers used grants
+// in memory.
 func NewVerifier(keys map[string]ed25519.PublicKey) *Verifier {
+	return NewVerifierWithLedger(keys, &MemoryLedger{})
+}
+
+// NewVerifierWithLedger trusts keys and remembers used grants in ledger.
+func NewVerifierWithLedger(keys map[string]ed25519.PublicKey, ledger Ledger) *Verifier {
 	k := make(map[string]ed25519.PublicKey, len(keys))
 	for id, pub := range keys {
 		k[id] = pub
 	}
-	return &Verifier{keys: k, used: map[string]time.Time{}}
+	return &Verifier{keys: k, ledger: ledger}
+}
+
+// Key is how a ledger names a grant: its run, step and fence.
+func (g *Grant) Key() string { return fmt.Sprintf("%s\x00%s\x00%d", g.RunID, g.StepID, g.Fence) }
+
+// VerifyPayload accepts g for whatever it names, provided args are the
+// payload it approved: for a service that performs the effect of a gate
+// and holds the args, not a lease. Same checks and ledger as Verify.
+func (v *Verifier) VerifyPayload(g *Grant, args []byte, now time.Time) error {
+	if g == nil {
+		return ErrMissing
+	}
+	return v.Verify(g, Lease{RunID: g.RunID, StepID: g.StepID, Fence: g.Fence, Args: args}, now)
+}
+
+// ArtifactsPayload is the payload a gate binds when it names no action
+// args: its artifacts by digest, {"artifacts": {NAME: DIGEST, …}}, in
+// canonical JSON. The control plane and every verifier build it here.
+func ArtifactsPayload(digests map[string]string) []byte {
+	m := make(map[string]any, len(digests))
+	for k, d := range digests {
+		m[k] = d
+	}
+	return plan.AppendCanonical(nil, map[string]any{"artifacts": m})
+}
+
+// ContentDigest is "sha256:<hex>" of bytes (an artifact's content).
+func ContentDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Verify accepts g for lease at time now, and records it as used. It
@@ -128,17 +198,12 @@ func (v *Verifier) Verify(g *Grant, lease Lease, now time.Time) error {
 	if err != nil || d != g.PayloadDigest {
 		return fmt.Errorf("%w: received %s, approved %s", ErrPayload, d, g.PayloadDigest)
 	}
-	key := fmt.Sprintf("%s\x00%s\x00%d", g.RunID, g.StepID, g.Fence)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for k, exp := range v.used { // forget what can no longer verify anyway
-		if !now.Before(exp) {
-			delete(v.used, k)
-		}
+	fresh, err := v.ledger.Use(g.Key(), g.ExpiresAt, now)
+	if err != nil {
+		return fmt.Errorf("%w: cannot tell whether it was used: %v", ErrReused, err)
 	}
-	if _, dup := v.used[key]; dup {
+	if !fresh {
 		return ErrReused
 	}
-	v.used[key] = g.ExpiresAt
 	return nil
 }

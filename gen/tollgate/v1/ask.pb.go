@@ -147,6 +147,9 @@ const (
 	// Opened by the engine when a side-effecting step's outcome is unknown
 	// ("did it happen?"); not in the plan.
 	AskKind_ASK_KIND_IN_DOUBT AskKind = 4
+	// A gate a script or service opened on an external run (GateService):
+	// approving it yields a grant for its one action; No rejects the run.
+	AskKind_ASK_KIND_GATE AskKind = 5
 )
 
 // Enum value maps for AskKind.
@@ -157,6 +160,7 @@ var (
 		2: "ASK_KIND_CHOICE",
 		3: "ASK_KIND_TEXT",
 		4: "ASK_KIND_IN_DOUBT",
+		5: "ASK_KIND_GATE",
 	}
 	AskKind_value = map[string]int32{
 		"ASK_KIND_UNSPECIFIED": 0,
@@ -164,6 +168,7 @@ var (
 		"ASK_KIND_CHOICE":      2,
 		"ASK_KIND_TEXT":        3,
 		"ASK_KIND_IN_DOUBT":    4,
+		"ASK_KIND_GATE":        5,
 	}
 )
 
@@ -1724,13 +1729,14 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\x1cASK_STATE_EVIDENCE_REQUESTED\x10\t\x12\x16\n" +
 	"\x12ASK_STATE_IN_DOUBT\x10\n" +
 	"\x12\x16\n" +
-	"\x12ASK_STATE_ANSWERED\x10\v*y\n" +
+	"\x12ASK_STATE_ANSWERED\x10\v*\x8c\x01\n" +
 	"\aAskKind\x12\x18\n" +
 	"\x14ASK_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ASK_KIND_APPROVAL\x10\x01\x12\x13\n" +
 	"\x0fASK_KIND_CHOICE\x10\x02\x12\x11\n" +
 	"\rASK_KIND_TEXT\x10\x03\x12\x15\n" +
-	"\x11ASK_KIND_IN_DOUBT\x10\x04*\xa2\x03\n" +
+	"\x11ASK_KIND_IN_DOUBT\x10\x04\x12\x11\n" +
+	"\rASK_KIND_GATE\x10\x05*\xa2\x03\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_APPROVE\x10\x01\x12\x18\n" +

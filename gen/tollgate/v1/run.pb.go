@@ -373,7 +373,11 @@ type Run struct {
 	// order, for wall / sum / max figures.
 	Fans []*FanTiming `protobuf:"bytes,18,rep,name=fans,proto3" json:"fans,omitempty"`
 	// W3C trace id (32 hex digits) of the run's trace, for Jaeger.
-	TraceId       string `protobuf:"bytes,19,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceId string `protobuf:"bytes,19,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// True for an external run: a script or service does its steps and
+	// opens its gates (GateService); its steps are the script's journaled
+	// steps and its asks are gates (ASK_KIND_GATE).
+	External      bool `protobuf:"varint,20,opt,name=external,proto3" json:"external,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,6 +543,13 @@ func (x *Run) GetTraceId() string {
 		return x.TraceId
 	}
 	return ""
+}
+
+func (x *Run) GetExternal() bool {
+	if x != nil {
+		return x.External
+	}
+	return false
 }
 
 // RunSummary is a short view of a run for lists.
@@ -1329,7 +1340,7 @@ var File_tollgate_v1_run_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x15tollgate/v1/run.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tollgate/v1/ask.proto\x1a\x16tollgate/v1/plan.proto\"\xa4\x06\n" +
+	"\x15tollgate/v1/run.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tollgate/v1/ask.proto\x1a\x16tollgate/v1/plan.proto\"\xc0\x06\n" +
 	"\x03Run\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vplan_digest\x18\x02 \x01(\tR\n" +
@@ -1355,7 +1366,8 @@ const file_tollgate_v1_run_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x11 \x01(\tR\trequestId\x12*\n" +
 	"\x04fans\x18\x12 \x03(\v2\x16.tollgate.v1.FanTimingR\x04fans\x12\x19\n" +
-	"\btrace_id\x18\x13 \x01(\tR\atraceId\x1a9\n" +
+	"\btrace_id\x18\x13 \x01(\tR\atraceId\x12\x1a\n" +
+	"\bexternal\x18\x14 \x01(\bR\bexternal\x1a9\n" +
 	"\vInputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf1\x02\n" +

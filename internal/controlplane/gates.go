@@ -1,0 +1,292 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// DefaultGateGrantTTL is how long an approved gate's grant stays valid:
+// the work after a gate is the script's, and may take a while.
+const DefaultGateGrantTTL = time.Hour
+
+// maxGateArtifact bounds one artifact's bytes (the message limit bounds
+// them all).
+const maxGateArtifact = 4 << 20
+
+// OpenGate opens a gate on an external run, creating the run when none is
+// named. A gate already on the run is returned as it is.
+func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest) (*tollgatev1.OpenGateResponse, error) {
+	who, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := s.gateEvent(ctx, who, req)
+	if err != nil {
+		return nil, err
+	}
+	runID := req.GetRunId()
+	if runID == "" {
+		if req.GetRequestId() == "" {
+			return nil, fmt.Errorf("request_id is required to create a run (a retry must not create a second one): %w", errInvalid)
+		}
+		name := req.GetRunName()
+		if name == "" {
+			name = "script"
+		}
+		run, _, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: &plan.Plan{Name: name, External: true}, Requester: who, RequestID: req.GetRequestId()})
+		if err != nil {
+			return nil, err
+		}
+		runID = run.ID
+	}
+	run, _, err := s.cfg.Runner.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if run.Requester != who {
+		return nil, fmt.Errorf("only the run's requester (%s) opens gates on %s: %w", run.Requester, run.ID, errDenied)
+	}
+	if _, ok := run.Asks[ev.Gate]; ok {
+		return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(run, run.Asks[ev.Gate])}, nil
+	}
+	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
+		e := ev
+		e.At = now
+		return e
+	})
+	if errors.Is(err, engine.ErrAlreadyDecided) {
+		// Opened by a concurrent retry: the gate as it is now.
+		if run, _, err = s.cfg.Runner.Get(ctx, run.ID); err != nil {
+			return nil, err
+		}
+		return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(run, run.Asks[ev.Gate])}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(tr.Run, tr.Run.Asks[ev.Gate]), Created: true}, nil
+}
+
+// gateEvent checks a request and builds the event (without its time).
+func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.OpenGateRequest) (engine.OpenGate, error) {
+	ev := engine.OpenGate{Gate: req.GetGate(), Actor: who, Title: strings.TrimSpace(req.GetSummary()), Quorum: int(req.GetQuorum())}
+	if err := engine.CheckName("gate", ev.Gate); err != nil {
+		return ev, err
+	}
+	if ev.Title == "" {
+		return ev, fmt.Errorf("gate %s: a summary is required (what the approver decides): %w", ev.Gate, errInvalid)
+	}
+	action := req.GetAction()
+	if action == "" {
+		action = "gate." + ev.Gate
+	}
+	server, tool, ok := strings.Cut(action, ".")
+	if !ok || server == "" || tool == "" {
+		return ev, fmt.Errorf("action %q is not SERVER.TOOL: %w", action, errInvalid)
+	}
+	ev.Server, ev.Tool = server, tool
+	digests := map[string]string{}
+	for i, a := range req.GetArtifacts() {
+		if a.GetName() == "" {
+			return ev, fmt.Errorf("artifact %d has no name: %w", i+1, errInvalid)
+		}
+		if _, dup := digests[a.GetName()]; dup {
+			return ev, fmt.Errorf("two artifacts are named %q: %w", a.GetName(), errInvalid)
+		}
+		if len(a.GetContent()) > maxGateArtifact {
+			return ev, fmt.Errorf("artifact %q is %d bytes; at most %d: %w", a.GetName(), len(a.GetContent()), maxGateArtifact, errInvalid)
+		}
+		mt := a.GetMediaType()
+		if mt == "" {
+			mt = "application/octet-stream"
+		}
+		d := grant.ContentDigest(a.GetContent())
+		digests[a.GetName()] = d
+		ev.Evidence = append(ev.Evidence, engine.Evidence{Name: a.GetName(), MediaType: mt, Content: a.GetContent(), Digest: d})
+	}
+	if p := strings.TrimSpace(req.GetPayloadJson()); p != "" {
+		if _, err := plan.DecodeObject(plan.Object(p)); err != nil || !strings.HasPrefix(p, "{") {
+			return ev, fmt.Errorf("payload_json is not a JSON object (%v): %w", err, errInvalid)
+		}
+		ev.Args = plan.Object(p)
+	} else {
+		ev.Args = grant.ArtifactsPayload(digests)
+	}
+	if d := req.GetExpires(); d != nil {
+		if d.AsDuration() <= 0 {
+			return ev, fmt.Errorf("expires %s: must be positive: %w", d.AsDuration(), errInvalid)
+		}
+		ev.Expires = d.AsDuration()
+	}
+	switch req.GetOnExpiry() {
+	case tollgatev1.OnExpiry_ON_EXPIRY_REJECT:
+		ev.OnExpiry = "reject"
+	case tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:
+		ev.OnExpiry = "cancel"
+	}
+	aud, approvers, err := s.gateAudience(action, req.GetApprovers())
+	if err != nil {
+		return ev, err
+	}
+	ev.Audience, ev.Approvers = aud, approvers
+	return ev, nil
+}
+
+// gateAudience is whom a gate asks: the first approvers entry that is a
+// role is the audience, and the rest narrow it; with none, the first role
+// the policy allows for the action. Policy decides at decision time as for
+// any ask (limits, separation of duties); an action the policy does not
+// name cannot be decided by anyone, so it is refused here, not left
+// waiting.
+func (s *Services) gateAudience(action string, names []string) (string, []string, error) {
+	var cleaned []string
+	for _, n := range names {
+		for _, part := range strings.Split(n, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				cleaned = append(cleaned, part)
+			}
+		}
+	}
+	if s.cfg.Authority == nil {
+		// No policy: only the requester decides (`ask me`).
+		return "", cleaned, nil
+	}
+	floor, ok := s.cfg.Authority.Floor(s.cfg.Domain, action)
+	if !ok || len(floor.Rules) == 0 {
+		return "", nil, fmt.Errorf("no policy rule names the action %s in %s, so nobody could decide the gate; add `p, role:ROLE, %s, %s, -` and `p2, %s, %s, 1, requester, -` to the policy, or pass an action it names: %w",
+			action, s.cfg.Domain, s.cfg.Domain, action, s.cfg.Domain, action, errPrecondition)
+	}
+	audience := ""
+	var people []string
+	for _, n := range cleaned {
+		if audience == "" && s.cfg.Authority.IsRole(n, s.cfg.Domain) {
+			audience = strings.TrimPrefix(n, "role:")
+			continue
+		}
+		people = append(people, n)
+	}
+	if audience == "" {
+		audience = floor.Rules[0].Role
+	}
+	return audience, people, nil
+}
+
+// GetGate returns a gate and, once approved, its grant.
+func (s *Services) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) (*tollgatev1.GetGateResponse, error) {
+	if _, err := caller(ctx); err != nil {
+		return nil, err
+	}
+	run, _, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	a, ok := run.Asks[req.GetGate()]
+	if !ok || a.Type != engine.Gate {
+		return nil, fmt.Errorf("run %s has no gate %q: %w", run.ID, req.GetGate(), errNotFound)
+	}
+	return &tollgatev1.GetGateResponse{Gate: s.gateToProto(run, a)}, nil
+}
+
+// RecordStep journals a step the script ran.
+func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepRequest) (*tollgatev1.RecordStepResponse, error) {
+	who, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(req.GetOutputDigest(), "sha256:") && req.GetOutputDigest() != "" {
+		return nil, fmt.Errorf("output_digest %q is not sha256:HEX: %w", req.GetOutputDigest(), errInvalid)
+	}
+	tr, err := s.cfg.Runner.Event(ctx, req.GetRunId(), func(now time.Time) engine.Event {
+		end := now
+		if f := req.GetFinishedAt(); f != nil && !f.AsTime().After(now) {
+			end = f.AsTime()
+		}
+		start := end
+		if st := req.GetStartedAt(); st != nil && !st.AsTime().After(end) {
+			start = st.AsTime()
+		}
+		return engine.ScriptStep{Step: req.GetStep(), Actor: who, Exit: int(req.GetExitStatus()), OutputDigest: req.GetOutputDigest(),
+			StartedAt: start, FinishedAt: end, At: now}
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range runToProto(tr.Run, m, "").GetSteps() {
+		if st.GetStepId() == req.GetStep() {
+			return &tollgatev1.RecordStepResponse{Step: st}, nil
+		}
+	}
+	return nil, fmt.Errorf("step %s was recorded but is not in the run", req.GetStep())
+}
+
+// FinishRun ends an external run as its script says.
+func (s *Services) FinishRun(ctx context.Context, req *tollgatev1.FinishRunRequest) (*tollgatev1.FinishRunResponse, error) {
+	who, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := s.cfg.Runner.Event(ctx, req.GetRunId(), func(now time.Time) engine.Event {
+		return engine.Finish{Actor: who, Failed: req.GetFailed(), Reason: req.GetReason(), At: now}
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+	if err != nil {
+		return nil, err
+	}
+	return &tollgatev1.FinishRunResponse{Run: runToProto(tr.Run, m, "")}, nil
+}
+
+// gateToProto renders a gate with its outcome; an approved gate carries
+// its grant, signed afresh on each read (Ed25519 is deterministic, so the
+// grant is the same bytes every time: a verifier's replay check holds).
+func (s *Services) gateToProto(run *engine.Run, a *engine.AskRun) *tollgatev1.Gate {
+	out := &tollgatev1.Gate{Ask: askToProto(run, a, ""), RunState: runStateToProto[run.State], RunReason: run.Reason}
+	var last engine.Decision
+	if n := len(a.Decisions); n > 0 {
+		last = a.Decisions[n-1]
+		out.DecidedAt = timestamppb.New(last.At)
+	}
+	switch a.State {
+	case engine.AskConsumed:
+		out.Outcome, out.DecidedBy = tollgatev1.GateOutcome_GATE_OUTCOME_APPROVED, last.Actor
+		out.Grant = s.gateGrant(run, a, last.At)
+	case engine.AskRejected:
+		out.Outcome, out.DecidedBy, out.Reason = tollgatev1.GateOutcome_GATE_OUTCOME_REJECTED, last.Actor, last.Reason
+	case engine.AskExpired:
+		out.Outcome, out.Reason = tollgatev1.GateOutcome_GATE_OUTCOME_EXPIRED, run.Reason
+	case engine.AskCancelled:
+		out.Outcome, out.Reason = tollgatev1.GateOutcome_GATE_OUTCOME_CANCELLED, run.Reason
+	default:
+		out.Outcome, out.DecidedAt = tollgatev1.GateOutcome_GATE_OUTCOME_PENDING, nil
+	}
+	return out
+}
+
+// gateGrant signs the grant for an approved gate's one action: step and
+// ask are the gate, fence 1 (a gate is approved once), valid for
+// GateGrantTTL from the approval. nil without a signing key.
+func (s *Services) gateGrant(run *engine.Run, a *engine.AskRun, approved time.Time) *tollgatev1.Grant {
+	if s.cfg.SigningKey == nil || len(a.Payload) != 1 {
+		return nil
+	}
+	g := &grant.Grant{RunID: run.ID, StepID: a.ID, AskID: a.ID, PayloadDigest: a.Payload[0].Digest, Fence: 1, ExpiresAt: approved.Add(s.cfg.GateGrantTTL)}
+	grant.Sign(g, s.cfg.KeyID, s.cfg.SigningKey)
+	return &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
+		ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
+}
