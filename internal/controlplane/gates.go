@@ -57,7 +57,7 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 		return nil, fmt.Errorf("only the run's requester (%s) opens gates on %s: %w", run.Requester, run.ID, errDenied)
 	}
 	if _, ok := run.Asks[ev.Gate]; ok {
-		return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(run, run.Asks[ev.Gate])}, nil
+		return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(ctx, run, run.Asks[ev.Gate])}, nil
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
 		e := ev
@@ -69,12 +69,12 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 		if run, _, err = s.cfg.Runner.Get(ctx, run.ID); err != nil {
 			return nil, err
 		}
-		return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(run, run.Asks[ev.Gate])}, nil
+		return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(ctx, run, run.Asks[ev.Gate])}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(tr.Run, tr.Run.Asks[ev.Gate]), Created: true}, nil
+	return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(ctx, tr.Run, tr.Run.Asks[ev.Gate]), Created: true}, nil
 }
 
 // gateEvent checks a request and builds the event (without its time).
@@ -194,7 +194,7 @@ func (s *Services) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) 
 	if !ok || a.Type != engine.Gate {
 		return nil, fmt.Errorf("run %s has no gate %q: %w", run.ID, req.GetGate(), errNotFound)
 	}
-	return &tollgatev1.GetGateResponse{Gate: s.gateToProto(run, a)}, nil
+	return &tollgatev1.GetGateResponse{Gate: s.gateToProto(ctx, run, a)}, nil
 }
 
 // RecordStep journals a step the script ran.
@@ -255,8 +255,11 @@ func (s *Services) FinishRun(ctx context.Context, req *tollgatev1.FinishRunReque
 // gateToProto renders a gate with its outcome; an approved gate carries
 // its grant, signed afresh on each read (Ed25519 is deterministic, so the
 // grant is the same bytes every time: a verifier's replay check holds).
-func (s *Services) gateToProto(run *engine.Run, a *engine.AskRun) *tollgatev1.Gate {
+func (s *Services) gateToProto(ctx context.Context, run *engine.Run, a *engine.AskRun) *tollgatev1.Gate {
 	out := &tollgatev1.Gate{Ask: askToProto(run, a, ""), RunState: runStateToProto[run.State], RunReason: run.Reason}
+	if a.State.Open() {
+		out.Ask.AuthorityRequired = s.authorityRequired(ctx, run, a)
+	}
 	var last engine.Decision
 	if n := len(a.Decisions); n > 0 {
 		last = a.Decisions[n-1]
