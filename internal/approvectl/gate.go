@@ -157,7 +157,7 @@ func (g *globals) reportGate(d gates.Decision, grantOut string) error {
 	}
 	var msg string
 	was := ""
-	if !d.Created {
+	if !d.Created && d.Outcome != gates.Pending {
 		was = " (decided before; not asked again)"
 	}
 	switch d.Outcome {
@@ -173,6 +173,7 @@ func (g *globals) reportGate(d gates.Decision, grantOut string) error {
 	case gates.Pending:
 		msg = fmt.Sprintf("gate %s: waiting for a person (%s)", d.Gate, d.Ask.GetAnswerCommand())
 	}
+	msg += was
 	fmt.Fprintf(g.cfg.Stderr, "approvectl: %s\n", msg)
 	return &exitError{code: outcomeExit[d.Outcome], err: errors.New(msg), printed: true}
 }
@@ -281,6 +282,42 @@ func runCommand(ctx context.Context, argv []string, cfg Config) (int, string, er
 		return 0, "", err
 	}
 	return 0, grant.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
+}
+
+func newBeginCmd(g *globals) *cobra.Command {
+	var name, key string
+	cmd := &cobra.Command{
+		Use:   "begin --request-id KEY [--name NAME]",
+		Short: "Create a script's external run (or find it again) and print its id",
+		Long: `begin creates an external run for a script that does work before its first
+gate, and prints the run id. The same --request-id returns the same run, so a
+script re-run after an approval finds its run and skips what it already did:
+
+    export TOLLGATE_RUN=$(approvectl begin --request-id "claims-$TICKET" --name claims-review)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if key == "" {
+				return usageErr("begin: --request-id KEY is required (a re-run finds its run by it)")
+			}
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			defer c.conn.Close()
+			id, created, err := gates.New(c.conn).CreateRun(cmd.Context(), key, name)
+			if err != nil {
+				return rpcErr(err)
+			}
+			if g.json() {
+				return g.printJSON(map[string]any{"run_id": id, "created": created})
+			}
+			fmt.Fprintln(g.cfg.Stdout, id)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "script", "name of the run")
+	cmd.Flags().StringVar(&key, "request-id", "", "idempotency key: the same key finds the same run")
+	return cmd
 }
 
 func newFinishCmd(g *globals) *cobra.Command {

@@ -105,7 +105,7 @@ unreadable input; 3 the call did not get through, or anything else;
 		}
 		return nil
 	}
-	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAmendCmd(g), newRevokeCmd(g), newStandingCmd(g), newWatchCmd(g), newRequestEvidenceCmd(g), newEvidenceCmd(g), newDelegateCmd(g), newAnswerCmd(g), newAuditCmd(g), newGateCmd(g), newStepCmd(g), newFinishCmd(g), newGrantCmd(g))
+	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAmendCmd(g), newRevokeCmd(g), newStandingCmd(g), newWatchCmd(g), newRequestEvidenceCmd(g), newEvidenceCmd(g), newDelegateCmd(g), newAnswerCmd(g), newAuditCmd(g), newBeginCmd(g), newGateCmd(g), newStepCmd(g), newFinishCmd(g), newGrantCmd(g))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return nil

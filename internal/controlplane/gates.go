@@ -39,11 +39,7 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 		if req.GetRequestId() == "" {
 			return nil, fmt.Errorf("request_id is required to create a run (a retry must not create a second one): %w", errInvalid)
 		}
-		name := req.GetRunName()
-		if name == "" {
-			name = "script"
-		}
-		run, _, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: &plan.Plan{Name: name, External: true}, Requester: who, RequestID: req.GetRequestId()})
+		run, _, err := s.startExternal(ctx, who, req.GetRequestId(), req.GetRunName())
 		if err != nil {
 			return nil, err
 		}
@@ -75,6 +71,33 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 		return nil, err
 	}
 	return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(ctx, tr.Run, tr.Run.Asks[ev.Gate]), Created: true}, nil
+}
+
+// CreateRun creates an external run (idempotent on request_id).
+func (s *Services) CreateRun(ctx context.Context, req *tollgatev1.CreateRunRequest) (*tollgatev1.CreateRunResponse, error) {
+	who, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetRequestId() == "" {
+		return nil, fmt.Errorf("request_id is required (a re-run script finds its run by it): %w", errInvalid)
+	}
+	run, created, err := s.startExternal(ctx, who, req.GetRequestId(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.cfg.Runner.machine(ctx, run.PlanDigest)
+	if err != nil {
+		return nil, err
+	}
+	return &tollgatev1.CreateRunResponse{Run: runToProto(run, m, ""), Created: created}, nil
+}
+
+func (s *Services) startExternal(ctx context.Context, who, requestID, name string) (*engine.Run, bool, error) {
+	if name == "" {
+		name = "script"
+	}
+	return s.cfg.Runner.Start(ctx, StartRequest{Plan: &plan.Plan{Name: name, External: true}, Requester: who, RequestID: requestID})
 }
 
 // gateEvent checks a request and builds the event (without its time).

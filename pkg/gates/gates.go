@@ -155,6 +155,16 @@ func (c *Client) Gate(ctx context.Context, run, name string, o Options) (Decisio
 	return w, err
 }
 
+// CreateRun creates an external run, or finds the one created with the
+// same requestID before; it returns the run id and whether it is new.
+func (c *Client) CreateRun(ctx context.Context, requestID, name string) (string, bool, error) {
+	resp, err := c.gates.CreateRun(ctx, &tollgatev1.CreateRunRequest{RequestId: requestID, Name: name})
+	if err != nil {
+		return "", false, fmt.Errorf("create run: %w", err)
+	}
+	return resp.GetRun().GetId(), resp.GetCreated(), nil
+}
+
 // Get reads a gate as it stands.
 func (c *Client) Get(ctx context.Context, run, name string) (Decision, error) {
 	resp, err := c.gates.GetGate(ctx, &tollgatev1.GetGateRequest{RunId: run, Gate: name})

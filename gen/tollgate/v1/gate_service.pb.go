@@ -762,6 +762,116 @@ func (x *FinishRunResponse) GetRun() *Run {
 	return nil
 }
 
+// CreateRunRequest is the input of CreateRun.
+type CreateRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key, scoped to the caller; required.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Name of the run (shown in lists); default "script".
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRunRequest) Reset() {
+	*x = CreateRunRequest{}
+	mi := &file_tollgate_v1_gate_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRunRequest) ProtoMessage() {}
+
+func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_gate_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRunRequest.ProtoReflect.Descriptor instead.
+func (*CreateRunRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_gate_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CreateRunRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CreateRunRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// CreateRunResponse is the output of CreateRun.
+type CreateRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	Run *Run `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	// False when request_id matched an earlier run: this is that run.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRunResponse) Reset() {
+	*x = CreateRunResponse{}
+	mi := &file_tollgate_v1_gate_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRunResponse) ProtoMessage() {}
+
+func (x *CreateRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_gate_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRunResponse.ProtoReflect.Descriptor instead.
+func (*CreateRunResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_gate_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CreateRunResponse) GetRun() *Run {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *CreateRunResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
 var File_tollgate_v1_gate_service_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_gate_service_proto_rawDesc = "" +
@@ -820,15 +930,23 @@ const file_tollgate_v1_gate_service_proto_rawDesc = "" +
 	"\x06failed\x18\x02 \x01(\bR\x06failed\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"7\n" +
 	"\x11FinishRunResponse\x12\"\n" +
-	"\x03run\x18\x01 \x01(\v2\x10.tollgate.v1.RunR\x03run*\xb1\x01\n" +
+	"\x03run\x18\x01 \x01(\v2\x10.tollgate.v1.RunR\x03run\"E\n" +
+	"\x10CreateRunRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"Q\n" +
+	"\x11CreateRunResponse\x12\"\n" +
+	"\x03run\x18\x01 \x01(\v2\x10.tollgate.v1.RunR\x03run\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated*\xb1\x01\n" +
 	"\vGateOutcome\x12\x1c\n" +
 	"\x18GATE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14GATE_OUTCOME_PENDING\x10\x01\x12\x19\n" +
 	"\x15GATE_OUTCOME_APPROVED\x10\x02\x12\x19\n" +
 	"\x15GATE_OUTCOME_REJECTED\x10\x03\x12\x18\n" +
 	"\x14GATE_OUTCOME_EXPIRED\x10\x04\x12\x1a\n" +
-	"\x16GATE_OUTCOME_CANCELLED\x10\x052\xb7\x02\n" +
-	"\vGateService\x12G\n" +
+	"\x16GATE_OUTCOME_CANCELLED\x10\x052\x83\x03\n" +
+	"\vGateService\x12J\n" +
+	"\tCreateRun\x12\x1d.tollgate.v1.CreateRunRequest\x1a\x1e.tollgate.v1.CreateRunResponse\x12G\n" +
 	"\bOpenGate\x12\x1c.tollgate.v1.OpenGateRequest\x1a\x1d.tollgate.v1.OpenGateResponse\x12D\n" +
 	"\aGetGate\x12\x1b.tollgate.v1.GetGateRequest\x1a\x1c.tollgate.v1.GetGateResponse\x12M\n" +
 	"\n" +
@@ -848,7 +966,7 @@ func file_tollgate_v1_gate_service_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_v1_gate_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tollgate_v1_gate_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tollgate_v1_gate_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_tollgate_v1_gate_service_proto_goTypes = []any{
 	(GateOutcome)(0),              // 0: tollgate.v1.GateOutcome
 	(*OpenGateRequest)(nil),       // 1: tollgate.v1.OpenGateRequest
@@ -860,44 +978,49 @@ var file_tollgate_v1_gate_service_proto_goTypes = []any{
 	(*RecordStepResponse)(nil),    // 7: tollgate.v1.RecordStepResponse
 	(*FinishRunRequest)(nil),      // 8: tollgate.v1.FinishRunRequest
 	(*FinishRunResponse)(nil),     // 9: tollgate.v1.FinishRunResponse
-	(*EvidenceUpload)(nil),        // 10: tollgate.v1.EvidenceUpload
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(OnExpiry)(0),                 // 12: tollgate.v1.OnExpiry
-	(*Ask)(nil),                   // 13: tollgate.v1.Ask
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*Grant)(nil),                 // 15: tollgate.v1.Grant
-	(RunState)(0),                 // 16: tollgate.v1.RunState
-	(*StepState)(nil),             // 17: tollgate.v1.StepState
-	(*Run)(nil),                   // 18: tollgate.v1.Run
+	(*CreateRunRequest)(nil),      // 10: tollgate.v1.CreateRunRequest
+	(*CreateRunResponse)(nil),     // 11: tollgate.v1.CreateRunResponse
+	(*EvidenceUpload)(nil),        // 12: tollgate.v1.EvidenceUpload
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(OnExpiry)(0),                 // 14: tollgate.v1.OnExpiry
+	(*Ask)(nil),                   // 15: tollgate.v1.Ask
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*Grant)(nil),                 // 17: tollgate.v1.Grant
+	(RunState)(0),                 // 18: tollgate.v1.RunState
+	(*StepState)(nil),             // 19: tollgate.v1.StepState
+	(*Run)(nil),                   // 20: tollgate.v1.Run
 }
 var file_tollgate_v1_gate_service_proto_depIdxs = []int32{
-	10, // 0: tollgate.v1.OpenGateRequest.artifacts:type_name -> tollgate.v1.EvidenceUpload
-	11, // 1: tollgate.v1.OpenGateRequest.expires:type_name -> google.protobuf.Duration
-	12, // 2: tollgate.v1.OpenGateRequest.on_expiry:type_name -> tollgate.v1.OnExpiry
-	13, // 3: tollgate.v1.Gate.ask:type_name -> tollgate.v1.Ask
+	12, // 0: tollgate.v1.OpenGateRequest.artifacts:type_name -> tollgate.v1.EvidenceUpload
+	13, // 1: tollgate.v1.OpenGateRequest.expires:type_name -> google.protobuf.Duration
+	14, // 2: tollgate.v1.OpenGateRequest.on_expiry:type_name -> tollgate.v1.OnExpiry
+	15, // 3: tollgate.v1.Gate.ask:type_name -> tollgate.v1.Ask
 	0,  // 4: tollgate.v1.Gate.outcome:type_name -> tollgate.v1.GateOutcome
-	14, // 5: tollgate.v1.Gate.decided_at:type_name -> google.protobuf.Timestamp
-	15, // 6: tollgate.v1.Gate.grant:type_name -> tollgate.v1.Grant
-	16, // 7: tollgate.v1.Gate.run_state:type_name -> tollgate.v1.RunState
+	16, // 5: tollgate.v1.Gate.decided_at:type_name -> google.protobuf.Timestamp
+	17, // 6: tollgate.v1.Gate.grant:type_name -> tollgate.v1.Grant
+	18, // 7: tollgate.v1.Gate.run_state:type_name -> tollgate.v1.RunState
 	2,  // 8: tollgate.v1.OpenGateResponse.gate:type_name -> tollgate.v1.Gate
 	2,  // 9: tollgate.v1.GetGateResponse.gate:type_name -> tollgate.v1.Gate
-	14, // 10: tollgate.v1.RecordStepRequest.started_at:type_name -> google.protobuf.Timestamp
-	14, // 11: tollgate.v1.RecordStepRequest.finished_at:type_name -> google.protobuf.Timestamp
-	17, // 12: tollgate.v1.RecordStepResponse.step:type_name -> tollgate.v1.StepState
-	18, // 13: tollgate.v1.FinishRunResponse.run:type_name -> tollgate.v1.Run
-	1,  // 14: tollgate.v1.GateService.OpenGate:input_type -> tollgate.v1.OpenGateRequest
-	4,  // 15: tollgate.v1.GateService.GetGate:input_type -> tollgate.v1.GetGateRequest
-	6,  // 16: tollgate.v1.GateService.RecordStep:input_type -> tollgate.v1.RecordStepRequest
-	8,  // 17: tollgate.v1.GateService.FinishRun:input_type -> tollgate.v1.FinishRunRequest
-	3,  // 18: tollgate.v1.GateService.OpenGate:output_type -> tollgate.v1.OpenGateResponse
-	5,  // 19: tollgate.v1.GateService.GetGate:output_type -> tollgate.v1.GetGateResponse
-	7,  // 20: tollgate.v1.GateService.RecordStep:output_type -> tollgate.v1.RecordStepResponse
-	9,  // 21: tollgate.v1.GateService.FinishRun:output_type -> tollgate.v1.FinishRunResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 10: tollgate.v1.RecordStepRequest.started_at:type_name -> google.protobuf.Timestamp
+	16, // 11: tollgate.v1.RecordStepRequest.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 12: tollgate.v1.RecordStepResponse.step:type_name -> tollgate.v1.StepState
+	20, // 13: tollgate.v1.FinishRunResponse.run:type_name -> tollgate.v1.Run
+	20, // 14: tollgate.v1.CreateRunResponse.run:type_name -> tollgate.v1.Run
+	10, // 15: tollgate.v1.GateService.CreateRun:input_type -> tollgate.v1.CreateRunRequest
+	1,  // 16: tollgate.v1.GateService.OpenGate:input_type -> tollgate.v1.OpenGateRequest
+	4,  // 17: tollgate.v1.GateService.GetGate:input_type -> tollgate.v1.GetGateRequest
+	6,  // 18: tollgate.v1.GateService.RecordStep:input_type -> tollgate.v1.RecordStepRequest
+	8,  // 19: tollgate.v1.GateService.FinishRun:input_type -> tollgate.v1.FinishRunRequest
+	11, // 20: tollgate.v1.GateService.CreateRun:output_type -> tollgate.v1.CreateRunResponse
+	3,  // 21: tollgate.v1.GateService.OpenGate:output_type -> tollgate.v1.OpenGateResponse
+	5,  // 22: tollgate.v1.GateService.GetGate:output_type -> tollgate.v1.GetGateResponse
+	7,  // 23: tollgate.v1.GateService.RecordStep:output_type -> tollgate.v1.RecordStepResponse
+	9,  // 24: tollgate.v1.GateService.FinishRun:output_type -> tollgate.v1.FinishRunResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_gate_service_proto_init() }
@@ -916,7 +1039,7 @@ func file_tollgate_v1_gate_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_gate_service_proto_rawDesc), len(file_tollgate_v1_gate_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,6 +19,7 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
+	GateService_CreateRun_FullMethodName  = "/tollgate.v1.GateService/CreateRun"
 	GateService_OpenGate_FullMethodName   = "/tollgate.v1.GateService/OpenGate"
 	GateService_GetGate_FullMethodName    = "/tollgate.v1.GateService/GetGate"
 	GateService_RecordStep_FullMethodName = "/tollgate.v1.GateService/RecordStep"
@@ -40,6 +41,10 @@ const (
 // run's requester (the script's identity) opens gates, records steps and
 // finishes the run.
 type GateServiceClient interface {
+	// CreateRun creates an external run, for a script that does work before
+	// its first gate. Idempotent on request_id: a repeat returns the same run
+	// with created = false, so a re-run script finds its run again.
+	CreateRun(ctx context.Context, in *CreateRunRequest, opts ...grpc.CallOption) (*CreateRunResponse, error)
 	// OpenGate opens a gate, creating an external run when run_id is empty
 	// (idempotent on request_id). A gate of that name already on the run is
 	// returned as it is, open or decided, and is not asked again.
@@ -65,6 +70,16 @@ type gateServiceClient struct {
 
 func NewGateServiceClient(cc grpc.ClientConnInterface) GateServiceClient {
 	return &gateServiceClient{cc}
+}
+
+func (c *gateServiceClient) CreateRun(ctx context.Context, in *CreateRunRequest, opts ...grpc.CallOption) (*CreateRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateRunResponse)
+	err := c.cc.Invoke(ctx, GateService_CreateRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *gateServiceClient) OpenGate(ctx context.Context, in *OpenGateRequest, opts ...grpc.CallOption) (*OpenGateResponse, error) {
@@ -122,6 +137,10 @@ func (c *gateServiceClient) FinishRun(ctx context.Context, in *FinishRunRequest,
 // run's requester (the script's identity) opens gates, records steps and
 // finishes the run.
 type GateServiceServer interface {
+	// CreateRun creates an external run, for a script that does work before
+	// its first gate. Idempotent on request_id: a repeat returns the same run
+	// with created = false, so a re-run script finds its run again.
+	CreateRun(context.Context, *CreateRunRequest) (*CreateRunResponse, error)
 	// OpenGate opens a gate, creating an external run when run_id is empty
 	// (idempotent on request_id). A gate of that name already on the run is
 	// returned as it is, open or decided, and is not asked again.
@@ -149,6 +168,9 @@ type GateServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedGateServiceServer struct{}
 
+func (UnimplementedGateServiceServer) CreateRun(context.Context, *CreateRunRequest) (*CreateRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateRun not implemented")
+}
 func (UnimplementedGateServiceServer) OpenGate(context.Context, *OpenGateRequest) (*OpenGateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OpenGate not implemented")
 }
@@ -180,6 +202,24 @@ func RegisterGateServiceServer(s grpc.ServiceRegistrar, srv GateServiceServer) {
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&GateService_ServiceDesc, srv)
+}
+
+func _GateService_CreateRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GateServiceServer).CreateRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GateService_CreateRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GateServiceServer).CreateRun(ctx, req.(*CreateRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _GateService_OpenGate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -261,6 +301,10 @@ var GateService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "tollgate.v1.GateService",
 	HandlerType: (*GateServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateRun",
+			Handler:    _GateService_CreateRun_Handler,
+		},
 		{
 			MethodName: "OpenGate",
 			Handler:    _GateService_OpenGate_Handler,
