@@ -48,9 +48,9 @@ func (g *globals) runID(v string) string {
 func newGateCmd(g *globals) *cobra.Command {
 	var (
 		summary, run, runName, expires, payload, payloadFile, action, grantOut, onExpiry string
-		artifacts, approvers                                                               []string
-		quorum                                                                             int
-		noWait                                                                             bool
+		artifacts, approvers                                                             []string
+		quorum                                                                           int
+		noWait                                                                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "gate NAME --summary TEXT [--artifact FILE]… [--run RUN] [--approvers WHO] [--expires D] [--no-wait]",
