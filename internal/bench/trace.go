@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"os"
 	"strings"
 	"time"
@@ -68,13 +69,14 @@ func tracingReady(context.Context) error {
 // plane flushes as it shuts down) until Jaeger holds spans of a service.
 func waitServices(ctx context.Context, j *jaegerserver.Jaeger) ([]string, error) {
 	deadline := time.Now().Add(30 * time.Second)
+	want := []string{"tollgate-controlplane", "tollgate-executor"}
 	for {
 		s, err := j.Services(ctx)
-		if err == nil && len(s) > 0 {
+		if err == nil && !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(s, w) }) {
 			return s, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("tracing was on, yet Jaeger holds no spans after 30 s (last error: %v)\n%s", err, j.Log())
+			return nil, fmt.Errorf("tracing was on, yet Jaeger holds spans of %v after 30 s, not of both %v (last error: %v)\n%s", s, want, err, j.Log())
 		}
 		select {
 		case <-ctx.Done():
