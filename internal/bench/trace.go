@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
