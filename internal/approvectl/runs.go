@@ -155,7 +155,11 @@ func writeRun(w io.Writer, r *tollgatev1.Run, packets map[string]*tollgatev1.Ask
 		fmt.Fprintf(w, "  live for %s\n", span(now.Sub(created)))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprint(w, r.GetPlanCard())
+	if r.GetExternal() {
+		writePendingGates(w, r, packets, now)
+	} else {
+		fmt.Fprint(w, r.GetPlanCard())
+	}
 	fmt.Fprintln(w, "\ntimeline (time from the start of the run)")
 	writeTimeline(w, r, packets, now)
 }
@@ -189,4 +193,37 @@ func newRunsCancelCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the journal)")
 	return cmd
+}
+
+// writePendingGates says, for an external run, what its waiting gate
+// needs: what to read (with digests), who may decide, by when, and the
+// exact commands that decide it and resume the script.
+func writePendingGates(w io.Writer, r *tollgatev1.Run, packets map[string]*tollgatev1.Ask, now time.Time) {
+	fmt.Fprintln(w, "external run: a script does its steps and opens its gates (approvectl gate)")
+	for _, a := range r.GetAsks() {
+		p := packets[a.GetId()]
+		if p == nil || p.GetState() != tollgatev1.AskState_ASK_STATE_PENDING {
+			continue
+		}
+		gate := p.GetStoppingPointId()
+		fmt.Fprintf(w, "\nwaiting at gate %s: %s\n", gate, p.GetTitle())
+		for _, e := range p.GetEvidence() {
+			fmt.Fprintf(w, "  read   %s (%s, %d bytes) %s\n", e.GetName(), e.GetMediaType(), len(e.GetContent()), e.GetDigest())
+		}
+		for _, act := range p.GetActions() {
+			fmt.Fprintf(w, "  grants %s.%s %s (payload %s)\n", act.GetServer(), act.GetTool(), act.GetArgsJson(), act.GetPayloadDigest())
+		}
+		who := "a person the policy allows"
+		if d := p.GetAuthorityRequired().GetDescription(); d != "" {
+			who = d
+		}
+		fmt.Fprintf(w, "  who    %s\n", who)
+		exp := p.GetExpiresAt().AsTime()
+		fmt.Fprintf(w, "  until  %s (in %s)\n", exp.Format(time.RFC3339), span(exp.Sub(now)))
+		fmt.Fprintf(w, "  approve: approvectl approve %s\n", a.GetId())
+		fmt.Fprintf(w, "  reject:  approvectl reject %s --reason TEXT\n", a.GetId())
+		fmt.Fprintf(w, "  resume:  the waiting script goes on by itself once it is approved; if it is not running, re-run it\n")
+		fmt.Fprintf(w, "           with TOLLGATE_RUN=%s (completed steps are skipped), or read the decision with\n", r.GetId())
+		fmt.Fprintf(w, "           approvectl gate %s --run %s --summary %q\n", gate, r.GetId(), p.GetTitle())
+	}
 }

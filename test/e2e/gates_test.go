@@ -142,6 +142,13 @@ func TestScriptWithFourGates(t *testing.T) {
 	run := s.runID(t)
 
 	parkedAt(t, p, run, "claims", s)
+	show := p.ctl(t, "", "--as", "bob", "runs", "show", run)
+	for _, want := range []string{"parked", "waiting at gate claims: Are these the claims to check?", "read   claims.txt (text/plain",
+		"sha256:", "who    ", "reviewer", "until  ", "approve: approvectl approve " + run + "/claims", "reject:  approvectl reject " + run + "/claims --reason"} {
+		if !strings.Contains(show.stdout, want) {
+			t.Fatalf("runs show lacks %q:\n%s%s", want, show.stdout, show.stderr)
+		}
+	}
 	if res := p.ctl(t, "", "--as", "alice", "approve", run+"/claims"); res.code != 1 || !strings.Contains(res.stderr, "permission denied") {
 		t.Fatalf("the script's identity approved its own gate: code %d\n%s", res.code, res.stderr)
 	}
