@@ -95,7 +95,9 @@ func TestWaitOutlastsAnUnavailablePlane(t *testing.T) {
 
 func TestWaitStopsOnARefusalOrContext(t *testing.T) {
 	f := &fakePlane{replies: []func() (*tollgatev1.GetGateResponse, error){
-		func() (*tollgatev1.GetGateResponse, error) { return nil, status.Error(codes.PermissionDenied, "not yours") },
+		func() (*tollgatev1.GetGateResponse, error) {
+			return nil, status.Error(codes.PermissionDenied, "not yours")
+		},
 	}}
 	c := serve(t, f)
 	if _, err := c.Wait(context.Background(), "r1", "g", nil); status.Code(errors.Unwrap(err)) != codes.PermissionDenied {
