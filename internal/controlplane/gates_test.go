@@ -79,7 +79,7 @@ func TestGateBlocksUntilDecided(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := <-done
-	if g.err != nil || g.d.Outcome != gates.Approved || g.d.Actor != "bob" || g.d.Grant == nil {
+	if g.err != nil || g.d.Outcome != gates.Approved || g.d.Actor != "bob" || g.d.Option != "1" || g.d.Grant == nil {
 		t.Fatalf("decision: %+v %v", g.d, g.err)
 	}
 	if s := e.get("alice", w.RunID).GetState(); s != tollgatev1.RunState_RUN_STATE_RUNNING {

@@ -89,8 +89,10 @@ type Decision struct {
 	Outcome Outcome
 	// Actor decided it (approved or rejected); At is when it was decided,
 	// expired or cancelled.
-	Actor  string
-	At     time.Time
+	Actor string
+	At    time.Time
+	// Option is the option chosen ("1", Approve) when Approved.
+	Option string
 	Reason string
 	// Grant is set when Approved and the control plane signs grants.
 	Grant *grant.Grant
@@ -299,6 +301,9 @@ func GrantToProto(g *grant.Grant) *tollgatev1.Grant {
 func fromProto(run string, g *tollgatev1.Gate) Decision {
 	d := Decision{RunID: run, Gate: g.GetAsk().GetStoppingPointId(), Outcome: outcomes[g.GetOutcome()], Actor: g.GetDecidedBy(),
 		Reason: g.GetReason(), Grant: GrantFromProto(g.GetGrant()), Ask: g.GetAsk()}
+	if d.Outcome == Approved {
+		d.Option = g.GetAsk().GetSelectedOptionId()
+	}
 	if g.GetDecidedAt() != nil {
 		d.At = g.GetDecidedAt().AsTime()
 	}
