@@ -70,6 +70,7 @@ type Options struct {
 	DrainTimeout  time.Duration   `yaml:"drain_timeout"`
 	GrantKey      string          `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
 	LeaseTTL      time.Duration   `yaml:"lease_ttl"`
+	GateGrantTTL  time.Duration   `yaml:"gate_grant_ttl"`
 	// The executor listener: mTLS, ExecutorService only.
 	ExecutorListen string `yaml:"executor_listen"`
 	ExecutorCert   string `yaml:"executor_cert"` // the listener's certificate (PEM)
@@ -168,6 +169,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&o.GrantKey, "grant-key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for in-flight RPCs")
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "a lease whose executor sends no heartbeat for this long is lost")
+	fs.DurationVar(&o.GateGrantTTL, "gate-grant-ttl", DefaultGateGrantTTL, "how long the grant of an approved gate (approvectl gate) stays valid after the approval")
 	fs.StringVar(&o.ExecutorListen, "executor-listen", "", "executor listener address: mTLS, ExecutorService only (default 127.0.0.1:7444 with --dev; empty: no executors)")
 	fs.StringVar(&o.ExecutorCert, "executor-cert", "", "certificate (PEM) of the executor listener (--dev: minted in the dev folder)")
 	fs.StringVar(&o.ExecutorKey, "executor-key", "", "private key (PEM) of --executor-cert")
@@ -351,7 +353,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Authority: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
-		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
+		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing})
 	srvRef = srv
 	if err := srv.Runner.Recover(ctx); err != nil {
@@ -493,6 +495,11 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	merge("ask-expiry", func() {
 		if fromFile.AskExpiry > 0 {
 			o.AskExpiry = fromFile.AskExpiry
+		}
+	})
+	merge("gate-grant-ttl", func() {
+		if fromFile.GateGrantTTL > 0 {
+			o.GateGrantTTL = fromFile.GateGrantTTL
 		}
 	})
 	o.Catalogs = append(o.Catalogs, fromFile.Catalogs...)
