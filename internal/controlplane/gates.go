@@ -52,6 +52,9 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 	if run.Requester != who {
 		return nil, fmt.Errorf("only the run's requester (%s) opens gates on %s: %w", run.Requester, run.ID, errDenied)
 	}
+	if !run.External {
+		return nil, fmt.Errorf("run %s runs a recipe; its gates are the recipe's: %w", run.ID, engine.ErrNotExternal)
+	}
 	if _, ok := run.Asks[ev.Gate]; ok {
 		return &tollgatev1.OpenGateResponse{RunId: run.ID, Gate: s.gateToProto(ctx, run, run.Asks[ev.Gate])}, nil
 	}

@@ -131,6 +131,14 @@ func TestGateServiceRefusals(t *testing.T) {
 	if code(err) != codes.PermissionDenied {
 		t.Fatalf("a gate on someone else's run: %v", err)
 	}
+	rr, err := e.runs("alice").StartRun(ctx, &tollgatev1.StartRunRequest{RequestId: "r1",
+		Source: &tollgatev1.StartRunRequest_Recipe{Recipe: "ask me as kind:\n  which diagram?\n  options: sequence | class\ndrawing: draw a {kind} diagram\n"}})
+	if err != nil || rr.GetRun().GetState() != tollgatev1.RunState_RUN_STATE_PARKED {
+		t.Fatalf("recipe run: %v %v", rr.GetRun().GetState(), err)
+	}
+	if _, err := alice.Gate(ctx, rr.GetRun().GetId(), "kind", gates.Options{Summary: "not mine to open", Action: "gate.claims", NoWait: true}); code(err) != codes.FailedPrecondition {
+		t.Fatalf("a gate on a recipe's run: %v", err)
+	}
 	if err := alice.RecordStep(ctx, run, "extract", 0, grant.ContentDigest([]byte("out")), time.Now().Add(-time.Second), time.Now()); err != nil {
 		t.Fatal(err)
 	}
