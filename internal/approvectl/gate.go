@@ -19,6 +19,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/gates"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // Exit codes of `gate` (and `grant verify`), beyond the common ones.
@@ -139,7 +140,7 @@ reached.`,
 // the grant, and exits with the outcome's code.
 func (g *globals) reportGate(d gates.Decision, grantOut string) error {
 	if grantOut != "" && d.Grant != nil {
-		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(gates.GrantToProto(d.Grant))
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(grantpb.ToProto(d.Grant))
 		if err != nil {
 			return err
 		}
@@ -223,12 +224,9 @@ refused before it runs while a gate of the run waits, or after the run ended.`,
 				return rpcErr(err)
 			}
 			r := resp.GetRun()
-			for _, s := range r.GetSteps() {
-				if s.GetStepId() == name && s.GetState() == tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED {
-					at := s.GetAttempts()[len(s.GetAttempts())-1].GetFinishedAt().AsTime()
-					fmt.Fprintf(g.cfg.Stderr, "step %s: already completed at %s; skipped\n", name, at.UTC().Format(time.RFC3339))
-					return nil
-				}
+			if done, at := gates.StepDoneIn(r, name); done {
+				fmt.Fprintf(g.cfg.Stderr, "step %s: already completed at %s; skipped\n", name, at.UTC().Format(time.RFC3339))
+				return nil
 			}
 			switch r.GetState() {
 			case tollgatev1.RunState_RUN_STATE_PARKED:
@@ -414,7 +412,7 @@ usage or unreadable files.`,
 				ledger = filepath.Join(g.home(), "grant-ledger.json")
 			}
 			v := grant.NewVerifierWithLedger(trusted, FileLedger{Path: ledger})
-			gr := gates.GrantFromProto(&pg)
+			gr := grantpb.FromProto(&pg)
 			if err := v.VerifyPayload(gr, args, g.cfg.Now()); err != nil {
 				return &exitError{code: ExitRefused, err: fmt.Errorf("grant refused: %w", err)}
 			}

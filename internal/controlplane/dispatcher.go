@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -280,8 +281,7 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		}
 		g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
 		grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
-		pl.Grant = &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
-			ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
+		pl.Grant = grantpb.ToProto(g)
 	}
 	return &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL), ackDone: make(chan struct{}), fold: make(chan struct{})}, nil
 }

@@ -12,6 +12,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -316,6 +317,5 @@ func (s *Services) gateGrant(run *engine.Run, a *engine.AskRun, approved time.Ti
 	}
 	g := &grant.Grant{RunID: run.ID, StepID: a.ID, AskID: a.ID, PayloadDigest: a.Payload[0].Digest, Fence: 1, ExpiresAt: approved.Add(s.cfg.GateGrantTTL)}
 	grant.Sign(g, s.cfg.KeyID, s.cfg.SigningKey)
-	return &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
-		ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
+	return grantpb.ToProto(g)
 }

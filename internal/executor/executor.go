@@ -23,6 +23,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // ToolSpec is one hosted tool with its MCP annotations.
@@ -340,12 +341,7 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 		if c.cfg.Grants == nil {
 			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY, "this executor trusts no grant key")
 		}
-		var g *grant.Grant
-		if pg := l.GetGrant(); pg != nil {
-			g = &grant.Grant{RunID: pg.GetRunId(), StepID: pg.GetStepId(), AskID: pg.GetAskId(), PayloadDigest: pg.GetPayloadDigest(),
-				Fence: pg.GetFence(), ExpiresAt: pg.GetExpiresAt().AsTime(), KeyID: pg.GetKeyId(), Signature: pg.GetSignature()}
-		}
-		err := c.cfg.Grants.Verify(g, grant.Lease{RunID: l.GetRunId(), StepID: l.GetStepId(), Fence: l.GetFence(), Args: []byte(l.GetArgsJson())}, c.cfg.Now())
+		err := c.cfg.Grants.Verify(grantpb.FromProto(l.GetGrant()), grant.Lease{RunID: l.GetRunId(), StepID: l.GetStepId(), Fence: l.GetFence(), Args: []byte(l.GetArgsJson())}, c.cfg.Now())
 		if err != nil {
 			reason := tollgatev1.RefusalReason_REFUSAL_REASON_UNSPECIFIED
 			for kind, r := range grantReasons {

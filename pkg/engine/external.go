@@ -147,7 +147,12 @@ func (t *tx) openGateEvent(e OpenGate) error {
 	default:
 		return fmt.Errorf("%w: on expiry %q is not reject or cancel", ErrWrongTransition, e.OnExpiry)
 	}
-	args := plan.AppendCanonical(nil, decodedArgs(e.Args))
+	// Canonical as grant.PayloadDigest makes it: the digest the approval
+	// binds is the one a verifier recomputes from the same args.
+	args, err := e.Args.MarshalJSON()
+	if err != nil || !json.Valid(args) || args[0] != '{' {
+		return fmt.Errorf("%w: gate %q args are not a JSON object: %v", ErrWrongTransition, e.Gate, err)
+	}
 	exp := e.Expires
 	if exp <= 0 {
 		exp = t.m.cfg.DefaultExpiry
@@ -170,20 +175,6 @@ func (t *tx) openGateEvent(e OpenGate) error {
 	t.record("ask.opened", e.Actor, map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": 0,
 		"digest": a.PayloadDigest(), "evidence": a.EvidenceDigest(), "action": e.Server + "." + e.Tool})
 	return nil
-}
-
-// decodedArgs turns args into a value AppendCanonical writes as an
-// object; nil or invalid args are the empty object (the caller checks
-// validity before building the event).
-func decodedArgs(args plan.Object) any {
-	if len(args) == 0 {
-		return map[string]any{}
-	}
-	v, err := plan.DecodeObject(args)
-	if err != nil || v == nil {
-		return map[string]any{}
-	}
-	return v
 }
 
 func (t *tx) scriptStep(e ScriptStep) error {

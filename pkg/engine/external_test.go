@@ -129,6 +129,7 @@ func TestExternalRefusals(t *testing.T) {
 		{"bad gate name", gate("no/slash", s.now), ErrBadName},
 		{"bad step name", ScriptStep{Step: "check~x", Actor: "alice", At: s.now}, ErrBadName},
 		{"no summary", OpenGate{Gate: "h", Actor: "alice", At: s.now}, ErrWrongTransition},
+		{"args not an object", OpenGate{Gate: "h", Actor: "alice", Title: "t", Args: plan.Object(`[1,2]`), At: s.now}, ErrWrongTransition},
 		{"failed without reason", Finish{Actor: "alice", Failed: true, At: s.now}, ErrReasonRequired},
 	}
 	for _, b := range bad {

@@ -28,6 +28,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // Outcome is where a gate is.
@@ -185,30 +186,26 @@ func (c *Client) Wait(ctx context.Context, run, name string, progress func(Decis
 	cursor := ""
 	for {
 		d, err := c.Get(ctx, run, name)
-		switch {
-		case err == nil && d.Outcome != Pending:
-			return d, nil
-		case err == nil:
+		if err == nil {
+			if d.Outcome != Pending {
+				return d, nil
+			}
 			if progress != nil {
 				progress(d)
 			}
-		case !transient(err) || ctx.Err() != nil:
-			return Decision{}, err
+			cursor, err = c.nextChange(ctx, run, cursor, d)
 		}
-		if err != nil {
-			if err := sleep(ctx, c.Retry); err != nil {
-				return Decision{}, err
-			}
+		if err == nil {
 			continue
 		}
-		cursor, err = c.nextChange(ctx, run, cursor, d)
-		if err != nil && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return Decision{}, ctx.Err()
 		}
-		if err != nil {
-			if err := sleep(ctx, c.Retry); err != nil {
-				return Decision{}, err
-			}
+		if !transient(err) {
+			return Decision{}, err
+		}
+		if err := sleep(ctx, c.Retry); err != nil {
+			return Decision{}, err
 		}
 	}
 }
@@ -247,13 +244,20 @@ func (c *Client) StepDone(ctx context.Context, run, step string) (bool, time.Tim
 	if err != nil {
 		return false, time.Time{}, fmt.Errorf("read run %s: %w", run, err)
 	}
-	for _, s := range resp.GetRun().GetSteps() {
+	done, at := StepDoneIn(resp.GetRun(), step)
+	return done, at, nil
+}
+
+// StepDoneIn reports whether step succeeded in r (as GetRun returned it),
+// and when its last attempt finished.
+func StepDoneIn(r *tollgatev1.Run, step string) (bool, time.Time) {
+	for _, s := range r.GetSteps() {
 		if s.GetStepId() == step && s.GetState() == tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED {
 			at := s.GetAttempts()
-			return true, at[len(at)-1].GetFinishedAt().AsTime(), nil
+			return true, at[len(at)-1].GetFinishedAt().AsTime()
 		}
 	}
-	return false, time.Time{}, nil
+	return false, time.Time{}
 }
 
 // ErrStepDone is returned by RecordStep when the step already succeeded.
@@ -282,25 +286,9 @@ func (c *Client) Finish(ctx context.Context, run string, failed bool, reason str
 	return resp.GetRun(), nil
 }
 
-// GrantFromProto converts the wire form of a grant.
-func GrantFromProto(pg *tollgatev1.Grant) *grant.Grant {
-	if pg == nil {
-		return nil
-	}
-	return &grant.Grant{RunID: pg.GetRunId(), StepID: pg.GetStepId(), AskID: pg.GetAskId(), PayloadDigest: pg.GetPayloadDigest(),
-		Fence: pg.GetFence(), ExpiresAt: pg.GetExpiresAt().AsTime(), KeyID: pg.GetKeyId(), Signature: pg.GetSignature()}
-}
-
-// GrantToProto is the wire form of a grant (what approvectl writes to a
-// file for the service that acts).
-func GrantToProto(g *grant.Grant) *tollgatev1.Grant {
-	return &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
-		ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
-}
-
 func fromProto(run string, g *tollgatev1.Gate) Decision {
 	d := Decision{RunID: run, Gate: g.GetAsk().GetStoppingPointId(), Outcome: outcomes[g.GetOutcome()], Actor: g.GetDecidedBy(),
-		Reason: g.GetReason(), Grant: GrantFromProto(g.GetGrant()), Ask: g.GetAsk()}
+		Reason: g.GetReason(), Grant: grantpb.FromProto(g.GetGrant()), Ask: g.GetAsk()}
 	if d.Outcome == Approved {
 		d.Option = g.GetAsk().GetSelectedOptionId()
 	}

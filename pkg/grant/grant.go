@@ -40,6 +40,7 @@ var (
 	ErrMismatch     = errors.New("grant is for another run, step or fence")
 	ErrPayload      = errors.New("args differ from the payload the grant approved")
 	ErrReused       = errors.New("grant already used")
+	ErrLedger       = errors.New("cannot tell whether the grant was used")
 )
 
 // message is the signed byte string.
@@ -200,7 +201,7 @@ func (v *Verifier) Verify(g *Grant, lease Lease, now time.Time) error {
 	}
 	fresh, err := v.ledger.Use(g.Key(), g.ExpiresAt, now)
 	if err != nil {
-		return fmt.Errorf("%w: cannot tell whether it was used: %v", ErrReused, err)
+		return fmt.Errorf("%w: %v", ErrLedger, err)
 	}
 	if !fresh {
 		return ErrReused

@@ -1,0 +1,30 @@
+// Package grantpb converts grants to and from their wire form,
+// tollgate.v1.Grant: the one conversion the control plane (leases, gates),
+// executors, the gates client and approvectl share.
+package grantpb
+
+import (
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/grant"
+)
+
+// ToProto is g's wire form.
+func ToProto(g *grant.Grant) *tollgatev1.Grant {
+	if g == nil {
+		return nil
+	}
+	return &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
+		ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
+}
+
+// FromProto is the grant pg carries; nil for nil (a verifier then says
+// grant.ErrMissing).
+func FromProto(pg *tollgatev1.Grant) *grant.Grant {
+	if pg == nil {
+		return nil
+	}
+	return &grant.Grant{RunID: pg.GetRunId(), StepID: pg.GetStepId(), AskID: pg.GetAskId(), PayloadDigest: pg.GetPayloadDigest(),
+		Fence: pg.GetFence(), ExpiresAt: pg.GetExpiresAt().AsTime(), KeyID: pg.GetKeyId(), Signature: pg.GetSignature()}
+}
