@@ -134,7 +134,7 @@ func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID str
 		if !covered {
 			continue
 		}
-		auth, err := s.mayDecide(ctx, x.GrantedBy, run, a)
+		auth, err := s.authorize(ctx, x.GrantedBy, run, a, decideStanding)
 		if err != nil || !auth.ok {
 			continue // the granter may not decide this one (e.g. they requested it)
 		}

@@ -45,6 +45,12 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 // newClusterWith is newCluster with more control plane flags.
 func newClusterWith(t *testing.T, planeArgs []string, executors ...string) *cluster {
 	t.Helper()
+	return newClusterPolicy(t, "p2, acme, test.mark, 1, none, -\n", planeArgs, executors...)
+}
+
+// newClusterPolicy is newClusterWith with test.mark's floor (p2 row).
+func newClusterPolicy(t *testing.T, markFloor string, planeArgs []string, executors ...string) *cluster {
+	t.Helper()
 	redis := redistest.Start(t)
 	home := t.TempDir()
 	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
@@ -54,10 +60,10 @@ func newClusterWith(t *testing.T, planeArgs []string, executors ...string) *clus
 	jwtKey := filepath.Join(home, "dev.pem")
 	os.WriteFile(jwtKey, pub, 0o644)
 	// The example policy, and members may mark (the test server's side
-	// effect) without asking.
+	// effect), by default without asking.
 	pol, _ := os.ReadFile(examplePolicy(t))
 	policy := filepath.Join(home, "policy.csv")
-	os.WriteFile(policy, append(pol, "p,  role:member, acme, test.mark, -\np2, acme, test.mark, 1, none, -\n"...), 0o644)
+	os.WriteFile(policy, append(pol, "p,  role:member, acme, test.mark, -\n"+markFloor...), 0o644)
 	cat, _ := os.ReadFile("../../examples/catalog.yaml")
 	catalog := filepath.Join(home, "catalog.yaml")
 	os.WriteFile(catalog, append(cat, testCatalog...), 0o644)
@@ -226,6 +232,7 @@ func TestKilledExecutorAfterStartIsInDoubt(t *testing.T) {
 	if n := c.mark("effect"); n != 1 {
 		t.Fatalf("the marker count stays 1, got %d", n)
 	}
+	auditClean(t, c.plane, "alice", id)
 }
 
 // "retry" on an in-doubt step is a person's decision to run the effect
@@ -252,6 +259,8 @@ func TestInDoubtRetryRunsAgainOnce(t *testing.T) {
 	if n := c.mark("effect"); n != 2 {
 		t.Fatalf("retry ran the effect once more: marker %d, want 2", n)
 	}
+	// Item 6: the decided retry is the approval of the second attempt.
+	auditClean(t, c.plane, "alice", id)
 }
 
 // mark reads a counter of the test MCP server's file.
