@@ -259,7 +259,9 @@ func (e *env) rawApprovals(user string) tollgatev1.ApprovalServiceClient {
 // surface is an approver's client as approvectl is one: a decision or an
 // answer that names no evidence digest binds the ask's as read just
 // before (tests of the check itself use rawApprovals).
-type surface struct{ tollgatev1.ApprovalServiceClient }
+type surface struct {
+	tollgatev1.ApprovalServiceClient
+}
 
 func (c surface) shown(ctx context.Context, id string) string {
 	a, err := c.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: id})
