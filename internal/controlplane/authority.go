@@ -1,11 +1,13 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
 
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -189,6 +191,33 @@ func (s *Services) matters(run *engine.Run, a *engine.AskRun) []matterOrErr {
 		}
 	}
 	return out
+}
+
+// decisionOf is the kind of decision req makes on a; "" for a decision
+// this control plane does not know (then nobody may make it).
+func decisionOf(req *tollgatev1.DecideRequest, a *engine.AskRun) decisionKind {
+	switch d := req.GetDecision().(type) {
+	case *tollgatev1.DecideRequest_Approve:
+		return askDecisionKind(a, cmp.Or(d.Approve.GetOptionId(), "1"))
+	case *tollgatev1.DecideRequest_Reject:
+		if a.Type == engine.InDoubt {
+			return decideStop
+		}
+		return decideReject
+	case *tollgatev1.DecideRequest_Amend:
+		return decideAmend
+	case *tollgatev1.DecideRequest_RequestEvidence:
+		return decideRequestEvidence
+	case *tollgatev1.DecideRequest_Delegate:
+		return decideDelegate
+	case *tollgatev1.DecideRequest_ApproveException:
+		return decideException
+	case *tollgatev1.DecideRequest_Revoke:
+		return decideRevoke
+	case *tollgatev1.DecideRequest_TextAnswer:
+		return decideTextAnswer
+	}
+	return ""
 }
 
 // askDecisionKind is the kind of decision choosing option opt makes on a.

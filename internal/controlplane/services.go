@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -550,30 +549,10 @@ func checkReviewed(a *engine.AskRun, kind decisionKind, reviewed, evidence strin
 // at decision time; the deadline is checked by the engine and again by the
 // store's commit.
 func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
-	kindOf := func(a *engine.AskRun) decisionKind {
-		switch d := req.GetDecision().(type) {
-		case *tollgatev1.DecideRequest_Approve:
-			return askDecisionKind(a, cmp.Or(d.Approve.GetOptionId(), "1"))
-		case *tollgatev1.DecideRequest_Reject:
-			if a.Type == engine.InDoubt {
-				return decideStop
-			}
-			return decideReject
-		case *tollgatev1.DecideRequest_Amend:
-			return decideAmend
-		case *tollgatev1.DecideRequest_RequestEvidence:
-			return decideRequestEvidence
-		case *tollgatev1.DecideRequest_Delegate:
-			return decideDelegate
-		case *tollgatev1.DecideRequest_ApproveException:
-			return decideException
-		case *tollgatev1.DecideRequest_Revoke:
-			return decideRevoke
-		case *tollgatev1.DecideRequest_TextAnswer:
-			return decideTextAnswer
-		}
-		return decideApprove
+	if req.GetDecision() == nil {
+		return nil, fmt.Errorf("no decision given: %w", errInvalid)
 	}
+	kindOf := func(a *engine.AskRun) decisionKind { return decisionOf(req, a) }
 	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
 	if err != nil {
 		return nil, err

@@ -813,6 +813,11 @@ func (t *tx) resolveDoubt(a *AskRun, actor, option, reason string) error {
 		return fmt.Errorf("%w: %q has options %s", ErrBadOption, a.Title, optionList(a))
 	}
 	s := t.run.Steps[a.Step]
+	if opt.ID == DoubtRetry && len(a.Approvers) > 0 && !slices.Contains(a.Approvers, actor) {
+		// The requester passed pendingAsk to say what happened; a retry
+		// is an approval, and the recipe asks only its approvers.
+		return fmt.Errorf("%w: retrying %q is for %s", ErrForbidden, a.Title, strings.Join(a.Approvers, ", "))
+	}
 	if opt.ID == DoubtRetry && a.Quorum > 1 {
 		// A retry is an approval: it needs the governing ask's quorum of
 		// distinct people, like the approval it repeats.
