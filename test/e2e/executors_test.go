@@ -182,6 +182,7 @@ func TestTwoExecutorsOnRedis(t *testing.T) {
 	if _, other, attempts := stepOf(r, "s"); attempts != 2 || other == holder {
 		t.Fatalf("re-leased to the other executor with fence 2: %s after %s, %d attempts", other, holder, attempts)
 	}
+	auditClean(t, c.plane, "alice")
 }
 
 // killAfterStart starts a side-effecting step, kills its executor with
@@ -304,4 +305,5 @@ func TestStoppedExecutorsLateResultIsRefused(t *testing.T) {
 	if before != after {
 		t.Fatalf("a late result changed the run:\n%s\n---\n%s", before, after)
 	}
+	auditClean(t, c.plane, "alice", id)
 }
