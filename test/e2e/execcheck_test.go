@@ -84,12 +84,12 @@ func TestItem4_LaxCatalogCannotSkipTheGate(t *testing.T) {
 	c.until(first, "blocked with no executor", func(r runOut) bool { return r.State == "blocked" })
 
 	c.startExecutor("edge-1", os.Stderr)
-	waitLog(t, "the plane warns about the catalog", c.plane.stderr, "WARN", "disagree", "tool=test.mark", "catalog_says=read-only",
-		"executor=edge-1", `executor_says=side-effecting`, "using=side-effecting")
 	r := c.until(first, "failed", func(r runOut) bool { return r.State == "failed" || r.State == "complete" })
 	if n := c.mark("lax"); n != 0 || r.State != "failed" {
 		t.Fatalf("I2: with no approval, test.mark ran %d times (run %s)", n, r.State)
 	}
+	waitLog(t, "the plane warns about the catalog", c.plane.stderr, "WARN", "disagree", "tool=test.mark", "catalog_says=read-only",
+		"executor=edge-1", `executor_says=side-effecting`, "using=side-effecting")
 	if st, _, _ := stepOf(r, "m"); st != "failed" {
 		t.Fatalf("step m: %s", st)
 	}
