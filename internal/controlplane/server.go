@@ -43,7 +43,7 @@ const (
 type Config struct {
 	Store    store.Store
 	Verifier *identity.Verifier
-	Catalog  *compiler.Catalog
+	Catalog  *compiler.Catalog // with the built-in dispatcher, executors' hellos make it stricter (toolviews.go)
 	Skills   Skills
 	// Authority, Domain and Owners: see ServiceConfig.
 	Authority Authority
