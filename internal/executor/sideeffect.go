@@ -27,10 +27,10 @@ func (c *conn) sideEffect(l *tollgatev1.Lease) (se bool, why string) {
 			if t.ReadOnly {
 				return false, ""
 			}
-			return true, fmt.Sprintf("%s is side-effecting on executor %s: its MCP server does not declare it read-only (no readOnlyHint), but the lease calls it read-only", name, c.cfg.ID)
+			return true, fmt.Sprintf("%s is side-effecting on executor %s (its MCP server does not declare it read-only: no readOnlyHint), but the lease calls it read-only", name, c.cfg.ID)
 		}
 	}
-	return true, fmt.Sprintf("%s is side-effecting on executor %s: its MCP host does not list the tool, but the lease calls it read-only", name, c.cfg.ID)
+	return true, fmt.Sprintf("%s is side-effecting on executor %s (its MCP host does not list the tool), but the lease calls it read-only", name, c.cfg.ID)
 }
 
 // ungranted is the refusal of a call this executor considers
@@ -39,7 +39,7 @@ func (c *conn) sideEffect(l *tollgatev1.Lease) (se bool, why string) {
 func (c *conn) ungranted(l *tollgatev1.Lease, why string, reason tollgatev1.RefusalReason, err error) *tollgatev1.Result {
 	msg := err.Error()
 	if why != "" {
-		msg = fmt.Sprintf("refused %s: %s, and a side effect runs only under a valid grant: %v", l.GetServer()+"."+l.GetTool(), why, err)
+		msg = fmt.Sprintf("refused: %s; a side effect runs only under a valid grant: %v", why, err)
 	}
 	c.cfg.Log.Warn("refused a side-effecting lease", "lease", l.GetLeaseId(), "tool", l.GetServer()+"."+l.GetTool(),
 		"lease_side_effect", l.GetSideEffect(), "why", msg)

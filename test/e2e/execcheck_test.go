@@ -88,15 +88,15 @@ func TestItem4_LaxCatalogCannotSkipTheGate(t *testing.T) {
 	if n := c.mark("lax"); n != 0 || r.State != "failed" {
 		t.Fatalf("I2: with no approval, test.mark ran %d times (run %s)", n, r.State)
 	}
-	waitLog(t, "the plane warns about the catalog", c.plane.stderr, "WARN", "disagree", "tool=test.mark", "catalog_says=read-only",
-		"executor=edge-1", `executor_says=side-effecting`, "using=side-effecting")
+	t.Logf("the plane warned: %s", waitLog(t, "the plane warns about the catalog", c.plane.stderr, "WARN", "disagree", "tool=test.mark", "catalog_says=read-only",
+		"executor=edge-1", `executor_says=side-effecting`, "using=side-effecting"))
 	if st, _, _ := stepOf(r, "m"); st != "failed" {
 		t.Fatalf("step m: %s", st)
 	}
 	if e := c.stepErrors(first)["m"]; !strings.Contains(e, "edge-1") || !strings.Contains(e, "test.mark is side-effecting") || !strings.Contains(e, "no approval governs") {
 		t.Fatalf("the step's error says why: %q", e)
 	}
-	waitLog(t, "the plane says it refused the lease", c.plane.stderr, "refused to lease", "tool=test.mark", "executor=edge-1")
+	t.Logf("the plane warned: %s", waitLog(t, "the plane says it refused the lease", c.plane.stderr, "refused to lease", "tool=test.mark", "executor=edge-1"))
 
 	second := c.start(recipe)
 	r = c.until(second, "parked at a gate", func(r runOut) bool { return r.State == "parked" || r.State == "complete" })
@@ -215,7 +215,7 @@ func TestItem4_ExecutorRefusesAnUngrantedSideEffectFromABuggyPlane(t *testing.T)
 			t.Fatalf("the refusal %q does not say %q", ref.GetMessage(), w)
 		}
 	}
-	waitLog(t, "the executor logs its refusal", stderr, "WARN", "refused a side-effecting lease", "tool=test.mark", "lease_side_effect=false")
+	t.Logf("the executor refused: %s", waitLog(t, "the executor logs its refusal", stderr, "WARN", "refused a side-effecting lease", "tool=test.mark", "lease_side_effect=false"))
 	var counts map[string]int
 	if b, err := os.ReadFile(marks); err == nil {
 		_ = json.Unmarshal(b, &counts)
