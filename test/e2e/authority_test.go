@@ -161,7 +161,7 @@ func TestItem5_EvidenceDigestIsChecked(t *testing.T) {
 // (she could not approve it), bob may, and the audit agrees the second
 // attempt was authorized (item 6).
 func TestItem2_InDoubtRetryNeedsApproversAuthority(t *testing.T) {
-	c := newClusterPolicy(t, "p2, acme, test.mark, 1, requester, -\n", nil, "edge-1", "edge-2")
+	c := newClusterSpec(t, clusterSpec{markFloor: "p2, acme, test.mark, 1, requester, -\n", start: []string{"edge-1", "edge-2"}})
 	id := c.start("ask member:\n  mark it?\nm: test.mark {\"name\": \"effect\", \"hold_ms\": 20000}\n")
 	c.until(id, "parked", func(r runOut) bool { return r.State == "parked" })
 	if res := c.plane.ctl(t, "", "--as", "alice", "approve", id+"/ask_1"); res.code != 1 || !strings.Contains(res.stderr, "permission denied") {
@@ -202,7 +202,7 @@ func TestItem2_InDoubtRetryNeedsApproversAuthority(t *testing.T) {
 // the requester may answer it even where policy keeps them from
 // approving the effect.
 func TestItem2_RequesterMaySayItRan(t *testing.T) {
-	c := newClusterPolicy(t, "p2, acme, test.mark, 1, requester, -\n", nil, "edge-1", "edge-2")
+	c := newClusterSpec(t, clusterSpec{markFloor: "p2, acme, test.mark, 1, requester, -\n", start: []string{"edge-1", "edge-2"}})
 	id := c.start("ask member:\n  mark it?\nm: test.mark {\"name\": \"effect\", \"hold_ms\": 20000}\n")
 	c.until(id, "parked", func(r runOut) bool { return r.State == "parked" })
 	if res := c.plane.ctl(t, "", "--as", "bob", "approve", id+"/ask_1"); res.code != 0 {
