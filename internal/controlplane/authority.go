@@ -148,10 +148,16 @@ func (s *Services) policyOver(ctx context.Context, who string, run *engine.Run, 
 		}
 		return authority{why: "the ask is for the role " + a.Audience + ", which you do not hold"}, nil
 	}
+	return s.judge(ctx, who, s.matters(run, a), authz.RecipeAsk{Audience: a.Audience, Approvers: a.Approvers, Quorum: a.Quorum})
+}
+
+// judge is the one place policy is asked (pkg/authz): who must be allowed
+// every matter, within what the recipe asked; the first refusal or
+// unreadable matter denies.
+func (s *Services) judge(ctx context.Context, who string, matters []matterOrErr, ask authz.RecipeAsk) (authority, error) {
 	var whys []string
 	policy, delegated := "", false
-	ask := authz.RecipeAsk{Audience: a.Audience, Approvers: a.Approvers, Quorum: a.Quorum}
-	for _, m := range s.matters(run, a) {
+	for _, m := range matters {
 		if m.err != nil {
 			return authority{why: m.err.Error()}, nil
 		}

@@ -483,8 +483,11 @@ func (s *Services) authorityRequired(ctx context.Context, run *engine.Run, a *en
 		req.Roles = []string{a.Audience}
 	}
 	r, ok := s.cfg.Authority.(Router)
-	if !ok || len(a.Payload) == 0 || a.Type == engine.InDoubt {
+	if !ok || len(a.Payload) == 0 {
 		return req
+	}
+	if a.Type == engine.InDoubt {
+		req.Description += " (it ran, stop); a retry needs what approving it did"
 	}
 	seen := map[string]bool{}
 	for _, p := range a.Payload {
