@@ -3,6 +3,8 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -218,5 +221,35 @@ func TestItem5_ApprovalsBindTheEvidenceShown(t *testing.T) {
 	}
 	if _, err := dave.Decide(bg, &tollgatev1.DecideRequest{AskId: askID, ExpectedEvidenceDigest: shown, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); err != nil {
 		t.Fatalf("the evidence dave was shown: %v", err)
+	}
+}
+
+// Item 1: a policy pattern (gate.*) covers gates without rows of their
+// own, and the gate is still decided under it, not under what the
+// requester names.
+func TestItem1_GatePolicyByPattern(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.csv")
+	pol := "p, role:reviewer, acme, gate.*, -\np2, acme, gate.*, 1, requester, -\np, role:member, acme, notes.store, -\np2, acme, notes.store, 1, none, -\n" +
+		"g, alice, role:reviewer, acme, _, _\ng, bob, role:reviewer, acme, _, _\ng, alice, role:member, acme, _, _\ng, bob, role:member, acme, _, _\n"
+	if err := os.WriteFile(path, []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	az, err := authz.New(authz.Config{PolicyPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServices(ServiceConfig{Authority: az, Domain: "acme"})
+	ev, err := s.gateEvent(context.Background(), "alice", &tollgatev1.OpenGateRequest{Gate: "release-42", Summary: "s", Action: "notes.store"})
+	if err != nil || ev.Audience != "reviewer" {
+		t.Fatalf("a gate under gate.*: audience %q, %v", ev.Audience, err)
+	}
+	run := &engine.Run{ID: "r", Requester: "alice", External: true}
+	a := &engine.AskRun{ID: ev.Gate, Type: engine.Gate, Audience: ev.Audience, Also: ev.Also,
+		Payload: []engine.Payload{{Step: ev.Gate, Server: ev.Server, Tool: ev.Tool, Args: plan.Object(`{}`)}}}
+	if auth, _ := s.authorize(context.Background(), "alice", run, a, decideApprove); auth.ok {
+		t.Fatalf("alice approved her own gate under gate.*: %s", auth.why)
+	}
+	if auth, err := s.authorize(context.Background(), "bob", run, a, decideApprove); !auth.ok {
+		t.Fatalf("bob, a reviewer, under gate.*: %s %v", auth.why, err)
 	}
 }
