@@ -18,7 +18,8 @@ const watchPoll = time.Second
 // changes, until it reaches an outcome (or the caller goes away).
 func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.RunService_WatchRunServer) error {
 	ctx := stream.Context()
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return err
 	}
 	w := s.cfg.Runner.Follow(req.GetRunId())
@@ -43,6 +44,11 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 		}
 		if err != nil {
 			return err
+		}
+		if !s.sees(ctx, who, run) {
+			// Checked on every event: a watcher who loses sight of the run
+			// (a role revoked) stops receiving it.
+			return notVisible(req.GetRunId())
 		}
 		if run.Version > last {
 			last = run.Version
