@@ -95,6 +95,15 @@ func newVisWorld(t *testing.T) *visWorld {
 	return w
 }
 
+// wantNotVisible checks that err is what a caller who may not see the
+// run gets: NOT_FOUND, as for a run never created (visibility.go).
+func wantNotVisible(t *testing.T, who string, err error, runID string) {
+	t.Helper()
+	if status.Code(err) != codes.NotFound || status.Convert(err).Message() != notVisible(runID).Error() {
+		t.Fatalf("%s: %v, want NOT_FOUND %q", who, err, notVisible(runID))
+	}
+}
+
 // missingRun is a run id nobody ever created: what a run that is not
 // visible must look like.
 const missingRun = "r_nosuchrun00"
@@ -111,7 +120,7 @@ type readCall struct {
 	// inbox: a list of what the caller may decide, which need not hold
 	// every run they may see.
 	lists, inbox bool
-	call  func(w *visWorld, who, run, ask string) (listed bool, err error)
+	call         func(w *visWorld, who, run, ask string) (listed bool, err error)
 }
 
 func readCalls() []readCall {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -26,7 +27,14 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 	defer w.Stop()
 	tick := time.NewTicker(watchPoll)
 	defer tick.Stop()
+	// A cursor is the run version an event showed: resuming from it sends
+	// nothing until the run moves past it (then the whole run, as a
+	// snapshot: the events in between are not kept). Without one, or with
+	// one that is not ours, the snapshot comes first.
 	var last int64 = -1
+	if c, err := strconv.ParseInt(req.GetCursor(), 10, 64); err == nil && c >= 0 {
+		last = c
+	}
 	kind := tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT
 	local := false // woken by this replica's commit
 	for {
@@ -57,7 +65,7 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 				// The plan does not change: it goes with the snapshot only.
 				pr.Plan, pr.PlanCard = nil, ""
 			}
-			ev := &tollgatev1.RunEvent{Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
+			ev := &tollgatev1.RunEvent{Cursor: strconv.FormatInt(run.Version, 10), Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
 				RunState: pr.State, StateReason: run.Reason, Run: pr}
 			if err := stream.Send(&tollgatev1.WatchRunResponse{Event: ev}); err != nil {
 				return err
@@ -66,6 +74,8 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 			if run.State.Terminal() {
 				return nil
 			}
+		} else if run.State.Terminal() {
+			return nil // resumed after the last event
 		}
 		select {
 		case <-ctx.Done():
