@@ -47,7 +47,7 @@ func newClusterWith(t *testing.T, planeArgs []string, executors ...string) *clus
 	t.Helper()
 	redis := redistest.Start(t)
 	home := t.TempDir()
-	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
+	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := os.ReadFile(filepath.Join(home, "dev", "signing.pub"))
