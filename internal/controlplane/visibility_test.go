@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
@@ -333,6 +335,26 @@ func TestItem7_ListsPageOverVisibleRunsOnly(t *testing.T) {
 	for _, who := range []string{"bob", "audrey", "otto"} {
 		if g := gate(who); g.GetGrant() != nil || g.GetOutcome() != tollgatev1.GateOutcome_GATE_OUTCOME_APPROVED {
 			t.Errorf("%s sees the gate approved but without its grant: %v", who, g)
+		}
+	}
+}
+
+// Item 7: a standing approval (it names an ask of alice's run and what
+// it approves) is listed to its granter, to whoever may revoke it, and to
+// auditors and operators; not to a stranger.
+func TestItem7_StandingApprovalsAreNotListedToStrangers(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "vendor-payment")
+	until := timestamppb.New(time.Now().Add(time.Hour))
+	if _, err := e.approvals("dave").Decide(bg, &tollgatev1.DecideRequest{AskId: r.GetId() + "/ask_1", Decision: &tollgatev1.DecideRequest_ApproveException{
+		ApproveException: &tollgatev1.ApproveException{Until: until, Scope: "payments.pay vendor=V-1187 amount<=500000", Reason: "monthly rent"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	for who, n := range map[string]int{"dave": 1, "bob": 1, "audrey": 1, "otto": 1, "mallory": 0} {
+		list, err := e.approvals(who).ListExceptions(bg, &tollgatev1.ListExceptionsRequest{IncludeInactive: true})
+		if err != nil || len(list.GetExceptions()) != n {
+			t.Errorf("%s lists %d standing approvals, want %d: %v", who, len(list.GetExceptions()), n, err)
 		}
 	}
 }
