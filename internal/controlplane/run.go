@@ -34,8 +34,10 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
-// DevUsers get tokens minted by --dev.
-var DevUsers = []string{"alice", "bob", "carol", "dave"}
+// DevUsers get tokens minted by --dev: the people of the dev policy
+// (examples/policy.csv), audrey (auditor) and otto (operator), who may
+// read every run, and mallory, who is in no policy row.
+var DevUsers = []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"}
 
 // devExecutors get client certificates minted by --dev: the executor
 // --dev starts, and two for executors started by hand

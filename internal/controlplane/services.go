@@ -192,10 +192,11 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 
 // GetRun returns a run; deadlines that passed are applied first (I4).
 func (s *Services) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*tollgatev1.GetRunResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	run, m, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+	run, m, err := s.visibleRun(ctx, who, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -206,9 +207,11 @@ func (s *Services) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*
 	return &tollgatev1.GetRunResponse{Run: runToProto(run, m, sr.Skill)}, nil
 }
 
-// ListRuns lists runs newest first.
+// ListRuns lists the runs the caller may see, newest first; a page may
+// hold fewer runs than asked for (visibility.go).
 func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest) (*tollgatev1.ListRunsResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
 	q := store.RunQuery{Requester: req.GetRequester(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
@@ -232,6 +235,9 @@ func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest
 		if err != nil {
 			return nil, err
 		}
+		if !s.sees(ctx, who, run) {
+			continue
+		}
 		out.Runs = append(out.Runs, runSummary(sr, run, m.Plan().Name))
 	}
 	return out, nil
@@ -244,7 +250,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 	if err != nil {
 		return nil, err
 	}
-	run, _, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+	run, _, err := s.visibleRun(ctx, who, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -433,6 +439,9 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 		if err != nil {
 			return nil, err
 		}
+		if !s.sees(ctx, who, run) {
+			continue
+		}
 		_, stop, _ := splitAskID(row.ID)
 		a := run.Asks[stop]
 		if a == nil || !slices.Contains(q.States, string(a.State)) {
@@ -468,19 +477,21 @@ func (s *Services) callerAsk(ctx context.Context, id string) (string, *engine.Ru
 	if err != nil {
 		return "", nil, nil, err
 	}
-	run, a, err := s.loadAsk(ctx, id)
+	run, a, err := s.loadAsk(ctx, who, id)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	return who, run, a, nil
 }
 
-func (s *Services) loadAsk(ctx context.Context, id string) (*engine.Run, *engine.AskRun, error) {
+// loadAsk reads an ask of a run who may see; of any other run, it is not
+// found whether or not it exists (visibility.go).
+func (s *Services) loadAsk(ctx context.Context, who, id string) (*engine.Run, *engine.AskRun, error) {
 	runID, stop, err := splitAskID(id)
 	if err != nil {
 		return nil, nil, err
 	}
-	run, _, err := s.cfg.Runner.Get(ctx, runID)
+	run, _, err := s.visibleRun(ctx, who, runID)
 	if err != nil {
 		return nil, nil, err
 	}
