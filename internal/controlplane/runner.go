@@ -868,6 +868,7 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 	if tr.Run != nil {
 		r.notify(tr.Run)
 	}
+	var refused []engine.StepAttempt
 	for _, e := range tr.Effects {
 		switch e := e.(type) {
 		case engine.AskOpened:
@@ -883,19 +884,23 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 				r.asks.Closed(ctx, tr.Run, e.Ask, e.State)
 			}
 		case engine.Dispatch:
-			if r.dispatch.Offer(ctx, runID, e) {
-				continue
-			}
-			_, err := r.apply(ctx, runID, func(now time.Time) engine.Event {
-				return engine.StepBlocked{Step: e.Step, Attempt: e.Attempt, At: now}
-			})
-			if err != nil && !errors.Is(err, engine.ErrWrongTransition) && !errors.Is(err, engine.ErrStaleAttempt) {
-				r.log.LogAttrs(ctx, slog.LevelWarn, "could not mark step blocked", slog.String("run", runID), slog.String("step", e.Step), slog.String("error", err.Error()))
+			if !r.dispatch.Offer(ctx, runID, e) {
+				refused = append(refused, engine.StepAttempt{Step: e.Step, Attempt: e.Attempt})
 			}
 		case engine.CancelStep:
 			r.dispatch.Cancel(ctx, runID, e)
 		case engine.RunEnded:
 			r.log.LogAttrs(ctx, slog.LevelInfo, "run ended", slog.String("run", runID), slog.String("state", string(e.State)), slog.String("reason", e.Reason))
+		}
+	}
+	if len(refused) > 0 {
+		// Every refusal of this round in one transition: a fan of N steps
+		// nobody offers costs one commit, not N commits of the whole run.
+		_, err := r.apply(ctx, runID, func(now time.Time) engine.Event {
+			return engine.StepsBlocked{Steps: refused, At: now}
+		})
+		if err != nil && !errors.Is(err, engine.ErrWrongTransition) && !errors.Is(err, engine.ErrStaleAttempt) {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "could not mark steps blocked", slog.String("run", runID), slog.Int("steps", len(refused)), slog.String("first", refused[0].Step), slog.String("error", err.Error()))
 		}
 	}
 	for _, rec := range tr.Records {

@@ -38,7 +38,7 @@ func TestCostBound(t *testing.T) {
 	if s := c.Stats(); s.Entries != 2 || s.Evictions != 1 {
 		t.Errorf("stats %+v", s)
 	}
-	c.Add("b", "1") // replacing frees the old cost
+	c.Add("b", "1")  // replacing frees the old cost
 	c.Add("d", "12") // 2 + 5 + 3 = 10: fits
 	if s := c.Stats(); s.Entries != 3 {
 		t.Errorf("stats %+v after replace", s)

@@ -109,6 +109,8 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.leaseLost(e)
 	case StepBlocked:
 		err = t.blocked(e)
+	case StepsBlocked:
+		err = t.blockedAll(e)
 	case OpenGate:
 		err = t.openGateEvent(e)
 	case ScriptStep:
@@ -750,6 +752,27 @@ func (t *tx) blocked(e StepBlocked) error {
 	if !s.Blocked {
 		s.Blocked = true
 		t.record("step.blocked", "system", map[string]any{"step": e.Step})
+	}
+	return nil
+}
+
+func (t *tx) blockedAll(e StepsBlocked) error {
+	var first error
+	applied := 0
+	for _, sa := range e.Steps {
+		if err := t.blocked(StepBlocked{Step: sa.Step, Attempt: sa.Attempt, At: e.At}); err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		applied++
+	}
+	if applied == 0 {
+		if first == nil {
+			first = fmt.Errorf("%w: no step to block", ErrWrongTransition)
+		}
+		return first
 	}
 	return nil
 }
