@@ -1,0 +1,115 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/internal/store/redisstore"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// widePlan is a plan of n independent read-only steps: the widest run a
+// recipe can ask for, each step runnable at the start.
+func widePlan(n int, name string) *plan.Plan {
+	p := &plan.Plan{Name: name}
+	for i := range n {
+		p.InitialSteps = append(p.InitialSteps, plan.Step{ID: fmt.Sprintf("s%05d", i), Kind: plan.KindTool,
+			Server: "nowhere", Tool: "read", Args: plan.Object(`{}`), OnFail: plan.OnFailStop})
+	}
+	return p
+}
+
+// countingStore counts the commits and the run bytes written through it.
+type countingStore struct {
+	store.Store
+	mu      sync.Mutex
+	commits int
+	bytes   int
+}
+
+func (c *countingStore) Commit(ctx context.Context, cm store.Commit) error {
+	c.mu.Lock()
+	c.commits++
+	c.bytes += len(cm.Run.Data)
+	c.mu.Unlock()
+	return c.Store.Commit(ctx, cm)
+}
+
+func (c *countingStore) counts() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.commits, c.bytes
+}
+
+// startWide starts a run of n independent steps with no executor that
+// offers their tool, and returns the commits and run bytes it took to
+// reach "every step blocked".
+func startWide(t testing.TB, n int) (commits, bytes int) {
+	st := &countingStore{Store: memstore.New(memstore.Config{})}
+	r := NewRunner(RunnerConfig{Store: st})
+	run, _, err := r.Start(context.Background(), StartRequest{Plan: widePlan(n, "wide"), Requester: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := r.Get(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != engine.Blocked {
+		t.Fatalf("run is %s, want blocked", got.State)
+	}
+	for id, s := range got.Steps {
+		if !s.Blocked {
+			t.Fatalf("step %s is not blocked", id)
+		}
+	}
+	return st.counts()
+}
+
+// Item 11: starting a run costs in proportion to its steps. Counters, not
+// clocks: twice the steps may take at most a constant number of commits
+// and about twice the bytes written, never four times.
+func TestItem11_StartRunIsLinearInSteps(t *testing.T) {
+	c1, b1 := startWide(t, 200)
+	c2, b2 := startWide(t, 400)
+	t.Logf("200 steps: %d commits, %d bytes; 400 steps: %d commits, %d bytes", c1, b1, c2, b2)
+	if c2 > c1 {
+		t.Errorf("commits grow with steps: %d for 200 steps, %d for 400", c1, c2)
+	}
+	if float64(b2) > 2.2*float64(b1) {
+		t.Errorf("bytes written grow faster than steps: %d for 200 steps, %d for 400 (×%.1f)", b1, b2, float64(b2)/float64(b1))
+	}
+}
+
+// BenchmarkStartRun10kSteps starts a run of 10,000 independent steps that
+// no executor offers, until every step is blocked: Memory is the engine's
+// and the runner's cost alone; Redis adds a real redis-server
+// (appendfsync always).
+func BenchmarkStartRun10kSteps(b *testing.B) {
+	p := widePlan(10000, "wide")
+	bench := func(b *testing.B, st store.Store) {
+		r := NewRunner(RunnerConfig{Store: st})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := r.Start(context.Background(), StartRequest{Plan: p, Requester: "alice"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("Memory", func(b *testing.B) { bench(b, memstore.New(memstore.Config{})) })
+	b.Run("Redis", func(b *testing.B) {
+		srv := redistest.Start(b)
+		st, err := redisstore.New(context.Background(), redisstore.Config{URL: srv.URL()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		bench(b, st)
+	})
+}
