@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/internal/store"
@@ -112,4 +113,59 @@ func BenchmarkStartRun10kSteps(b *testing.B) {
 		defer st.Close()
 		bench(b, st)
 	})
+}
+
+// stubExec takes every offer and reports its lease, start and result in
+// one Events call, as an executor of instant read-only tools would.
+type stubExec struct{ r *Runner }
+
+func (x *stubExec) Offer(ctx context.Context, runID string, d engine.Dispatch) bool {
+	go func() {
+		_, _ = x.r.Events(context.WithoutCancel(ctx), runID,
+			func(now time.Time) engine.Event {
+				return engine.StepLeased{Step: d.Step, Attempt: d.Attempt, Executor: "stub", LeaseID: d.Step, At: now}
+			},
+			func(now time.Time) engine.Event { return engine.StepStarted{Step: d.Step, Attempt: d.Attempt, At: now} },
+			func(now time.Time) engine.Event {
+				return engine.StepSucceeded{Step: d.Step, Attempt: d.Attempt, Output: []byte(`{"ok":true}`), At: now}
+			})
+	}()
+	return true
+}
+
+func (x *stubExec) Cancel(context.Context, string, engine.CancelStep) {}
+
+// runWide runs a plan of n independent steps to completion with a stub
+// executor and returns the commits and run bytes written.
+func runWide(t testing.TB, st *countingStore, n int) (commits, bytes int) {
+	x := &stubExec{}
+	r := NewRunner(RunnerConfig{Store: st, Dispatcher: x})
+	x.r = r
+	w := r.Follow(AnyRun)
+	defer w.Stop()
+	if _, _, err := r.Start(context.Background(), StartRequest{Plan: widePlan(n, "wide"), Requester: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if l := w.Latest(); l != nil && l.State.Terminal() {
+			if l.State != engine.Complete {
+				t.Fatalf("run %s: %s", l.State, l.Reason)
+			}
+			return st.counts()
+		}
+		<-w.C()
+	}
+}
+
+// BenchmarkRun10kStepsToCompletion runs 10,000 independent steps to
+// completion with a stub executor (memstore): every lease and result is a
+// transition of a 10,000-step run.
+func BenchmarkRun10kStepsToCompletion(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		st := &countingStore{Store: memstore.New(memstore.Config{})}
+		c, by := runWide(b, st, 10000)
+		b.ReportMetric(float64(c), "commits/op")
+		b.ReportMetric(float64(by)/(1<<20), "MiB-written/op")
+	}
 }

@@ -588,9 +588,23 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		var records []engine.Record
 		var deadline time.Time
 		applied := 0
+		// A batch no deadline binds (executors' reports) is applied with
+		// one copy of the run, not one per event: a fan's results cost
+		// what they change.
+		var trs []engine.Transition
+		var errs []error
+		if !slices.ContainsFunc(evs, decides) {
+			trs, errs = m.ApplyAll(run, evs)
+		}
 		for i := range batch {
 			ev := evs[i]
-			tr, err := m.Apply(cur, ev)
+			var tr engine.Transition
+			var err error
+			if trs != nil {
+				tr, err = trs[i], errs[i]
+			} else {
+				tr, err = m.Apply(cur, ev)
+			}
 			if err != nil {
 				outs[i] = committed{err: err}
 				continue
@@ -797,6 +811,15 @@ func liveEffects(run *engine.Run, effects []engine.Effect) []engine.Effect {
 		out = append(out, e)
 	}
 	return out
+}
+
+// decides reports whether ev is a decision, which deadlineOf binds.
+func decides(ev engine.Event) bool {
+	switch ev.(type) {
+	case engine.Decide, engine.Answer:
+		return true
+	}
+	return false
 }
 
 // deadlineOf is the deadline the store must still be before when a
