@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -32,7 +33,7 @@ type Runner struct {
 	newID    func() string
 
 	mu       sync.Mutex
-	machines map[string]*engine.Machine // by plan digest; plans are immutable
+	machines *lru.Cache[string, *engine.Machine] // by plan digest; plans are immutable
 	watchers map[string]map[*RunWatch]bool
 	queues   map[string]*runQueue
 	cache    map[string]cachedRun
@@ -182,7 +183,15 @@ type RunnerConfig struct {
 	Engine     engine.Config
 	NewID      func() string // nil means random ids
 	Observers  []Observer    // traces, metrics
+	// PlanCache bounds the plans (engines) kept in memory, least recently
+	// used evicted; an evicted plan is loaded from the store again when a
+	// run of it moves. 0 means DefaultPlanCache.
+	PlanCache int
 }
+
+// DefaultPlanCache is how many plans a replica keeps in each of its plan
+// caches (engines, compilations, plan views) unless configured.
+const DefaultPlanCache = 256
 
 // NewRunner returns a Runner.
 func NewRunner(cfg RunnerConfig) *Runner {
@@ -195,8 +204,11 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.NewID == nil {
 		cfg.NewID = randomID
 	}
+	if cfg.PlanCache <= 0 {
+		cfg.PlanCache = DefaultPlanCache
+	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers,
-		machines: map[string]*engine.Machine{}, watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, runnerPerf: runnerPerf{ended: map[string]cachedRun{}}}
+		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, runnerPerf: runnerPerf{ended: map[string]cachedRun{}}}
 }
 
 func randomID() string { return "r_" + randomToken() }
@@ -219,10 +231,7 @@ var (
 
 // machine returns the engine for a plan, loading it from the store once.
 func (r *Runner) machine(ctx context.Context, digest string) (*engine.Machine, error) {
-	r.mu.Lock()
-	m, ok := r.machines[digest]
-	r.mu.Unlock()
-	if ok {
+	if m, ok := r.machines.Get(digest); ok {
 		return m, nil
 	}
 	b, err := r.store.GetPlan(ctx, digest)
@@ -233,12 +242,11 @@ func (r *Runner) machine(ctx context.Context, digest string) (*engine.Machine, e
 	if err := json.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("decode plan %s: %w", digest, err)
 	}
-	if m, err = engine.New(&p, r.engine); err != nil {
+	m, err := engine.New(&p, r.engine)
+	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	r.machines[digest] = m
-	r.mu.Unlock()
+	r.machines.Add(digest, m)
 	return m, nil
 }
 
@@ -259,10 +267,7 @@ type StartRequest struct {
 // hands out — is not verified or stored again.
 func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Machine, error) {
 	if req.Digest != "" {
-		r.mu.Lock()
-		m, ok := r.machines[req.Digest]
-		r.mu.Unlock()
-		if ok && m.Plan() == req.Plan {
+		if m, ok := r.machines.Get(req.Digest); ok && m.Plan() == req.Plan {
 			return m, nil
 		}
 	}
@@ -279,9 +284,7 @@ func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Ma
 	if err := r.store.PutPlan(ctx, m.Digest(), b); err != nil {
 		return nil, fmt.Errorf("store plan: %w", err)
 	}
-	r.mu.Lock()
-	r.machines[m.Digest()] = m
-	r.mu.Unlock()
+	r.machines.Add(m.Digest(), m)
 	return m, nil
 }
 

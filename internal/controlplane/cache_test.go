@@ -1,0 +1,57 @@
+package controlplane
+
+import (
+	"fmt"
+	"testing"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+)
+
+// Item 12: a caller who starts ever more distinct plans does not grow the
+// plane's memory with them. Every plan cache stays at its configured
+// bound, and a run whose plan was evicted still reads and moves (its plan
+// is loaded from the store again).
+func TestItem12_PlanCachesStayBoundedAndEvictedPlansStillWork(t *testing.T) {
+	const bound, plans = 4, 12
+	e := newEnvOn(t, nil, devPolicy(t), nil, func(c *Config) { c.PlanCache = bound })
+	var ids []string
+	for i := range plans {
+		// No executors: each run stays blocked, so it can still move.
+		resp, err := e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{
+			Recipe: fmt.Sprintf("r: notes.search {\"q\":\"%d\"}\n", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, resp.GetRun().GetId())
+	}
+	for name, st := range e.srv.Caches() {
+		if name == "plan_views" {
+			continue // process-wide, bound DefaultPlanCache: other tests share it
+		}
+		if st.Entries > bound || st.Bound != bound {
+			t.Errorf("cache %s holds %d entries (bound %d) after %d distinct plans; want at most %d", name, st.Entries, st.Bound, plans, bound)
+		}
+		if st.Evictions < plans-bound {
+			t.Errorf("cache %s evicted %d entries; want at least %d", name, st.Evictions, plans-bound)
+		}
+	}
+	// The first run's plan is long evicted: reading and cancelling it
+	// loads it again.
+	g, err := e.runs("alice").GetRun(bg, &tollgatev1.GetRunRequest{RunId: ids[0]})
+	if err != nil {
+		t.Fatalf("read a run whose plan was evicted: %v", err)
+	}
+	if g.GetRun().GetPlan() == nil || len(g.GetRun().GetSteps()) != 1 {
+		t.Fatalf("run of an evicted plan reads without its plan: %v", g.GetRun())
+	}
+	c, err := e.runs("alice").CancelRun(bg, &tollgatev1.CancelRunRequest{RunId: ids[0], Reason: "evicted plan"})
+	if err != nil {
+		t.Fatalf("cancel a run whose plan was evicted: %v", err)
+	}
+	if c.GetRun().GetState() != tollgatev1.RunState_RUN_STATE_CANCELLED {
+		t.Fatalf("run is %v after cancel", c.GetRun().GetState())
+	}
+	if st := e.srv.Caches()["plans"]; st.Entries > bound {
+		t.Errorf("plan cache holds %d after reloading; bound %d", st.Entries, bound)
+	}
+}
