@@ -1,7 +1,10 @@
 package controlplane
 
 import (
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -53,5 +56,26 @@ func TestItem12_PlanCachesStayBoundedAndEvictedPlansStillWork(t *testing.T) {
 	}
 	if st := e.srv.Caches()["plans"]; st.Entries > bound {
 		t.Errorf("plan cache holds %d after reloading; bound %d", st.Entries, bound)
+	}
+}
+
+// The bounds are in the config file as well as in flags; a flag wins.
+func TestItem12_BoundsFromConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cp.yaml")
+	if err := os.WriteFile(path, []byte("plan_cache: 7\nmax_watches_per_caller: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var o Options
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.IntVar(&o.PlanCache, "plan-cache", DefaultPlanCache, "")
+	fs.IntVar(&o.MaxWatchesPerCaller, "max-watches-per-caller", DefaultMaxWatchesPerCaller, "")
+	if err := fs.Parse([]string{"--max-watches-per-caller", "5"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := loadConfig(path, &o, fs); err != nil {
+		t.Fatal(err)
+	}
+	if o.PlanCache != 7 || o.MaxWatchesPerCaller != 5 {
+		t.Fatalf("plan_cache %d (want 7 from the file), max_watches_per_caller %d (want 5 from the flag)", o.PlanCache, o.MaxWatchesPerCaller)
 	}
 }
