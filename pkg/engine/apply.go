@@ -122,6 +122,8 @@ func (t *tx) apply(ev Event) (Transition, error) {
 		err = t.blocked(e)
 	case StepsBlocked:
 		err = t.blockedAll(e)
+	case StepRefused:
+		err = t.refused(e)
 	case OpenGate:
 		err = t.openGateEvent(e)
 	case ScriptStep:
