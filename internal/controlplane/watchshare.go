@@ -16,7 +16,7 @@ import (
 
 // DefaultMaxWatchesPerCaller is how many watch streams (WatchRun and
 // WatchAsks together) one caller may hold open at once unless configured.
-const DefaultMaxWatchesPerCaller = 16
+const DefaultMaxWatchesPerCaller = 64
 
 // errExhausted: a caller is over a limit of the plane's resources.
 var errExhausted = errors.New("resource exhausted")
