@@ -93,9 +93,15 @@ func (t *tx) advance() {
 		if t.run.Failing != "" {
 			break
 		}
+		// Only a waiting step can move: a run with none (a fan in flight)
+		// costs no scan of its steps.
+		scan := t.counts().waiting > 0
 		for _, key := range t.run.Phases {
 			ph := t.m.phases[key]
 			for _, st := range ph.steps {
+				if !scan {
+					break
+				}
 				if t.run.Failing != "" {
 					break
 				}
@@ -430,37 +436,9 @@ func (t *tx) deriveState() {
 		t.deriveExternal()
 		return
 	}
-	inflight, queued, blocked, pending, failedSkip := 0, 0, 0, 0, 0
-	waiting, doubt, probes, probesBlocked := 0, 0, 0, 0
-	for id, s := range r.Steps {
-		if strings.HasPrefix(id, "check~") {
-			// A freshness probe: it reads facts while people decide, so
-			// it keeps no run from being parked.
-			if s.Status == StatusQueued && s.Blocked {
-				probesBlocked++
-			} else if s.Status == StatusQueued || s.Status.InFlight() {
-				probes++
-			}
-			continue
-		}
-		switch s.Status {
-		case StatusLeased, StatusStarted:
-			inflight++
-		case StatusQueued:
-			queued++
-			if s.Blocked {
-				blocked++
-			}
-		case StatusWaiting:
-			waiting++
-		case StatusInDoubt:
-			doubt++
-		case StatusFailed:
-			if t.m.steps[id].step.OnFail == plan.OnFailSkip {
-				failedSkip++
-			}
-		}
-	}
+	c := t.counts() // the steps, counted by what changed (tally.go)
+	inflight, queued, blocked, pending, failedSkip := c.inflight, c.queued, c.blocked, 0, c.failedSkip
+	waiting, doubt, probes, probesBlocked := c.waiting, c.doubt, c.probes, c.probesBlocked
 	for _, a := range r.Asks {
 		if a.State.Open() {
 			pending++

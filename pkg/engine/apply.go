@@ -28,6 +28,10 @@ type tx struct {
 	// undo, during ApplyAll, holds each step an event touched as it was
 	// before (nil: it did not exist).
 	undo map[string]*StepRun
+	// base is the tally of the run the transition started from (nil:
+	// unknown), touched the steps it wrote since, as they were (tally.go).
+	base    *tally
+	touched map[string]*StepRun
 }
 
 // Reply is the typed response to an Answer; see package answer.
@@ -50,6 +54,8 @@ func (t *tx) result() Transition {
 		kept = append(kept, e)
 	}
 	t.effects = kept
+	c := t.counts()
+	t.run.tally = &c
 	t.run.Version++
 	t.run.UpdatedAt = t.at
 	return Transition{Run: t.run, Effects: t.effects, Records: t.records, Refusal: t.refusal, Reply: t.reply}
@@ -67,6 +73,7 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		return Transition{}, fmt.Errorf("run %s was started from plan %s, not %s", run.ID, run.PlanDigest, m.digest)
 	}
 	t := &tx{m: m, run: run.clone(), own: map[*StepRun]bool{}}
+	t.startTally()
 	return t.apply(ev)
 }
 

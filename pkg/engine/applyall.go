@@ -33,6 +33,7 @@ func (m *Machine) ApplyAll(run *Run, evs []Event) ([]Transition, []error) {
 		// Each event copies what it writes afresh, so what it changed in
 		// place is only ever its own copy.
 		t.own, t.undo = map[*StepRun]bool{}, map[string]*StepRun{}
+		t.startTally()
 		t.effects, t.records, t.reply, t.refusal = nil, nil, nil, nil
 		tr, err := t.apply(ev)
 		if err != nil {

@@ -61,6 +61,9 @@ func TestApplyAllIsApplyInSequence(t *testing.T) {
 						fmt.Sprint(got[i].Refusal) != fmt.Sprint(want[i].Refusal) || !reflect.DeepEqual(got[i].Reply, want[i].Reply) {
 						t.Fatalf("%s seed %d event %d (%T): transition differs from Apply's", name, seed, i, evs[i])
 					}
+					if want := m.countAll(got[i].Run); *got[i].Run.tally != want {
+						t.Fatalf("%s seed %d: tally %+v, steps count %+v", name, seed, *got[i].Run.tally, want)
+					}
 					if g, w := cloneForCompare(got[i].Run), cloneForCompare(run); string(g) != string(w) {
 						t.Fatalf("%s seed %d: final run differs from Apply's:\n got %s\nwant %s", name, seed, g, w)
 					}

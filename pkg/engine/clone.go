@@ -30,6 +30,7 @@ func (t *tx) stepW(id string) *StepRun {
 		return s
 	}
 	t.log(id, s)
+	t.touch(id, s)
 	c := *s
 	c.Attempts = slices.Clone(s.Attempts)
 	t.own[&c] = true
@@ -40,6 +41,7 @@ func (t *tx) stepW(id string) *StepRun {
 // newStep adds a step to the run, owned by this transition.
 func (t *tx) newStep(id string, s *StepRun) *StepRun {
 	t.log(id, t.run.Steps[id])
+	t.touch(id, t.run.Steps[id])
 	t.run.Steps[id] = s
 	if t.own != nil {
 		t.own[s] = true
