@@ -73,7 +73,7 @@ type Services struct {
 
 	compiled *lru.Cache[compileKey, compiler.Result] // plans are immutable once compiled
 	watches  *watchLimit
-	events   *lru.Cache[eventKey, *tollgatev1.WatchRunResponse] // watch events, shared by watchers
+	events   *lru.Cache[eventKey, *sharedEvent] // watch events, shared by watchers
 }
 
 // compileKey is what a compilation depends on.

@@ -51,7 +51,7 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 		}
 		if run.Version > last {
 			last = run.Version
-			if err := stream.Send(s.runEvent(run, m, kind)); err != nil {
+			if err := sendEvent(stream, s.runEvent(run, m, kind)); err != nil {
 				return err
 			}
 			kind = tollgatev1.RunEventKind_RUN_EVENT_KIND_RUN_STATE_CHANGED

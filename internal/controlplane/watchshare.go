@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/proto"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -83,9 +85,10 @@ func (s *Services) watchSlot(ctx context.Context) (func(), error) {
 }
 
 // The events watchers are sent, shared: every watcher of a run at one
-// version sends the same immutable message rather than building its own
-// copy of the run (a run holding a 1 MiB answer, watched 500 times, is
-// one message, not 500). Bounded in entries and in encoded bytes.
+// version sends the same immutable message, encoded once, rather than
+// building and encoding its own copy of the run (a run holding a 1 MiB
+// answer, watched 500 times, is one message, not 500). Bounded in entries
+// and in encoded bytes.
 const (
 	maxSharedEvents      = 64
 	maxSharedEventsBytes = 64 << 20
@@ -97,14 +100,55 @@ type eventKey struct {
 	snapshot bool // the first event of a stream carries the plan
 }
 
-func newEventCache() *lru.Cache[eventKey, *tollgatev1.WatchRunResponse] {
+// sharedEvent is one watch event and, once a stream has encoded it, its
+// encoding, which every uncompressed stream sends as it is.
+type sharedEvent struct {
+	resp *tollgatev1.WatchRunResponse
+	size int
+	once sync.Once
+	pm   *grpc.PreparedMsg // nil: not encodable in advance; each stream encodes resp
+}
+
+func newEventCache() *lru.Cache[eventKey, *sharedEvent] {
 	return lru.NewWeighted(maxSharedEvents, maxSharedEventsBytes,
-		func(_ eventKey, r *tollgatev1.WatchRunResponse) int64 { return int64(proto.Size(r)) })
+		func(_ eventKey, e *sharedEvent) int64 { return 2 * int64(e.size) }) // the message and its encoding
+}
+
+// sendEvent sends a shared event on a watch stream. A stream whose client
+// asked for no compression (the usual case) sends the one encoding every
+// such stream shares: gRPC sends a prepared message's bytes as they are,
+// and a message sent uncompressed is valid on any stream. A compressed
+// stream encodes and compresses its own.
+func sendEvent(stream grpc.ServerStream, ev *sharedEvent) error {
+	if plainStream(stream.Context()) {
+		ev.once.Do(func() {
+			pm := &grpc.PreparedMsg{}
+			if pm.Encode(stream, ev.resp) == nil {
+				ev.pm = pm
+			}
+		})
+		if ev.pm != nil {
+			return stream.SendMsg(ev.pm)
+		}
+	}
+	return stream.SendMsg(ev.resp)
+}
+
+// plainStream reports whether the stream sends its messages uncompressed:
+// its client sent none compressed, so the server compresses none (gRPC
+// answers in the request's compression). Unknown means no.
+func plainStream(ctx context.Context) bool {
+	st, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ RecvCompress() string })
+	if !ok {
+		return false
+	}
+	rc := st.RecvCompress()
+	return rc == "" || rc == encoding.Identity
 }
 
 // runEvent is the watch event of run at its version, built once and
 // shared by every watcher; callers must not change it.
-func (s *Services) runEvent(run *engine.Run, m *engine.Machine, kind tollgatev1.RunEventKind) *tollgatev1.WatchRunResponse {
+func (s *Services) runEvent(run *engine.Run, m *engine.Machine, kind tollgatev1.RunEventKind) *sharedEvent {
 	k := eventKey{run: run.ID, version: run.Version, snapshot: kind == tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT}
 	if ev, ok := s.events.Get(k); ok {
 		return ev
@@ -114,8 +158,9 @@ func (s *Services) runEvent(run *engine.Run, m *engine.Machine, kind tollgatev1.
 		// The plan does not change: it goes with the snapshot only.
 		pr.Plan, pr.PlanCard = nil, ""
 	}
-	ev := &tollgatev1.WatchRunResponse{Event: &tollgatev1.RunEvent{Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
+	resp := &tollgatev1.WatchRunResponse{Event: &tollgatev1.RunEvent{Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
 		RunState: pr.State, StateReason: run.Reason, Run: pr}}
+	ev := &sharedEvent{resp: resp, size: proto.Size(resp)}
 	s.events.Add(k, ev)
 	return ev
 }
