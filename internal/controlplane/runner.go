@@ -36,8 +36,8 @@ type Runner struct {
 	machines *lru.Cache[string, *engine.Machine] // by plan digest; plans are immutable
 	watchers map[string]map[*RunWatch]bool
 	queues   map[string]*runQueue
-	cache    map[string]cachedRun
-	offset   atomic.Int64 // store clock minus ours, nanoseconds
+	cache    *lru.Cache[string, cachedRun] // runs this replica committed last; under mu with ended
+	offset   atomic.Int64                  // store clock minus ours, nanoseconds
 	expiries atomic.Int64
 
 	// asks hears of every ask this replica opens, after its commit.
@@ -70,8 +70,8 @@ type AskHook interface {
 
 // runnerPerf is what a Runner keeps to save store round trips.
 type runnerPerf struct {
-	ended    map[string]cachedRun // ended runs, for readers; under Runner.mu
-	offsetAt atomic.Int64         // when offset was measured, our clock, Unix ns; 0 never
+	ended    *lru.Cache[string, cachedRun] // ended runs, for readers; under Runner.mu
+	offsetAt atomic.Int64                  // when offset was measured, our clock, Unix ns; 0 never
 	// refreshing is set while one caller measures a stale offset again.
 	refreshing atomic.Bool
 }
@@ -208,7 +208,8 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg.PlanCache = DefaultPlanCache
 	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers,
-		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, runnerPerf: runnerPerf{ended: map[string]cachedRun{}}}
+		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: lru.NewWeighted(maxCachedRuns, maxCachedRunBytes, runCost),
+		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost)}}
 }
 
 func randomID() string { return "r_" + randomToken() }
@@ -728,16 +729,23 @@ func (r *Runner) storeTime() time.Time {
 }
 
 // maxCachedRuns bounds the runs a replica keeps decoded between
-// transitions, and maxEndedRuns the ended runs it keeps for readers.
+// transitions, and maxEndedRuns the ended runs it keeps for readers; the
+// byte bounds weigh each by its encoded size (runs holding large answers
+// must not hold what many small ones would), least recently used evicted.
 const (
-	maxCachedRuns = 4096
-	maxEndedRuns  = 1024
+	maxCachedRuns     = 4096
+	maxEndedRuns      = 1024
+	maxCachedRunBytes = 256 << 20
+	maxEndedRunBytes  = 64 << 20
 )
 
 type cachedRun struct {
-	row store.Run
-	run *engine.Run
+	row  store.Run // without Data: the decoded run is what is kept
+	run  *engine.Run
+	size int64 // the encoded run's size
 }
+
+func runCost(_ string, c cachedRun) int64 { return c.size }
 
 // load returns a run to transition: the one this replica committed last,
 // unless fresh is asked for or it has none; the commit's compare-and-set on
@@ -745,7 +753,7 @@ type cachedRun struct {
 func (r *Runner) load(ctx context.Context, runID string, fresh bool) (store.Run, *engine.Run, *engine.Machine, error) {
 	if !fresh {
 		r.mu.Lock()
-		c, ok := r.cache[runID]
+		c, ok := r.cache.Get(runID)
 		r.mu.Unlock()
 		if ok {
 			m, err := r.machine(ctx, c.row.PlanDigest)
@@ -766,26 +774,22 @@ func (r *Runner) load(ctx context.Context, runID string, fresh bool) (store.Run,
 }
 
 func (r *Runner) remember(row store.Run, run *engine.Run) {
+	c := cachedRun{row: row, run: run, size: int64(len(row.Data))}
+	c.row.Data = nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, bound := r.cache, maxCachedRuns
 	if run.State.Terminal() {
-		delete(r.cache, row.ID)
-		m, bound = r.ended, maxEndedRuns
+		r.cache.Remove(row.ID)
+		r.ended.Add(row.ID, c)
+		return
 	}
-	if len(m) >= bound {
-		for id := range m { // evict one, any
-			delete(m, id)
-			break
-		}
-	}
-	m[row.ID] = cachedRun{row: row, run: run}
+	r.cache.Add(row.ID, c)
 }
 
 func (r *Runner) forget(runID string) {
 	r.mu.Lock()
-	delete(r.cache, runID)
-	delete(r.ended, runID)
+	r.cache.Remove(runID)
+	r.ended.Remove(runID)
 	r.mu.Unlock()
 }
 
@@ -794,11 +798,10 @@ func (r *Runner) forget(runID string) {
 func (r *Runner) recent(runID string) (cachedRun, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.cache[runID]; ok {
+	if c, ok := r.cache.Get(runID); ok {
 		return c, true
 	}
-	c, ok := r.ended[runID]
-	return c, ok
+	return r.ended.Get(runID)
 }
 
 // liveEffects drops dispatches that a later event of the same batch

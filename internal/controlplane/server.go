@@ -236,10 +236,12 @@ func (s *Server) Shutdown(ctx context.Context) {
 }
 
 // Caches reports the figures of the server's bounded caches by name, for
-// metrics: engines by plan ("plans"), compilations ("compiled") and plan
-// views ("plan_views").
+// metrics: engines by plan ("plans"), compilations ("compiled"), plan
+// views ("plan_views"), decoded runs ("runs", "ended_runs") and watch
+// events ("watch_events").
 func (s *Server) Caches() map[string]lru.Stats {
-	return map[string]lru.Stats{"plans": s.Runner.machines.Stats(), "compiled": s.svc.compiled.Stats(), "plan_views": planViews.Stats()}
+	return map[string]lru.Stats{"plans": s.Runner.machines.Stats(), "compiled": s.svc.compiled.Stats(), "plan_views": planViews.Stats(),
+		"runs": s.Runner.cache.Stats(), "ended_runs": s.Runner.ended.Stats(), "watch_events": s.svc.events.Stats()}
 }
 
 // Watches reports the open watch streams and those refused, for metrics.

@@ -81,6 +81,15 @@ func (c *Cache[K, V]) Add(k K, v V) {
 	}
 }
 
+// Remove drops the entry for k, if any (not counted as an eviction).
+func (c *Cache[K, V]) Remove(k K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		c.remove(el)
+	}
+}
+
 func (c *Cache[K, V]) remove(el *list.Element) {
 	e := c.order.Remove(el).(*entry[K, V])
 	delete(c.items, e.key)

@@ -53,3 +53,14 @@ func TestZeroBoundKeepsOne(t *testing.T) {
 		t.Fatalf("len %d", c.Len())
 	}
 }
+
+func TestRemoveIsNotAnEviction(t *testing.T) {
+	c := NewWeighted[string, string](4, 10, func(k, v string) int64 { return int64(len(v)) })
+	c.Add("a", "12345")
+	c.Remove("a")
+	c.Remove("nothing")
+	c.Add("b", "1234567890") // fits: a's cost was given back
+	if s := c.Stats(); s.Entries != 1 || s.Evictions != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}

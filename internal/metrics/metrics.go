@@ -283,7 +283,7 @@ func (m *Metrics) bounds(meter metric.Meter) error {
 	var insts []metric.Observable
 	if m.caches != nil {
 		var err error
-		m.cacheEntries, err = meter.Int64ObservableGauge("tollgate_cache_entries", metric.WithDescription("Entries in each bounded cache of this replica (plans, compiled, plan_views)."))
+		m.cacheEntries, err = meter.Int64ObservableGauge("tollgate_cache_entries", metric.WithDescription("Entries in each bounded cache of this replica (plans, compiled, plan_views, runs, ended_runs, watch_events)."))
 		errs = append(errs, err)
 		m.cacheEvictions, err = meter.Int64ObservableCounter("tollgate_cache_evictions", metric.WithDescription("Entries each bounded cache of this replica dropped to stay within its bound."))
 		errs = append(errs, err)
