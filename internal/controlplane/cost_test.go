@@ -3,8 +3,8 @@ package controlplane
 import (
 	"context"
 	"fmt"
-	"sync"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,7 +175,7 @@ func BenchmarkRun10kStepsToCompletion(b *testing.B) {
 type acceptAll struct{}
 
 func (acceptAll) Offer(context.Context, string, engine.Dispatch) bool { return true }
-func (acceptAll) Cancel(context.Context, string, engine.CancelStep) {}
+func (acceptAll) Cancel(context.Context, string, engine.CancelStep)   {}
 
 // leaseBytes starts a run of n queued steps and returns the bytes
 // allocated to commit k of their leases in one batch.

@@ -53,6 +53,8 @@ type Config struct {
 	// feeds tollgate_watch_streams and tollgate_watches_refused_total.
 	Caches  func() map[string]lru.Stats
 	Watches func() (active int, refused int64)
+	// Policy, when set, feeds the policy gauges (policy.go).
+	Policy PolicyHealth
 }
 
 // Bucket boundaries, in the unit of each histogram.
@@ -205,7 +207,12 @@ func New(cfg Config) (*Metrics, error) {
 			string(engine.AskConsumed), string(engine.AskAnswered), string(engine.AskRejected), string(engine.AskExpired),
 			string(engine.AskCancelled), string(engine.AskStale))),
 	}
-	if err := m.instruments(provider.Meter("github.com/tollgate-dev/tollgate/internal/metrics")); err != nil {
+	meter := provider.Meter("github.com/tollgate-dev/tollgate/internal/metrics")
+	err = m.instruments(meter)
+	if err == nil && cfg.Policy != nil {
+		err = m.policyInstruments(meter, cfg.Policy)
+	}
+	if err != nil {
 		_ = provider.Shutdown(context.Background())
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
