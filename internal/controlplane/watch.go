@@ -23,6 +23,11 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 	if err != nil {
 		return err
 	}
+	release, err := s.watchSlot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	w := s.cfg.Runner.Follow(req.GetRunId())
 	defer w.Stop()
 	tick := time.NewTicker(watchPoll)
@@ -60,14 +65,7 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 		}
 		if run.Version > last {
 			last = run.Version
-			pr := runToProto(run, m, "")
-			if kind != tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT {
-				// The plan does not change: it goes with the snapshot only.
-				pr.Plan, pr.PlanCard = nil, ""
-			}
-			ev := &tollgatev1.RunEvent{Cursor: strconv.FormatInt(run.Version, 10), Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
-				RunState: pr.State, StateReason: run.Reason, Run: pr}
-			if err := stream.Send(&tollgatev1.WatchRunResponse{Event: ev}); err != nil {
+			if err := sendEvent(stream, s.runEvent(run, m, kind)); err != nil {
 				return err
 			}
 			kind = tollgatev1.RunEventKind_RUN_EVENT_KIND_RUN_STATE_CHANGED
@@ -102,6 +100,11 @@ func (s *Services) WatchAsks(req *tollgatev1.WatchAsksRequest, stream tollgatev1
 	if _, err := caller(ctx); err != nil {
 		return err
 	}
+	release, err := s.watchSlot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ch, stop := s.cfg.Runner.Watch(AnyRun)
 	defer stop()
 	tick := time.NewTicker(watchPoll)
