@@ -187,6 +187,8 @@ func (w *world) files() ([]string, error) {
 		"--catalog", catalogPath,
 		"--executor-cert", pki.Server.Cert, "--executor-key", pki.Server.Key, "--executor-ca", pki.CA,
 		"--drain-timeout", "2s",
+		// Every client of the sustained phase watches its runs as alice.
+		"--max-watches-per-caller", "1024",
 	}, nil
 }
 

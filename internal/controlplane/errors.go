@@ -56,6 +56,8 @@ func toStatus(err error) error {
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, errBusy):
 		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, errExhausted):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, errUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, context.Canceled):

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
@@ -34,8 +35,10 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
-// DevUsers get tokens minted by --dev.
-var DevUsers = []string{"alice", "bob", "carol", "dave"}
+// DevUsers get tokens minted by --dev: the people of the dev policy
+// (examples/policy.csv), audrey (auditor) and otto (operator), who may
+// read every run, and mallory, who is in no policy row.
+var DevUsers = []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"}
 
 // devExecutors get client certificates minted by --dev: the executor
 // --dev starts, and two for executors started by hand
@@ -81,6 +84,9 @@ type Options struct {
 	ExecutorKey    string `yaml:"executor_key"`
 	ExecutorCA     string `yaml:"executor_ca"` // CA bundle that executors' client certificates chain to
 	TrustDomain    string `yaml:"trust_domain"`
+	// Bounds on what callers can make a replica hold in memory.
+	PlanCache           int `yaml:"plan_cache"`
+	MaxWatchesPerCaller int `yaml:"max_watches_per_caller"`
 }
 
 // WebhookOption is one webhook receiver in the config file. The secret is
@@ -181,6 +187,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&o.ExecutorKey, "executor-key", "", "private key (PEM) of --executor-cert")
 	fs.StringVar(&o.ExecutorCA, "executor-ca", "", "CA bundle (PEM) executors' client certificates must chain to")
 	fs.StringVar(&o.TrustDomain, "trust-domain", identity.DefaultTrustDomain, "executors are spiffe://TRUST-DOMAIN/executor/NAME in their certificate's URI SAN")
+	fs.IntVar(&o.PlanCache, "plan-cache", DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations), least recently used evicted; an evicted plan is read from the store again")
+	fs.IntVar(&o.MaxWatchesPerCaller, "max-watches-per-caller", DefaultMaxWatchesPerCaller, "watch streams (WatchRun, WatchAsks) one caller may hold open at once; more are refused with RESOURCE_EXHAUSTED")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -358,7 +366,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var observers []Observer
 	var met *metrics.Metrics
 	if o.AdminListen != "" {
-		if met, err = metrics.New(metrics.Config{Store: st, Log: log, Policy: az}); err != nil {
+		// The server is built below; nothing scrapes before it serves.
+		caches := func() map[string]lru.Stats { return srvRef.Caches() }
+		watches := func() (int, int64) { w := srvRef.Watches(); return w.Active, w.Refused }
+		if met, err = metrics.New(metrics.Config{Store: st, Log: log, Caches: caches, Watches: watches, Policy: az}); err != nil {
 			return err
 		}
 		defer met.Shutdown(context.Background())
@@ -367,7 +378,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Authority: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
-		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing})
+		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
+		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller})
 	srvRef = srv
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
@@ -529,6 +541,16 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	merge("domain", func() { setIf(&o.Domain, fromFile.Domain) })
 	merge("escalate-to", func() { setIf(&o.EscalateTo, fromFile.EscalateTo) })
 	o.Webhooks = append(o.Webhooks, fromFile.Webhooks...)
+	merge("plan-cache", func() {
+		if fromFile.PlanCache > 0 {
+			o.PlanCache = fromFile.PlanCache
+		}
+	})
+	merge("max-watches-per-caller", func() {
+		if fromFile.MaxWatchesPerCaller > 0 {
+			o.MaxWatchesPerCaller = fromFile.MaxWatchesPerCaller
+		}
+	})
 	return nil
 }
 

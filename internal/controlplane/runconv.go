@@ -5,13 +5,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -181,29 +181,18 @@ type planView struct {
 	card string
 }
 
-// planViews caches plan views by digest (plans are immutable).
-var planViews struct {
-	mu sync.Mutex
-	m  map[string]planView
-}
-
-// maxPlanViews bounds planViews.
-const maxPlanViews = 1024
+// planViews caches plan views by digest (plans are immutable), least
+// recently used evicted. It is the one cache of the package not owned by a
+// Runner or Services (the views are pure functions of a plan, shared by
+// every server in the process), so its bound is fixed: DefaultPlanCache.
+var planViews = lru.New[string, planView](DefaultPlanCache)
 
 func planViewOf(m *engine.Machine) planView {
-	planViews.mu.Lock()
-	v, ok := planViews.m[m.Digest()]
-	planViews.mu.Unlock()
-	if ok {
+	if v, ok := planViews.Get(m.Digest()); ok {
 		return v
 	}
-	v = planView{plan: planToProto(m.Plan(), m.Digest()), card: compiler.Card(m.Plan(), m.Digest(), nil)}
-	planViews.mu.Lock()
-	defer planViews.mu.Unlock()
-	if planViews.m == nil || len(planViews.m) >= maxPlanViews {
-		planViews.m = map[string]planView{}
-	}
-	planViews.m[m.Digest()] = v
+	v := planView{plan: planToProto(m.Plan(), m.Digest()), card: compiler.Card(m.Plan(), m.Digest(), nil)}
+	planViews.Add(m.Digest(), v)
 	return v
 }
 

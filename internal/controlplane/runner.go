@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -32,11 +33,11 @@ type Runner struct {
 	newID    func() string
 
 	mu       sync.Mutex
-	machines map[string]*engine.Machine // by plan digest; plans are immutable
+	machines *lru.Cache[string, *engine.Machine] // by plan digest; plans are immutable
 	watchers map[string]map[*RunWatch]bool
 	queues   map[string]*runQueue
-	cache    map[string]cachedRun
-	offset   atomic.Int64 // store clock minus ours, nanoseconds
+	cache    *lru.Cache[string, cachedRun] // runs this replica committed last; under mu with ended
+	offset   atomic.Int64                  // store clock minus ours, nanoseconds
 	expiries atomic.Int64
 
 	// asks hears of every ask this replica opens, after its commit.
@@ -69,8 +70,8 @@ type AskHook interface {
 
 // runnerPerf is what a Runner keeps to save store round trips.
 type runnerPerf struct {
-	ended    map[string]cachedRun // ended runs, for readers; under Runner.mu
-	offsetAt atomic.Int64         // when offset was measured, our clock, Unix ns; 0 never
+	ended    *lru.Cache[string, cachedRun] // ended runs, for readers; under Runner.mu
+	offsetAt atomic.Int64                  // when offset was measured, our clock, Unix ns; 0 never
 	// refreshing is set while one caller measures a stale offset again.
 	refreshing atomic.Bool
 }
@@ -182,7 +183,15 @@ type RunnerConfig struct {
 	Engine     engine.Config
 	NewID      func() string // nil means random ids
 	Observers  []Observer    // traces, metrics
+	// PlanCache bounds the plans (engines) kept in memory, least recently
+	// used evicted; an evicted plan is loaded from the store again when a
+	// run of it moves. 0 means DefaultPlanCache.
+	PlanCache int
 }
+
+// DefaultPlanCache is how many plans a replica keeps in each of its plan
+// caches (engines, compilations, plan views) unless configured.
+const DefaultPlanCache = 256
 
 // NewRunner returns a Runner.
 func NewRunner(cfg RunnerConfig) *Runner {
@@ -195,8 +204,12 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.NewID == nil {
 		cfg.NewID = randomID
 	}
+	if cfg.PlanCache <= 0 {
+		cfg.PlanCache = DefaultPlanCache
+	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers,
-		machines: map[string]*engine.Machine{}, watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: map[string]cachedRun{}, runnerPerf: runnerPerf{ended: map[string]cachedRun{}}}
+		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: lru.NewWeighted(maxCachedRuns, maxCachedRunBytes, runCost),
+		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost)}}
 }
 
 func randomID() string { return "r_" + randomToken() }
@@ -219,10 +232,7 @@ var (
 
 // machine returns the engine for a plan, loading it from the store once.
 func (r *Runner) machine(ctx context.Context, digest string) (*engine.Machine, error) {
-	r.mu.Lock()
-	m, ok := r.machines[digest]
-	r.mu.Unlock()
-	if ok {
+	if m, ok := r.machines.Get(digest); ok {
 		return m, nil
 	}
 	b, err := r.store.GetPlan(ctx, digest)
@@ -233,12 +243,11 @@ func (r *Runner) machine(ctx context.Context, digest string) (*engine.Machine, e
 	if err := json.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("decode plan %s: %w", digest, err)
 	}
-	if m, err = engine.New(&p, r.engine); err != nil {
+	m, err := engine.New(&p, r.engine)
+	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	r.machines[digest] = m
-	r.mu.Unlock()
+	r.machines.Add(digest, m)
 	return m, nil
 }
 
@@ -261,10 +270,7 @@ type StartRequest struct {
 // hands out — is not verified or stored again.
 func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Machine, error) {
 	if req.Digest != "" {
-		r.mu.Lock()
-		m, ok := r.machines[req.Digest]
-		r.mu.Unlock()
-		if ok && m.Plan() == req.Plan {
+		if m, ok := r.machines.Get(req.Digest); ok && m.Plan() == req.Plan {
 			return m, nil
 		}
 	}
@@ -281,9 +287,7 @@ func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Ma
 	if err := r.store.PutPlan(ctx, m.Digest(), b); err != nil {
 		return nil, fmt.Errorf("store plan: %w", err)
 	}
-	r.mu.Lock()
-	r.machines[m.Digest()] = m
-	r.mu.Unlock()
+	r.machines.Add(m.Digest(), m)
 	return m, nil
 }
 
@@ -608,9 +612,23 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		var records []engine.Record
 		var deadline time.Time
 		applied := 0
+		// A batch no deadline binds (executors' reports) is applied with
+		// one copy of the run, not one per event: a fan's results cost
+		// what they change.
+		var trs []engine.Transition
+		var errs []error
+		if !slices.ContainsFunc(evs, decides) {
+			trs, errs = m.ApplyAll(run, evs)
+		}
 		for i := range batch {
 			ev := evs[i]
-			tr, err := m.Apply(cur, ev)
+			var tr engine.Transition
+			var err error
+			if trs != nil {
+				tr, err = trs[i], errs[i]
+			} else {
+				tr, err = m.Apply(cur, ev)
+			}
 			if err != nil {
 				outs[i] = committed{err: err}
 				continue
@@ -731,16 +749,23 @@ func (r *Runner) storeTime() time.Time {
 }
 
 // maxCachedRuns bounds the runs a replica keeps decoded between
-// transitions, and maxEndedRuns the ended runs it keeps for readers.
+// transitions, and maxEndedRuns the ended runs it keeps for readers; the
+// byte bounds weigh each by its encoded size (runs holding large answers
+// must not hold what many small ones would), least recently used evicted.
 const (
-	maxCachedRuns = 4096
-	maxEndedRuns  = 1024
+	maxCachedRuns     = 4096
+	maxEndedRuns      = 1024
+	maxCachedRunBytes = 256 << 20
+	maxEndedRunBytes  = 64 << 20
 )
 
 type cachedRun struct {
-	row store.Run
-	run *engine.Run
+	row  store.Run // without Data: the decoded run is what is kept
+	run  *engine.Run
+	size int64 // the encoded run's size
 }
+
+func runCost(_ string, c cachedRun) int64 { return c.size }
 
 // load returns a run to transition: the one this replica committed last,
 // unless fresh is asked for or it has none; the commit's compare-and-set on
@@ -748,7 +773,7 @@ type cachedRun struct {
 func (r *Runner) load(ctx context.Context, runID string, fresh bool) (store.Run, *engine.Run, *engine.Machine, error) {
 	if !fresh {
 		r.mu.Lock()
-		c, ok := r.cache[runID]
+		c, ok := r.cache.Get(runID)
 		r.mu.Unlock()
 		if ok {
 			m, err := r.machine(ctx, c.row.PlanDigest)
@@ -769,26 +794,22 @@ func (r *Runner) load(ctx context.Context, runID string, fresh bool) (store.Run,
 }
 
 func (r *Runner) remember(row store.Run, run *engine.Run) {
+	c := cachedRun{row: row, run: run, size: int64(len(row.Data))}
+	c.row.Data = nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, bound := r.cache, maxCachedRuns
 	if run.State.Terminal() {
-		delete(r.cache, row.ID)
-		m, bound = r.ended, maxEndedRuns
+		r.cache.Remove(row.ID)
+		r.ended.Add(row.ID, c)
+		return
 	}
-	if len(m) >= bound {
-		for id := range m { // evict one, any
-			delete(m, id)
-			break
-		}
-	}
-	m[row.ID] = cachedRun{row: row, run: run}
+	r.cache.Add(row.ID, c)
 }
 
 func (r *Runner) forget(runID string) {
 	r.mu.Lock()
-	delete(r.cache, runID)
-	delete(r.ended, runID)
+	r.cache.Remove(runID)
+	r.ended.Remove(runID)
 	r.mu.Unlock()
 }
 
@@ -797,11 +818,10 @@ func (r *Runner) forget(runID string) {
 func (r *Runner) recent(runID string) (cachedRun, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.cache[runID]; ok {
+	if c, ok := r.cache.Get(runID); ok {
 		return c, true
 	}
-	c, ok := r.ended[runID]
-	return c, ok
+	return r.ended.Get(runID)
 }
 
 // liveEffects drops dispatches that a later event of the same batch
@@ -817,6 +837,15 @@ func liveEffects(run *engine.Run, effects []engine.Effect) []engine.Effect {
 		out = append(out, e)
 	}
 	return out
+}
+
+// decides reports whether ev is a decision, which deadlineOf binds.
+func decides(ev engine.Event) bool {
+	switch ev.(type) {
+	case engine.Decide, engine.Answer:
+		return true
+	}
+	return false
 }
 
 // deadlineOf is the deadline the store must still be before when a
@@ -888,6 +917,7 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 	if tr.Run != nil {
 		r.notify(tr.Run)
 	}
+	var refused []engine.StepAttempt
 	for _, e := range tr.Effects {
 		switch e := e.(type) {
 		case engine.AskOpened:
@@ -903,19 +933,23 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 				r.asks.Closed(ctx, tr.Run, e.Ask, e.State)
 			}
 		case engine.Dispatch:
-			if r.dispatch.Offer(ctx, runID, e) {
-				continue
-			}
-			_, err := r.apply(ctx, runID, func(now time.Time) engine.Event {
-				return engine.StepBlocked{Step: e.Step, Attempt: e.Attempt, At: now}
-			})
-			if err != nil && !errors.Is(err, engine.ErrWrongTransition) && !errors.Is(err, engine.ErrStaleAttempt) {
-				r.log.LogAttrs(ctx, slog.LevelWarn, "could not mark step blocked", slog.String("run", runID), slog.String("step", e.Step), slog.String("error", err.Error()))
+			if !r.dispatch.Offer(ctx, runID, e) {
+				refused = append(refused, engine.StepAttempt{Step: e.Step, Attempt: e.Attempt})
 			}
 		case engine.CancelStep:
 			r.dispatch.Cancel(ctx, runID, e)
 		case engine.RunEnded:
 			r.log.LogAttrs(ctx, slog.LevelInfo, "run ended", slog.String("run", runID), slog.String("state", string(e.State)), slog.String("reason", e.Reason))
+		}
+	}
+	if len(refused) > 0 {
+		// Every refusal of this round in one transition: a fan of N steps
+		// nobody offers costs one commit, not N commits of the whole run.
+		_, err := r.apply(ctx, runID, func(now time.Time) engine.Event {
+			return engine.StepsBlocked{Steps: refused, At: now}
+		})
+		if err != nil && !errors.Is(err, engine.ErrWrongTransition) && !errors.Is(err, engine.ErrStaleAttempt) {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "could not mark steps blocked", slog.String("run", runID), slog.Int("steps", len(refused)), slog.String("first", refused[0].Step), slog.String("error", err.Error()))
 		}
 	}
 	for _, rec := range tr.Records {

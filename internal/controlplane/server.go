@@ -19,6 +19,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
@@ -78,6 +79,11 @@ type Config struct {
 	// Tracing, when enabled, draws every run as a trace (tracing.go) and
 	// sets leases' sampled flags; nil: off.
 	Tracing *telemetry.Tracing
+	// PlanCache bounds each plan cache (engines, compilations) in
+	// entries; 0: DefaultPlanCache.
+	PlanCache int
+	// MaxWatchesPerCaller: see ServiceConfig.
+	MaxWatchesPerCaller int
 }
 
 // Server is a control plane's gRPC server with its handlers.
@@ -91,6 +97,7 @@ type Server struct {
 	health    *health.Server
 	log       *slog.Logger
 	execs     *ExecDispatcher
+	svc       *Services
 }
 
 // healthMethods skip authentication so load balancers can probe.
@@ -112,7 +119,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Tracing.Enabled() {
 		observers = append(slices.Clip(observers), newRunTracer(cfg.Tracing))
 	}
-	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers})
+	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
@@ -137,7 +144,8 @@ func NewServer(cfg Config) *Server {
 		catalog = execs.Catalog
 	}
 	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier,
-		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL})
+		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL, PlanCache: cfg.PlanCache,
+		MaxWatchesPerCaller: cfg.MaxWatchesPerCaller})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
 	runner.asks = svc
 	tollgatev1.RegisterRunServiceServer(gs, svc)
@@ -149,7 +157,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	srv := &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log, execs: execs}
+	srv := &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log, execs: execs, svc: svc}
 	if execs != nil {
 		execs.runner = runner
 		td := cfg.TrustDomain
@@ -226,3 +234,15 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.execs.closeOnce.Do(s.execs.Close)
 	}
 }
+
+// Caches reports the figures of the server's bounded caches by name, for
+// metrics: engines by plan ("plans"), compilations ("compiled"), plan
+// views ("plan_views"), decoded runs ("runs", "ended_runs") and watch
+// events ("watch_events").
+func (s *Server) Caches() map[string]lru.Stats {
+	return map[string]lru.Stats{"plans": s.Runner.machines.Stats(), "compiled": s.svc.compiled.Stats(), "plan_views": planViews.Stats(),
+		"runs": s.Runner.cache.Stats(), "ended_runs": s.Runner.ended.Stats(), "watch_events": s.svc.events.Stats()}
+}
+
+// Watches reports the open watch streams and those refused, for metrics.
+func (s *Server) Watches() WatchStats { return s.svc.watches.stats() }

@@ -9,11 +9,11 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/answer"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
@@ -55,6 +55,12 @@ type ServiceConfig struct {
 	SigningKey   ed25519.PrivateKey
 	KeyID        string
 	GateGrantTTL time.Duration
+	// PlanCache bounds the compile cache in entries (0: DefaultPlanCache).
+	PlanCache int
+	// MaxWatchesPerCaller bounds one caller's open watch streams
+	// (0: DefaultMaxWatchesPerCaller); beyond it a watch is refused
+	// with RESOURCE_EXHAUSTED.
+	MaxWatchesPerCaller int
 }
 
 // Services implements RunService, ApprovalService and AuditService.
@@ -65,8 +71,9 @@ type Services struct {
 	tollgatev1.UnimplementedGateServiceServer
 	cfg ServiceConfig
 
-	mu       sync.Mutex
-	compiled map[compileKey]compiler.Result // plans are immutable once compiled
+	compiled *lru.Cache[compileKey, compiler.Result] // plans are immutable once compiled
+	watches  *watchLimit
+	events   *lru.Cache[eventKey, *sharedEvent] // watch events, shared by watchers
 }
 
 // compileKey is what a compilation depends on.
@@ -77,8 +84,10 @@ type compileKey struct {
 	inputs  string // the run inputs' names (inputsKey)
 }
 
-// maxCompiled bounds the compile cache.
-const maxCompiled = 1024
+// maxCompiledBytes bounds the recipe sources the compile cache holds as
+// keys, on top of its bound in entries (ServiceConfig.PlanCache): a few
+// large recipes must not hold what many small ones would.
+const maxCompiledBytes = 32 << 20
 
 // compile compiles a recipe, or returns the plan it compiled from the same
 // source, name and catalog before (compiling is a pure function of them).
@@ -92,22 +101,14 @@ func (s *Services) compile(src, name string) compiler.Result {
 // {NAME} may read.
 func (s *Services) compileWith(src, name string, inputs map[string]string) compiler.Result {
 	k := compileKey{catalog: s.cfg.Catalog(), name: name, src: src, inputs: inputsKey(inputs)}
-	s.mu.Lock()
-	res, ok := s.compiled[k]
-	s.mu.Unlock()
-	if ok {
+	if res, ok := s.compiled.Get(k); ok {
 		return res
 	}
-	res = compiler.Compile(src, compiler.Options{Catalog: k.catalog, Name: name, Inputs: inputNames(inputs)})
+	res := compiler.Compile(src, compiler.Options{Catalog: k.catalog, Name: name, Inputs: inputNames(inputs)})
 	if res.Plan == nil {
 		return res
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.compiled == nil || len(s.compiled) >= maxCompiled {
-		s.compiled = map[compileKey]compiler.Result{}
-	}
-	s.compiled[k] = res
+	s.compiled.Add(k, res)
 	return res
 }
 
@@ -119,7 +120,12 @@ func NewServices(cfg ServiceConfig) *Services {
 	if cfg.GateGrantTTL <= 0 {
 		cfg.GateGrantTTL = DefaultGateGrantTTL
 	}
-	return &Services{cfg: cfg}
+	if cfg.PlanCache <= 0 {
+		cfg.PlanCache = DefaultPlanCache
+	}
+	return &Services{cfg: cfg, compiled: lru.NewWeighted(cfg.PlanCache, maxCompiledBytes,
+		func(k compileKey, _ compiler.Result) int64 { return int64(len(k.src) + len(k.name) + len(k.inputs)) }),
+		watches: newWatchLimit(cfg.MaxWatchesPerCaller), events: newEventCache()}
 }
 
 func (s *Services) log() *slog.Logger { return s.cfg.Log }
@@ -192,10 +198,11 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 
 // GetRun returns a run; deadlines that passed are applied first (I4).
 func (s *Services) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*tollgatev1.GetRunResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	run, m, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+	run, m, err := s.visibleRun(ctx, who, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -206,9 +213,11 @@ func (s *Services) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*
 	return &tollgatev1.GetRunResponse{Run: runToProto(run, m, sr.Skill)}, nil
 }
 
-// ListRuns lists runs newest first.
+// ListRuns lists the runs the caller may see, newest first; a page may
+// hold fewer runs than asked for (visibility.go).
 func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest) (*tollgatev1.ListRunsResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
 	q := store.RunQuery{Requester: req.GetRequester(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
@@ -232,6 +241,9 @@ func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest
 		if err != nil {
 			return nil, err
 		}
+		if !s.sees(ctx, who, run) {
+			continue
+		}
 		out.Runs = append(out.Runs, runSummary(sr, run, m.Plan().Name))
 	}
 	return out, nil
@@ -244,7 +256,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 	if err != nil {
 		return nil, err
 	}
-	run, _, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+	run, _, err := s.visibleRun(ctx, who, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -393,6 +405,9 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 		if err != nil {
 			return nil, err
 		}
+		if !s.sees(ctx, who, run) {
+			continue
+		}
 		_, stop, _ := splitAskID(row.ID)
 		a := run.Asks[stop]
 		if a == nil || !slices.Contains(q.States, string(a.State)) {
@@ -428,19 +443,21 @@ func (s *Services) callerAsk(ctx context.Context, id string) (string, *engine.Ru
 	if err != nil {
 		return "", nil, nil, err
 	}
-	run, a, err := s.loadAsk(ctx, id)
+	run, a, err := s.loadAsk(ctx, who, id)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	return who, run, a, nil
 }
 
-func (s *Services) loadAsk(ctx context.Context, id string) (*engine.Run, *engine.AskRun, error) {
+// loadAsk reads an ask of a run who may see; of any other run, it is not
+// found whether or not it exists (visibility.go).
+func (s *Services) loadAsk(ctx context.Context, who, id string) (*engine.Run, *engine.AskRun, error) {
 	runID, stop, err := splitAskID(id)
 	if err != nil {
 		return nil, nil, err
 	}
-	run, _, err := s.cfg.Runner.Get(ctx, runID)
+	run, _, err := s.visibleRun(ctx, who, runID)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -18,14 +19,27 @@ const watchPoll = time.Second
 // changes, until it reaches an outcome (or the caller goes away).
 func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.RunService_WatchRunServer) error {
 	ctx := stream.Context()
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return err
 	}
+	release, err := s.watchSlot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	w := s.cfg.Runner.Follow(req.GetRunId())
 	defer w.Stop()
 	tick := time.NewTicker(watchPoll)
 	defer tick.Stop()
+	// A cursor is the run version an event showed: resuming from it sends
+	// nothing until the run moves past it (then the whole run, as a
+	// snapshot: the events in between are not kept). Without one, or with
+	// one that is not ours, the snapshot comes first.
 	var last int64 = -1
+	if c, err := strconv.ParseInt(req.GetCursor(), 10, 64); err == nil && c >= 0 {
+		last = c
+	}
 	kind := tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT
 	local := false // woken by this replica's commit
 	for {
@@ -44,22 +58,22 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 		if err != nil {
 			return err
 		}
+		if !s.sees(ctx, who, run) {
+			// Checked on every event: a watcher who loses sight of the run
+			// (a role revoked) stops receiving it.
+			return notVisible(req.GetRunId())
+		}
 		if run.Version > last {
 			last = run.Version
-			pr := runToProto(run, m, "")
-			if kind != tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT {
-				// The plan does not change: it goes with the snapshot only.
-				pr.Plan, pr.PlanCard = nil, ""
-			}
-			ev := &tollgatev1.RunEvent{Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
-				RunState: pr.State, StateReason: run.Reason, Run: pr}
-			if err := stream.Send(&tollgatev1.WatchRunResponse{Event: ev}); err != nil {
+			if err := sendEvent(stream, s.runEvent(run, m, kind)); err != nil {
 				return err
 			}
 			kind = tollgatev1.RunEventKind_RUN_EVENT_KIND_RUN_STATE_CHANGED
 			if run.State.Terminal() {
 				return nil
 			}
+		} else if run.State.Terminal() {
+			return nil // resumed after the last event
 		}
 		select {
 		case <-ctx.Done():
@@ -86,6 +100,11 @@ func (s *Services) WatchAsks(req *tollgatev1.WatchAsksRequest, stream tollgatev1
 	if _, err := caller(ctx); err != nil {
 		return err
 	}
+	release, err := s.watchSlot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ch, stop := s.cfg.Runner.Watch(AnyRun)
 	defer stop()
 	tick := time.NewTicker(watchPoll)

@@ -28,6 +28,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/answer"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -47,6 +48,11 @@ type Config struct {
 	// scrape whose read fails or times out leaves the gauges out and logs.
 	CountTimeout time.Duration
 	Log          *slog.Logger
+	// Caches, when set, feeds tollgate_cache_entries and
+	// tollgate_cache_evictions_total (by cache) on every scrape; Watches
+	// feeds tollgate_watch_streams and tollgate_watches_refused_total.
+	Caches  func() map[string]lru.Stats
+	Watches func() (active int, refused int64)
 	// Policy, when set, feeds the policy gauges (policy.go).
 	Policy PolicyHealth
 }
@@ -92,6 +98,13 @@ type Metrics struct {
 	fans         metric.Float64Histogram
 	runs         metric.Int64ObservableGauge
 	asks         metric.Int64ObservableGauge
+
+	caches         func() map[string]lru.Stats
+	watches        func() (int, int64)
+	cacheEntries   metric.Int64ObservableGauge
+	cacheEvictions metric.Int64ObservableCounter
+	watchStreams   metric.Int64ObservableGauge
+	watchRefused   metric.Int64ObservableCounter
 
 	// Attribute sets made once, by the engine's word for them.
 	outcomes     map[string]labels // run state → outcome
@@ -170,7 +183,7 @@ func New(cfg Config) (*Metrics, error) {
 	}
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp),
 		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "tollgate-controlplane"))))
-	m := &Metrics{log: cfg.Log, store: cfg.Store, timeout: cfg.CountTimeout, provider: provider, registry: reg,
+	m := &Metrics{log: cfg.Log, store: cfg.Store, timeout: cfg.CountTimeout, provider: provider, registry: reg, caches: cfg.Caches, watches: cfg.Watches,
 		handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError, Registry: reg}),
 		outcomes: labelMap("outcome", same(string(engine.Complete), string(engine.Partial), string(engine.Failed),
@@ -253,6 +266,9 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 			}
 		}
 	}
+	if err := m.bounds(meter); err != nil {
+		return err
+	}
 	if m.store == nil {
 		return nil
 	}
@@ -264,6 +280,48 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 		return err
 	}
 	_, err = meter.RegisterCallback(m.observeCounts, m.runs, m.asks)
+	return err
+}
+
+// bounds registers the figures of the plane's bounded resources (its
+// caches and watch streams), read at scrape time.
+func (m *Metrics) bounds(meter metric.Meter) error {
+	var errs []error
+	var insts []metric.Observable
+	if m.caches != nil {
+		var err error
+		m.cacheEntries, err = meter.Int64ObservableGauge("tollgate_cache_entries", metric.WithDescription("Entries in each bounded cache of this replica (plans, compiled, plan_views, runs, ended_runs, watch_events)."))
+		errs = append(errs, err)
+		m.cacheEvictions, err = meter.Int64ObservableCounter("tollgate_cache_evictions", metric.WithDescription("Entries each bounded cache of this replica dropped to stay within its bound."))
+		errs = append(errs, err)
+		insts = append(insts, m.cacheEntries, m.cacheEvictions)
+	}
+	if m.watches != nil {
+		var err error
+		m.watchStreams, err = meter.Int64ObservableGauge("tollgate_watch_streams", metric.WithDescription("Watch streams (WatchRun, WatchAsks) open on this replica."))
+		errs = append(errs, err)
+		m.watchRefused, err = meter.Int64ObservableCounter("tollgate_watches_refused", metric.WithDescription("Watch streams refused because their caller held as many as one caller may."))
+		errs = append(errs, err)
+		insts = append(insts, m.watchStreams, m.watchRefused)
+	}
+	if err := errors.Join(errs...); err != nil || len(insts) == 0 {
+		return err
+	}
+	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if m.caches != nil {
+			for name, st := range m.caches() {
+				set := metric.WithAttributeSet(attribute.NewSet(attribute.String("cache", name)))
+				o.ObserveInt64(m.cacheEntries, int64(st.Entries), set)
+				o.ObserveInt64(m.cacheEvictions, st.Evictions, set)
+			}
+		}
+		if m.watches != nil {
+			active, refused := m.watches()
+			o.ObserveInt64(m.watchStreams, int64(active))
+			o.ObserveInt64(m.watchRefused, refused)
+		}
+		return nil
+	}, insts...)
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -365,5 +366,35 @@ func BenchmarkCommitted(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		obs.Committed(ctx, mach, before, tr.Run, records)
+	}
+}
+
+// Items 12 and 13: the bounded caches and the watch limit are read at
+// scrape time: entries and evictions by cache, open and refused watches.
+func TestBoundsAreReadAtScrapeTime(t *testing.T) {
+	caches := map[string]lru.Stats{"plans": {Entries: 4, Bound: 4, Evictions: 9}, "compiled": {Entries: 2, Bound: 4}}
+	obs, err := New(Config{Caches: func() map[string]lru.Stats { return caches },
+		Watches: func() (int, int64) { return 3, 5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Shutdown(context.Background())
+	g := gather(t, obs)
+	for _, w := range []struct {
+		name, label, value string
+		n                  float64
+	}{{"tollgate_cache_entries", "cache", "plans", 4}, {"tollgate_cache_entries", "cache", "compiled", 2},
+		{"tollgate_watch_streams", "", "", 3}} {
+		if got := g.gauge(w.name, w.label, w.value); got != w.n {
+			t.Errorf("%s{%s=%q} = %v, want %v", w.name, w.label, w.value, got, w.n)
+		}
+	}
+	for _, w := range []struct {
+		name, label, value string
+		n                  float64
+	}{{"tollgate_cache_evictions_total", "cache", "plans", 9}, {"tollgate_watches_refused_total", "", "", 5}} {
+		if got := g.counter(w.name, w.label, w.value); got != w.n {
+			t.Errorf("%s{%s=%q} = %v, want %v", w.name, w.label, w.value, got, w.n)
+		}
 	}
 }

@@ -21,7 +21,7 @@ func (t *tx) activate(ph *phaseInfo) {
 	t.run.Phases = append(t.run.Phases, ph.key)
 	for _, s := range ph.steps {
 		if _, ok := t.run.Steps[s.ID]; !ok {
-			t.run.Steps[s.ID] = &StepRun{Status: StatusWaiting}
+			t.newStep(s.ID, &StepRun{Status: StatusWaiting})
 		}
 	}
 }
@@ -93,9 +93,15 @@ func (t *tx) advance() {
 		if t.run.Failing != "" {
 			break
 		}
+		// Only a waiting step can move: a run with none (a fan in flight)
+		// costs no scan of its steps.
+		scan := t.counts().waiting > 0
 		for _, key := range t.run.Phases {
 			ph := t.m.phases[key]
 			for _, st := range ph.steps {
+				if !scan {
+					break
+				}
 				if t.run.Failing != "" {
 					break
 				}
@@ -154,11 +160,13 @@ func (t *tx) step(st *plan.Step) bool {
 		}
 		switch {
 		case ok >= st.MinSuccess && done == len(st.In) && t.ready(st.DependsOn):
+			s = t.stepW(st.ID)
 			s.Status = StatusSucceeded
 			s.Output = json.RawMessage(fmt.Sprintf(`{"succeeded":%d,"of":%d}`, ok, len(st.In)))
 			t.record("join.held", "system", map[string]any{"join": st.ID, "succeeded": ok, "of": len(st.In), "need": st.MinSuccess})
 			return true
 		case failed > len(st.In)-st.MinSuccess:
+			s = t.stepW(st.ID)
 			s.Status = StatusFailed
 			s.Error = fmt.Sprintf("needs %d of %d, and %d failed", st.MinSuccess, len(st.In), failed)
 			t.record("join.failed", "system", map[string]any{"join": st.ID, "succeeded": ok, "failed": failed, "need": st.MinSuccess})
@@ -170,6 +178,7 @@ func (t *tx) step(st *plan.Step) bool {
 	if !t.ready(st.DependsOn) {
 		return false
 	}
+	s = t.stepW(st.ID)
 	if st.SideEffect {
 		grant, ok := t.grant(st)
 		if !ok {
@@ -272,10 +281,9 @@ func (t *tx) open(sp *stopInfo) bool {
 // probe queues the next attempt of an ask's freshness probe.
 func (t *tx) probe(a *AskRun, why string) {
 	id := CheckStepID(a.ID)
-	s := t.run.Steps[id]
+	s := t.stepW(id)
 	if s == nil {
-		s = &StepRun{Status: StatusWaiting}
-		t.run.Steps[id] = s
+		s = t.newStep(id, &StepRun{Status: StatusWaiting})
 	}
 	t.queue(id, s, why)
 }
@@ -350,6 +358,7 @@ func (t *tx) stale(a *AskRun, what string) {
 		if s == nil || !s.Status.Done() {
 			continue
 		}
+		s = t.stepW(id)
 		s.Status, s.Output, s.Error = StatusWaiting, nil, ""
 		t.record("step.reprepare", "system", map[string]any{"step": id, "because": a.ID})
 	}
@@ -427,37 +436,9 @@ func (t *tx) deriveState() {
 		t.deriveExternal()
 		return
 	}
-	inflight, queued, blocked, pending, failedSkip := 0, 0, 0, 0, 0
-	waiting, doubt, probes, probesBlocked := 0, 0, 0, 0
-	for id, s := range r.Steps {
-		if strings.HasPrefix(id, "check~") {
-			// A freshness probe: it reads facts while people decide, so
-			// it keeps no run from being parked.
-			if s.Status == StatusQueued && s.Blocked {
-				probesBlocked++
-			} else if s.Status == StatusQueued || s.Status.InFlight() {
-				probes++
-			}
-			continue
-		}
-		switch s.Status {
-		case StatusLeased, StatusStarted:
-			inflight++
-		case StatusQueued:
-			queued++
-			if s.Blocked {
-				blocked++
-			}
-		case StatusWaiting:
-			waiting++
-		case StatusInDoubt:
-			doubt++
-		case StatusFailed:
-			if t.m.steps[id].step.OnFail == plan.OnFailSkip {
-				failedSkip++
-			}
-		}
-	}
+	c := t.counts() // the steps, counted by what changed (tally.go)
+	inflight, queued, blocked, pending, failedSkip := c.inflight, c.queued, c.blocked, 0, c.failedSkip
+	waiting, doubt, probes, probesBlocked := c.waiting, c.doubt, c.probes, c.probesBlocked
 	for _, a := range r.Asks {
 		if a.State.Open() {
 			pending++
@@ -472,6 +453,7 @@ func (t *tx) deriveState() {
 		// Stop dispatching; let what is in flight settle.
 		for _, id := range sortedStepIDs(r) {
 			if s := r.Steps[id]; s.Status == StatusQueued {
+				s = t.stepW(id)
 				s.Status = StatusCancelled
 				queued--
 				t.effects = append(t.effects, CancelStep{Step: id, Attempt: s.Attempt})

@@ -22,6 +22,16 @@ type tx struct {
 	records []Record
 	reply   *Reply
 	refusal error
+	// own holds the steps this transition copied or created, which it
+	// may write; nil when it owns the whole run (Start).
+	own map[*StepRun]bool
+	// undo, during ApplyAll, holds each step an event touched as it was
+	// before (nil: it did not exist).
+	undo map[string]*StepRun
+	// base is the tally of the run the transition started from (nil:
+	// unknown), touched the steps it wrote since, as they were (tally.go).
+	base    *tally
+	touched map[string]*StepRun
 }
 
 // Reply is the typed response to an Answer; see package answer.
@@ -44,6 +54,8 @@ func (t *tx) result() Transition {
 		kept = append(kept, e)
 	}
 	t.effects = kept
+	c := t.counts()
+	t.run.tally = &c
 	t.run.Version++
 	t.run.UpdatedAt = t.at
 	return Transition{Run: t.run, Effects: t.effects, Records: t.records, Refusal: t.refusal, Reply: t.reply}
@@ -60,11 +72,17 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 	if run.PlanDigest != m.digest {
 		return Transition{}, fmt.Errorf("run %s was started from plan %s, not %s", run.ID, run.PlanDigest, m.digest)
 	}
-	at := ev.at()
-	if at.Before(run.UpdatedAt) {
-		at = run.UpdatedAt // the store's clock never runs backwards for a run
+	t := &tx{m: m, run: run.clone(), own: map[*StepRun]bool{}}
+	t.startTally()
+	return t.apply(ev)
+}
+
+// apply applies one event to the transition's run; see Apply.
+func (t *tx) apply(ev Event) (Transition, error) {
+	t.at = ev.at()
+	if t.at.Before(t.run.UpdatedAt) {
+		t.at = t.run.UpdatedAt // the store's clock never runs backwards for a run
 	}
-	t := &tx{m: m, run: run.clone(), at: at}
 	expired := t.expire()
 	var err error
 	switch e := ev.(type) {
@@ -109,6 +127,8 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.leaseLost(e)
 	case StepBlocked:
 		err = t.blocked(e)
+	case StepsBlocked:
+		err = t.blockedAll(e)
 	case StepRefused:
 		err = t.refused(e)
 	case OpenGate:
@@ -636,6 +656,9 @@ func (t *tx) end(state State, reason string) {
 	}
 	for _, id := range sortedStepIDs(t.run) {
 		s := t.run.Steps[id]
+		if s.Status == StatusQueued || s.Status.InFlight() || s.Status == StatusWaiting {
+			s = t.stepW(id)
+		}
 		switch {
 		case s.Status == StatusQueued || s.Status.InFlight():
 			t.effects = append(t.effects, CancelStep{Step: id, Attempt: s.Attempt})
@@ -653,8 +676,8 @@ func (t *tx) end(state State, reason string) {
 
 // attempt finds the step's current attempt named by an executor event.
 func (t *tx) attempt(step string, n int) (*StepRun, error) {
-	s, ok := t.run.Steps[step]
-	if !ok {
+	s := t.stepW(step)
+	if s == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownStep, step)
 	}
 	if n != s.Attempt || len(s.Attempts) == 0 {
@@ -777,6 +800,27 @@ func (t *tx) blocked(e StepBlocked) error {
 	return nil
 }
 
+func (t *tx) blockedAll(e StepsBlocked) error {
+	var first error
+	applied := 0
+	for _, sa := range e.Steps {
+		if err := t.blocked(StepBlocked{Step: sa.Step, Attempt: sa.Attempt, At: e.At}); err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		applied++
+	}
+	if applied == 0 {
+		if first == nil {
+			first = fmt.Errorf("%w: no step to block", ErrWrongTransition)
+		}
+		return first
+	}
+	return nil
+}
+
 // openDoubt asks what happened to a side effect whose executor was lost
 // after Start. Answering "retry" performs the effect again, so the ask
 // carries the authority that approved the attempt: the governing ask's
@@ -814,7 +858,7 @@ func (t *tx) resolveDoubt(a *AskRun, actor, option, reason string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q has options %s", ErrBadOption, a.Title, optionList(a))
 	}
-	s := t.run.Steps[a.Step]
+	s := t.stepW(a.Step)
 	if opt.ID == DoubtRetry && len(a.Approvers) > 0 && !slices.Contains(a.Approvers, actor) {
 		// The requester passed pendingAsk to say what happened; a retry
 		// is an approval, and the recipe asks only its approvers.

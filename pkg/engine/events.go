@@ -166,6 +166,23 @@ type StepBlocked struct {
 	At      time.Time
 }
 
+// StepsBlocked is StepBlocked for many steps at once: the refusals of one
+// round of offers (a wide fan nobody offers) land in one transition, not
+// one each. An entry whose attempt moved on meanwhile is skipped; the
+// event is refused only when every entry is.
+type StepsBlocked struct {
+	Steps []StepAttempt
+	At    time.Time
+}
+
+// StepAttempt names one attempt of a step.
+type StepAttempt struct {
+	Step    string
+	Attempt int
+}
+
+func (e StepsBlocked) at() time.Time { return e.At }
+
 func (e Tick) at() time.Time            { return e.At }
 func (e Decide) at() time.Time          { return e.At }
 func (e Answer) at() time.Time          { return e.At }

@@ -189,13 +189,12 @@ func (t *tx) scriptStep(e ScriptStep) error {
 	if a := t.openGate(); a != nil {
 		return fmt.Errorf("%w: %q must be decided before more work is recorded", ErrGateOpen, a.ID)
 	}
-	s := t.run.Steps[e.Step]
+	s := t.stepW(e.Step)
 	if s != nil && s.Status == StatusSucceeded {
 		return fmt.Errorf("%w: %q succeeded at %s", ErrStepDone, e.Step, s.Attempts[len(s.Attempts)-1].FinishedAt.UTC().Format(time.RFC3339))
 	}
 	if s == nil {
-		s = &StepRun{}
-		t.run.Steps[e.Step] = s
+		s = t.newStep(e.Step, &StepRun{})
 	}
 	start, end := e.StartedAt, e.FinishedAt
 	if start.IsZero() || end.Before(start) {

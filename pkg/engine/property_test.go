@@ -157,6 +157,9 @@ func fuzzRun(t *testing.T, name string, m *Machine, rng *rand.Rand, cov *coverag
 			cov.refused++
 			continue
 		}
+		if want := m.countAll(next.Run); next.Run.tally == nil || *next.Run.tally != want {
+			t.Fatalf("%s: after %T the run's tally is %+v, its steps count %+v", name, ev, next.Run.tally, want)
+		}
 		if next.Run.Version != run.Version+1 {
 			t.Fatalf("%s: version %d → %d", name, run.Version, next.Run.Version)
 		}

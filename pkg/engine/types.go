@@ -134,6 +134,10 @@ type Run struct {
 	Parks     int       `json:"parks,omitempty"`
 	ParkedAt  time.Time `json:"parked_at,omitzero"`
 	ResumedAt time.Time `json:"resumed_at,omitzero"`
+
+	// tally counts Steps for deriving the state (tally.go); nil until a
+	// transition made this run. Immutable once set.
+	tally *tally
 }
 
 // StepRun is one step of an active phase.

@@ -56,14 +56,20 @@ type GateServiceClient interface {
 	// caller is not the run's requester.
 	OpenGate(ctx context.Context, in *OpenGateRequest, opts ...grpc.CallOption) (*OpenGateResponse, error)
 	// GetGate returns a gate and, once it is approved, the signed grant for
-	// its action. NOT_FOUND when the run or gate is unknown or not visible.
+	// its action. NOT_FOUND when the run or gate is unknown or not visible. The
+	// grant goes to the run's requester only: others who may see the gate
+	// (its approvers, auditors) get it without.
 	GetGate(ctx context.Context, in *GetGateRequest, opts ...grpc.CallOption) (*GetGateResponse, error)
 	// RecordStep journals a step the script ran itself. ALREADY_EXISTS when
 	// the step already succeeded in this run (the script skips it);
-	// FAILED_PRECONDITION while a gate waits or after the run ended.
+	// FAILED_PRECONDITION while a gate waits or after the run ended. NOT_FOUND
+	// when the run is unknown or not visible; PERMISSION_DENIED unless the
+	// caller is its requester.
 	RecordStep(ctx context.Context, in *RecordStepRequest, opts ...grpc.CallOption) (*RecordStepResponse, error)
 	// FinishRun ends an external run COMPLETE, or FAILED with a reason.
-	// FAILED_PRECONDITION while a gate waits (cancel the run instead).
+	// FAILED_PRECONDITION while a gate waits (cancel the run instead). NOT_FOUND
+	// when the run is unknown or not visible; PERMISSION_DENIED unless the
+	// caller is its requester.
 	FinishRun(ctx context.Context, in *FinishRunRequest, opts ...grpc.CallOption) (*FinishRunResponse, error)
 }
 
@@ -155,14 +161,20 @@ type GateServiceServer interface {
 	// caller is not the run's requester.
 	OpenGate(context.Context, *OpenGateRequest) (*OpenGateResponse, error)
 	// GetGate returns a gate and, once it is approved, the signed grant for
-	// its action. NOT_FOUND when the run or gate is unknown or not visible.
+	// its action. NOT_FOUND when the run or gate is unknown or not visible. The
+	// grant goes to the run's requester only: others who may see the gate
+	// (its approvers, auditors) get it without.
 	GetGate(context.Context, *GetGateRequest) (*GetGateResponse, error)
 	// RecordStep journals a step the script ran itself. ALREADY_EXISTS when
 	// the step already succeeded in this run (the script skips it);
-	// FAILED_PRECONDITION while a gate waits or after the run ended.
+	// FAILED_PRECONDITION while a gate waits or after the run ended. NOT_FOUND
+	// when the run is unknown or not visible; PERMISSION_DENIED unless the
+	// caller is its requester.
 	RecordStep(context.Context, *RecordStepRequest) (*RecordStepResponse, error)
 	// FinishRun ends an external run COMPLETE, or FAILED with a reason.
-	// FAILED_PRECONDITION while a gate waits (cancel the run instead).
+	// FAILED_PRECONDITION while a gate waits (cancel the run instead). NOT_FOUND
+	// when the run is unknown or not visible; PERMISSION_DENIED unless the
+	// caller is its requester.
 	FinishRun(context.Context, *FinishRunRequest) (*FinishRunResponse, error)
 	mustEmbedUnimplementedGateServiceServer()
 }
