@@ -109,6 +109,8 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.leaseLost(e)
 	case StepBlocked:
 		err = t.blocked(e)
+	case StepUndeliverable:
+		err = t.undeliverable(e)
 	case OpenGate:
 		err = t.openGateEvent(e)
 	case ScriptStep:
@@ -375,6 +377,9 @@ func (t *tx) attachEvidence(e AttachEvidence) error {
 	}
 	if len(e.Artifacts) == 0 {
 		return fmt.Errorf("%w: attach at least one artifact", ErrEvidence)
+	}
+	if err := evidenceTooLarge(a.Evidence, e.Artifacts); err != nil {
+		return err
 	}
 	before := a.EvidenceDigest()
 	for _, ev := range e.Artifacts {
@@ -683,6 +688,7 @@ func (t *tx) finished(step string, n int, output json.RawMessage, errText string
 		// I7: a side effect reports only after its Start was recorded.
 		return fmt.Errorf("%w: result of side-effecting %s without a recorded start", ErrWrongTransition, step)
 	}
+	output, errText = boundResult(output, errText)
 	a := &s.Attempts[len(s.Attempts)-1]
 	a.FinishedAt = t.at
 	info := t.m.steps[step].step
