@@ -41,6 +41,12 @@ const (
 // may not approve, also through delegation). Every reader enforces the ask's
 // deadline with the store's clock (I4): a decision after expires_at is
 // refused with FAILED_PRECONDITION whether or not the ask was marked EXPIRED.
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type ApprovalServiceClient interface {
 	// ListAsks lists the caller's inbox: asks the caller may decide (or, for
 	// EVIDENCE_REQUESTED, must answer as requester), each with why.
@@ -192,6 +198,12 @@ func (c *approvalServiceClient) RevokeException(ctx context.Context, in *RevokeE
 // may not approve, also through delegation). Every reader enforces the ask's
 // deadline with the store's clock (I4): a decision after expires_at is
 // refused with FAILED_PRECONDITION whether or not the ask was marked EXPIRED.
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type ApprovalServiceServer interface {
 	// ListAsks lists the caller's inbox: asks the caller may decide (or, for
 	// EVIDENCE_REQUESTED, must answer as requester), each with why.

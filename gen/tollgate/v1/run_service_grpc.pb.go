@@ -36,6 +36,12 @@ const (
 // caller, never a request field (a forged actor in a body is ignored).
 // Callers see the runs policy lets them see (their own, or all for
 // auditors/operators).
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type RunServiceClient interface {
 	// StartRun compiles the skill or recipe, verifies the plan and starts a
 	// run. Idempotent on request_id. Starting a run approves its `without
@@ -137,6 +143,12 @@ func (c *runServiceClient) CancelRun(ctx context.Context, in *CancelRunRequest, 
 // caller, never a request field (a forged actor in a body is ignored).
 // Callers see the runs policy lets them see (their own, or all for
 // auditors/operators).
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type RunServiceServer interface {
 	// StartRun compiles the skill or recipe, verifies the plan and starts a
 	// run. Idempotent on request_id. Starting a run approves its `without
