@@ -219,3 +219,14 @@ func (d *ExecDispatcher) undeliverable(o offer, why error) {
 		}
 	})
 }
+
+// inputsTooLarge bounds a run's inputs, names and values together, as one
+// value (each one alone is bounded by checkValues): what a run holds and
+// shows stays within what one message carries.
+func inputsTooLarge(in map[string]string) error {
+	n := 0
+	for k, v := range in {
+		n += len(k) + len(v)
+	}
+	return limits.Value("inputs (names and values together)", n)
+}

@@ -53,6 +53,12 @@ func TestItem9_RequestValuesOverTheLimitAreRefusedNamingTheField(t *testing.T) {
 	_, err = e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: "s: notes.search {}\n"},
 		Inputs: map[string]string{"who": big}})
 	wantTooLarge(t, err, `inputs["who"]: 1500000 bytes`)
+	in := map[string]string{}
+	for _, k := range []string{"a", "b", "c"} {
+		in[k] = strings.Repeat(k, 400_000)
+	}
+	_, err = e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: "s: notes.search {}\n"}, Inputs: in})
+	wantTooLarge(t, err, "inputs (names and values together): 1200003 bytes")
 	_, err = e.approvals("alice").AttachEvidence(bg, &tollgatev1.AttachEvidenceRequest{AskId: "r_x/a",
 		Artifacts: []*tollgatev1.EvidenceUpload{{Name: "a"}, {Name: "b", Content: []byte(big)}}})
 	wantTooLarge(t, err, "artifacts[1].content: 1500000 bytes")

@@ -141,6 +141,9 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if err != nil {
 		return nil, err
 	}
+	if err := inputsTooLarge(req.GetInputs()); err != nil {
+		return nil, err
+	}
 	src, name := req.GetRecipe(), req.GetName()
 	if sk := req.GetSkill(); sk != "" {
 		text, ok := s.cfg.Skills.Skill(sk)

@@ -137,10 +137,11 @@ together fails:
   f5: test.fail {"message": "{note}"}
 `)
 	c.waitParkedOn(id, "note")
+	// A 1 MB reply, typed into approvectl answer (longer than one
+	// argument may be).
 	answer := strings.Repeat("z", 1_000_000)
-	approvals := tollgatev1.NewApprovalServiceClient(c.api("alice"))
-	if _, err := approvals.Answer(context.Background(), &tollgatev1.AnswerRequest{AskId: id + "/note", Text: answer}); err != nil {
-		t.Fatal(err)
+	if r := c.plane.ctl(t, answer+"\n", "--as", "alice", "answer", id+"/note"); r.code != 0 || !strings.Contains(r.stdout, "Answer received") {
+		t.Fatalf("approvectl answer: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
