@@ -206,16 +206,16 @@ func leaseFits(msg *tollgatev1.ControlMessage) error {
 	return nil
 }
 
-// undeliverable fails the step whose lease could not be sent (on a
-// record worker: d.mu may be held).
-func (d *ExecDispatcher) undeliverable(o offer, why error) {
-	d.cfg.Log.Error("lease not sent", "run", o.runID, "step", o.d.Step, "error", why)
+// refuseStep fails a queued step the dispatcher will not hand out (on a
+// record worker: d.mu may be held). Its attempt never ran.
+func (d *ExecDispatcher) refuseStep(o offer, why string) {
 	d.handle(func() {
 		_, err := d.runner.Event(context.Background(), o.runID, func(now time.Time) engine.Event {
-			return engine.StepUndeliverable{Step: o.d.Step, Attempt: o.d.Attempt, Error: why.Error(), At: now}
+			return engine.StepRefused{Step: o.d.Step, Attempt: o.d.Attempt, Reason: why, At: now}
 		})
-		if err != nil {
-			d.cfg.Log.Warn("undeliverable lease not recorded", "run", o.runID, "step", o.d.Step, "error", err)
+		if err != nil && !engineRefusal(err) {
+			// Still queued in the store: offered again at the next start-up.
+			d.cfg.Log.Warn("the refusal of a step was not recorded", "run", o.runID, "step", o.d.Step, "error", err)
 		}
 	})
 }

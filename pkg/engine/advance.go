@@ -45,7 +45,8 @@ func (t *tx) queue(id string, s *StepRun, why string) {
 	s.Attempts = append(s.Attempts, Attempt{N: s.Attempt, QueuedAt: t.at})
 	d := t.dispatchFor(id, s)
 	if err := dispatchTooLarge(d); err != nil {
-		t.refuseDispatch(id, s, err)
+		// No lease could carry it, and a retry resolves the same values.
+		_ = t.refused(StepRefused{Step: id, Attempt: s.Attempt, Reason: err.Error()})
 		return
 	}
 	t.effects = append(t.effects, d)

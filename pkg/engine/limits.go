@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -25,18 +23,6 @@ func dispatchTooLarge(d Dispatch) error {
 		return limits.Value(d.Step+"'s prompt with its references resolved", len(d.Prompt))
 	}
 	return limits.Value(d.Step+"'s args with their references resolved", len(d.Args))
-}
-
-// refuseDispatch fails the current attempt of a step whose dispatch
-// cannot be delivered. It is not retried: a retry resolves the same values.
-func (t *tx) refuseDispatch(id string, s *StepRun, why error) {
-	a := &s.Attempts[len(s.Attempts)-1]
-	a.Error, a.FinishedAt = why.Error(), t.at
-	s.Status, s.Error = StatusFailed, why.Error()
-	t.record("step.failed", "system", map[string]any{"step": id, "attempt": s.Attempt, "error": why.Error()})
-	if t.m.steps[id].step.OnFail != plan.OnFailSkip && t.run.Failing == "" {
-		t.run.Failing = id
-	}
 }
 
 // payloadTooLarge reports why an ask governing ps cannot be asked.
@@ -73,29 +59,4 @@ func boundResult(output []byte, errText string) ([]byte, string) {
 		return output, ""
 	}
 	return nil, limits.Truncate(errText, limits.MaxErrorBytes)
-}
-
-// StepUndeliverable: the dispatcher could not deliver a queued step's
-// lease (it would exceed the message limit). The attempt fails with
-// Error and is not retried; the stream that would have carried it is
-// untouched.
-type StepUndeliverable struct {
-	Step    string
-	Attempt int
-	Error   string
-	At      time.Time
-}
-
-func (e StepUndeliverable) at() time.Time { return e.At }
-
-func (t *tx) undeliverable(e StepUndeliverable) error {
-	s, err := t.attempt(e.Step, e.Attempt)
-	if err != nil {
-		return err
-	}
-	if s.Status != StatusQueued {
-		return fmt.Errorf("%w: %s undeliverable while %s", ErrWrongTransition, e.Step, s.Status)
-	}
-	t.refuseDispatch(e.Step, s, errors.New(e.Error))
-	return nil
 }
