@@ -42,7 +42,13 @@ func TestGateBlocksUntilDecided(t *testing.T) {
 	go func() {
 		d, err := alice.Gate(bg, "", "claims", gates.Options{Summary: "Are these the claims?", RunName: "claims-review",
 			Artifacts: []gates.Artifact{{Name: "claims.txt", Content: artifact}},
-			Progress:  func(d gates.Decision) { waiting <- d }})
+			Progress: func(d gates.Decision) {
+				// Never block the client: it reports every change of the run.
+				select {
+				case waiting <- d:
+				default:
+				}
+			}})
 		done <- got{d, err}
 	}()
 	w := <-waiting

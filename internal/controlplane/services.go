@@ -75,6 +75,7 @@ type compileKey struct {
 	catalog *compiler.Catalog
 	name    string
 	src     string
+	inputs  string // the run inputs' names (inputsKey)
 }
 
 // maxCompiled bounds the compile cache.
@@ -85,14 +86,20 @@ const maxCompiled = 1024
 // Only plans are kept: a recipe that does not compile is compiled again,
 // so its diagnostics are always fresh.
 func (s *Services) compile(src, name string) compiler.Result {
-	k := compileKey{catalog: s.cfg.Catalog(), name: name, src: src}
+	return s.compileWith(src, name, nil)
+}
+
+// compileWith is compile for a run with inputs: their names are what
+// {NAME} may read.
+func (s *Services) compileWith(src, name string, inputs map[string]string) compiler.Result {
+	k := compileKey{catalog: s.cfg.Catalog(), name: name, src: src, inputs: inputsKey(inputs)}
 	s.mu.Lock()
 	res, ok := s.compiled[k]
 	s.mu.Unlock()
 	if ok {
 		return res
 	}
-	res = compiler.Compile(src, compiler.Options{Catalog: k.catalog, Name: name})
+	res = compiler.Compile(src, compiler.Options{Catalog: k.catalog, Name: name, Inputs: inputNames(inputs)})
 	if res.Plan == nil {
 		return res
 	}
@@ -135,7 +142,8 @@ func caller(ctx context.Context) (string, error) {
 }
 
 // StartRun compiles (a skill or a recipe) and starts a run. A repeated
-// request_id returns the run it first created, with created = false.
+// request_id returns the run it first created, with created = false, if
+// the request is the same (Runner.Start); ALREADY_EXISTS if not.
 func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest) (*tollgatev1.StartRunResponse, error) {
 	who, err := caller(ctx)
 	if err != nil {
@@ -158,7 +166,10 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if name == "" {
 		name = "recipe"
 	}
-	res := s.compile(src, name)
+	if err := checkInputNames(req.GetInputs()); err != nil {
+		return nil, err
+	}
+	res := s.compileWith(src, name, req.GetInputs())
 	if res.Plan == nil {
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errInvalid)
 	}
@@ -172,7 +183,7 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
 		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errStalePayload)
 	}
-	run, created, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId()})
+	run, created, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs()})
 	if err != nil {
 		return nil, err
 	}

@@ -48,11 +48,14 @@ const (
 // longest values cut, each ending with "…(N bytes)".
 type GateServiceClient interface {
 	// CreateRun creates an external run, for a script that does work before
-	// its first gate. Idempotent on request_id: a repeat returns the same run
-	// with created = false, so a re-run script finds its run again.
+	// its first gate. Idempotent on request_id: a repeat with the same name
+	// returns the same run with created = false, so a re-run script finds its
+	// run again; the same request_id with another name (or one that started a
+	// recipe's run) is ALREADY_EXISTS naming that run.
 	CreateRun(ctx context.Context, in *CreateRunRequest, opts ...grpc.CallOption) (*CreateRunResponse, error)
 	// OpenGate opens a gate, creating an external run when run_id is empty
-	// (idempotent on request_id). A gate of that name already on the run is
+	// (idempotent on request_id and run_name as CreateRun is; ALREADY_EXISTS
+	// when the request_id made another run). A gate of that name already on the run is
 	// returned as it is, open or decided, and is not asked again.
 	// FAILED_PRECONDITION when another gate is waiting, the run has ended, or
 	// no policy rule names the gate's action; PERMISSION_DENIED when the
@@ -150,11 +153,14 @@ func (c *gateServiceClient) FinishRun(ctx context.Context, in *FinishRunRequest,
 // longest values cut, each ending with "…(N bytes)".
 type GateServiceServer interface {
 	// CreateRun creates an external run, for a script that does work before
-	// its first gate. Idempotent on request_id: a repeat returns the same run
-	// with created = false, so a re-run script finds its run again.
+	// its first gate. Idempotent on request_id: a repeat with the same name
+	// returns the same run with created = false, so a re-run script finds its
+	// run again; the same request_id with another name (or one that started a
+	// recipe's run) is ALREADY_EXISTS naming that run.
 	CreateRun(context.Context, *CreateRunRequest) (*CreateRunResponse, error)
 	// OpenGate opens a gate, creating an external run when run_id is empty
-	// (idempotent on request_id). A gate of that name already on the run is
+	// (idempotent on request_id and run_name as CreateRun is; ALREADY_EXISTS
+	// when the request_id made another run). A gate of that name already on the run is
 	// returned as it is, open or decided, and is not asked again.
 	// FAILED_PRECONDITION when another gate is waiting, the run has ended, or
 	// no policy rule names the gate's action; PERMISSION_DENIED when the
