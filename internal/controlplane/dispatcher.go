@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -240,6 +241,11 @@ func (d *ExecDispatcher) assign(o offer) bool {
 		return false
 	}
 	msg, l, err := d.leaseFor(o, best)
+	if errors.Is(err, errUndeliverable) {
+		d.cfg.Log.Error("lease not sent", "run", o.runID, "step", o.d.Step, "error", err)
+		d.refuseStep(o, err.Error())
+		return true // handled: its step fails; the stream is untouched
+	}
 	if err != nil {
 		d.cfg.Log.Error("cannot lease", "run", o.runID, "step", o.d.Step, "error", err)
 		return false
@@ -292,7 +298,11 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
 		pl.Grant = grantpb.ToProto(g)
 	}
-	return &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL), ackDone: make(chan struct{}), fold: make(chan struct{})}, nil
+	msg := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}
+	if err := leaseFits(msg); err != nil {
+		return nil, nil, err
+	}
+	return msg, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL), ackDone: make(chan struct{}), fold: make(chan struct{})}, nil
 }
 
 // Cancel implements Dispatcher.
@@ -381,7 +391,7 @@ func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer
 		return fmt.Errorf("the first message must be hello: %w", errInvalid)
 	}
 	if id := hello.GetExecutorId(); id != "" && id != who {
-		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", id, who, errDenied)
+		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", limits.Short(id), who, errDenied)
 	}
 	d.mu.Lock()
 	d.seq++
@@ -460,6 +470,8 @@ func (d *ExecDispatcher) take(s *session, id string, fence uint64) (*lease, bool
 }
 
 func (d *ExecDispatcher) refuse(s *session, id string, fence uint64, why string) {
+	// The lease id and the reason may quote what the executor sent.
+	id, why = limits.Short(id), limits.Truncate(why, limits.MaxErrorBytes)
 	d.cfg.Log.Info("refused an executor message", "executor", s.executor, "lease", id, "fence", fence, "why", why)
 	select {
 	case s.out <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Refused{Refused: &tollgatev1.Refused{LeaseId: id, Fence: fence, Message: why}}}:
@@ -489,6 +501,9 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				continue
 			}
 			if l.offer.d.SideEffect {
+				if !d.claimAck(l, ackRecording, time.Time{}) {
+					continue // acked again: the first ack records it
+				}
 				handlers.Add(1)
 				d.handle(func() {
 					defer handlers.Done()
@@ -496,10 +511,9 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				})
 				continue
 			}
-			at := d.runner.storeTime()
-			d.mu.Lock()
-			l.ack, l.ackedAt = ackDeferred, at
-			d.mu.Unlock()
+			if !d.claimAck(l, ackDeferred, d.runner.storeTime()) {
+				continue // acked again: the first ack records it
+			}
 			handlers.Add(1)
 			go func() {
 				defer handlers.Done()
@@ -581,6 +595,20 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 			return nil
 		}
 	}
+}
+
+// claimAck marks l acknowledged (state, at) unless an ack of it was
+// already heard: a lease offered twice to one executor (it expired and was
+// offered again at the same fence) is acked twice, and only the first ack
+// may record it (and close its ackDone).
+func (d *ExecDispatcher) claimAck(l *lease, state ackState, at time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if l.ack != ackNone {
+		return false
+	}
+	l.ack, l.ackedAt = state, at
+	return true
 }
 
 // leasedEvent is the engine event for an executor's ack of l.

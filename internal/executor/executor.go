@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // ToolSpec is one hosted tool with its MCP annotations.
@@ -230,7 +231,7 @@ func session(ctx context.Context, cfg Config) error {
 		case *tollgatev1.ControlMessage_Cancel:
 			c.stop(x.Cancel.GetLeaseId())
 		case *tollgatev1.ControlMessage_Refused:
-			cfg.Log.Warn("control plane refused", "lease", x.Refused.GetLeaseId(), "why", x.Refused.GetMessage())
+			cfg.Log.Warn("control plane refused", "lease", x.Refused.GetLeaseId(), "why", limits.Truncate(x.Refused.GetMessage(), limits.MaxErrorBytes))
 			c.stop(x.Refused.GetLeaseId())
 		case *tollgatev1.ControlMessage_Drain:
 			// Keep receiving: leases still running need their start
@@ -328,7 +329,7 @@ func (c *conn) run(ctx context.Context, l *tollgatev1.Lease) {
 		c.mu.Unlock()
 	}()
 	ctx, span := c.leaseSpan(ctx, l)
-	res := c.execute(ctx, l)
+	res := boundResult(c.execute(ctx, l))
 	endLeaseSpan(span, res)
 	res.LeaseId, res.Fence = l.GetLeaseId(), l.GetFence()
 	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: res}}); err != nil {

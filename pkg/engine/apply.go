@@ -398,6 +398,9 @@ func (t *tx) attachEvidence(e AttachEvidence) error {
 	if len(e.Artifacts) == 0 {
 		return fmt.Errorf("%w: attach at least one artifact", ErrEvidence)
 	}
+	if err := evidenceTooLarge(a.Evidence, e.Artifacts); err != nil {
+		return err
+	}
 	before := a.EvidenceDigest()
 	for _, ev := range e.Artifacts {
 		sum := sha256.Sum256(ev.Content)
@@ -708,6 +711,7 @@ func (t *tx) finished(step string, n int, output json.RawMessage, errText string
 		// I7: a side effect reports only after its Start was recorded.
 		return fmt.Errorf("%w: result of side-effecting %s without a recorded start", ErrWrongTransition, step)
 	}
+	output, errText = boundResult(output, errText)
 	a := &s.Attempts[len(s.Attempts)-1]
 	a.FinishedAt = t.at
 	info := t.m.steps[step].step

@@ -42,6 +42,7 @@ const testCatalog = `
   test:
     - {name: sleep, annotations: {readOnlyHint: true}}
     - {name: mark, annotations: {readOnlyHint: false, idempotentHint: false}}
+    - {name: fail, annotations: {readOnlyHint: true}}
 `
 
 func newCluster(t *testing.T, executors ...string) *cluster {
