@@ -55,6 +55,11 @@ func toStatus(err error) error {
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, errUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		// Retryable. The wrapped detail names the store's socket or
+		// address: it goes to the server's log (the interceptors log
+		// err), never to the client.
+		return status.Error(codes.Unavailable, store.ErrUnavailable.Error()+"; retry later")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
