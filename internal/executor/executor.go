@@ -140,6 +140,15 @@ type conn struct {
 	mu     sync.Mutex
 	held   map[string]*work // by lease id
 	starts map[string]chan bool
+	// answers carry the control plane's answer to a lease's result
+	// (ResultAck or Refused) to the goroutine delivering it.
+	answers map[string]chan *tollgatev1.ControlMessage
+	// alive ends with the session: a result is delivered until then,
+	// even after its lease was cancelled.
+	alive context.Context
+	// answerWait is how long a result waits for an answer before it is
+	// sent again (the lease TTL).
+	answerWait time.Duration
 
 	running sync.WaitGroup // one per lease being run
 }
@@ -163,6 +172,7 @@ func session(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan bool{},
+		answers: map[string]chan *tollgatev1.ControlMessage{}, alive: ctx, answerWait: 10 * time.Second,
 		tracer: cfg.Tracing.Tracer("github.com/tollgate-dev/tollgate/internal/executor")}
 	hello := &tollgatev1.Hello{ExecutorId: cfg.ID, Labels: cfg.Labels, CapacityCredits: uint32(cfg.Capacity), Version: "dev"}
 	if cfg.Host != nil {
@@ -187,6 +197,9 @@ func session(ctx context.Context, cfg Config) error {
 		return errors.New("the control plane did not welcome us")
 	}
 	cfg.Log.Info("connected", "session", w.GetSessionId(), "tools", len(hello.Tools))
+	if ttl := w.GetLeaseTtl().AsDuration(); ttl > 0 {
+		c.answerWait = ttl
+	}
 
 	var workers sync.WaitGroup
 	defer workers.Wait()
@@ -229,7 +242,12 @@ func session(ctx context.Context, cfg Config) error {
 			}
 		case *tollgatev1.ControlMessage_Cancel:
 			c.stop(x.Cancel.GetLeaseId())
+		case *tollgatev1.ControlMessage_ResultAck:
+			c.answered(x.ResultAck.GetLeaseId(), m)
 		case *tollgatev1.ControlMessage_Refused:
+			if c.answered(x.Refused.GetLeaseId(), m) {
+				continue // about the result being delivered
+			}
 			cfg.Log.Warn("control plane refused", "lease", x.Refused.GetLeaseId(), "why", x.Refused.GetMessage())
 			c.stop(x.Refused.GetLeaseId())
 		case *tollgatev1.ControlMessage_Drain:
@@ -331,9 +349,92 @@ func (c *conn) run(ctx context.Context, l *tollgatev1.Lease) {
 	res := c.execute(ctx, l)
 	endLeaseSpan(span, res)
 	res.LeaseId, res.Fence = l.GetLeaseId(), l.GetFence()
-	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: res}}); err != nil {
-		c.cfg.Log.Warn("result not delivered", "lease", l.GetLeaseId(), "error", err)
+	c.deliver(res)
+}
+
+// Bounds of the wait before a result the control plane could not record
+// is sent again.
+const (
+	resendMin = 100 * time.Millisecond
+	resendMax = 2 * time.Second
+)
+
+// deliver sends a lease's result until the control plane answers for it:
+// ResultAck (recorded), or a Refused that is for good. A Refused
+// NOT_RECORDED (its store is unavailable), or no answer within the lease
+// TTL, sends the result again after a backoff. The lease stays held
+// meanwhile (run forgets it only after deliver), so heartbeats keep it
+// alive and the outcome of a side effect is not lost while the store is
+// down. It gives up when the session ends; the control plane then reports
+// the lease lost.
+func (c *conn) deliver(res *tollgatev1.Result) {
+	id := res.GetLeaseId()
+	ch := make(chan *tollgatev1.ControlMessage, 1)
+	c.mu.Lock()
+	c.answers[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.answers, id)
+		c.mu.Unlock()
+	}()
+	msg := &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: res}}
+	backoff := resendMin
+	for sent := 1; ; sent++ {
+		if err := c.send(msg); err != nil {
+			c.cfg.Log.Warn("result not delivered", "lease", id, "error", err)
+			return
+		}
+		wait := time.NewTimer(c.answerWait)
+		select {
+		case <-c.alive.Done():
+			wait.Stop()
+			c.cfg.Log.Warn("result not acknowledged before the stream ended", "lease", id)
+			return
+		case <-wait.C:
+			c.cfg.Log.Warn("no answer to a result; sending it again", "lease", id, "sent", sent)
+			continue
+		case m := <-ch:
+			wait.Stop()
+			ref := m.GetRefused()
+			if ref == nil {
+				return // ResultAck
+			}
+			if ref.GetReason() != tollgatev1.RefusedReason_REFUSED_REASON_NOT_RECORDED {
+				c.cfg.Log.Warn("control plane refused the result", "lease", id, "why", ref.GetMessage())
+				return
+			}
+			c.cfg.Log.Info("result not recorded yet; sending it again", "lease", id, "in", backoff, "why", ref.GetMessage())
+		}
+		select {
+		case <-c.alive.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, resendMax)
 	}
+}
+
+// answered hands the control plane's answer about a lease's result to
+// the goroutine delivering it, and reports whether one was waiting. It
+// never blocks the receive loop: an answer replaces an older one still
+// unread (the latest answer is the one that counts).
+func (c *conn) answered(id string, m *tollgatev1.ControlMessage) bool {
+	c.mu.Lock()
+	ch, ok := c.answers[id]
+	c.mu.Unlock()
+	for ok {
+		select {
+		case ch <- m:
+			return true
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+	return ok
 }
 
 func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Result {
