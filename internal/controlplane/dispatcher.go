@@ -215,6 +215,9 @@ func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispa
 	o := offer{runID: runID, d: dsp}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.holds(o) {
+		return true // offered again (Runner.Resettle): it is in hand
+	}
 	if d.assign(o) {
 		return true
 	}
@@ -225,6 +228,17 @@ func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispa
 		}
 	}
 	return false
+}
+
+// holds reports whether o's attempt is leased or waiting here already.
+// d.mu is held.
+func (d *ExecDispatcher) holds(o offer) bool {
+	if _, ok := d.leases[fmt.Sprintf("%s/%s/%d", o.runID, o.d.Step, o.d.Attempt)]; ok {
+		return true
+	}
+	return slices.ContainsFunc(d.waiting, func(w offer) bool {
+		return w.runID == o.runID && w.d.Step == o.d.Step && w.d.Attempt == o.d.Attempt
+	})
 }
 
 // assign leases o to a session with a free credit. d.mu is held.
@@ -369,12 +383,16 @@ func (d *ExecDispatcher) reap() {
 		}
 		again := d.unrecorded
 		d.unrecorded = nil
+		runner := d.runner
 		d.mu.Unlock()
 		if len(gone) > 0 {
 			d.cfg.Log.Info("leases expired without heartbeat", "count", len(gone))
 		}
 		if len(gone)+len(again) > 0 {
 			d.lost(context.Background(), append(gone, again...))
+		}
+		if runner != nil {
+			runner.Resettle(context.Background())
 		}
 	}
 }

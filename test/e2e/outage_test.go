@@ -1,10 +1,18 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 )
 
 // waitLog waits until a line of the control plane's log contains every
@@ -100,4 +108,85 @@ func TestItem8_StartedLeaseNotRenewedDuringOutageGoesInDoubtLive(t *testing.T) {
 		t.Fatalf("the effect ran %d times, want 1", n)
 	}
 	c.audit()
+}
+
+// lossyStore fails the first commit that records a step's success with
+// store.ErrUnavailable, as Redis going away mid-call does: either before
+// anything was written, or after the write landed with its answer lost.
+type lossyStore struct {
+	store.Store
+	written bool // the write lands; only its answer is lost
+	fired   atomic.Bool
+}
+
+func (l *lossyStore) Commit(ctx context.Context, c store.Commit) error {
+	succeeded := slices.ContainsFunc(c.Journal, func(r store.JournalRecord) bool { return r.Kind == "step.succeeded" })
+	if !succeeded || !l.fired.CompareAndSwap(false, true) {
+		return l.Store.Commit(ctx, c)
+	}
+	if l.written {
+		if err := l.Store.Commit(ctx, c); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("redisstore: dial unix /var/run/secret/r.sock: %w", store.ErrUnavailable)
+}
+
+// Item 8 (issue 13): the executor's result for an approved side effect
+// meets a store that is unavailable for one commit. Not written: the
+// executor is told it was not recorded, keeps it and sends it again, and
+// it is recorded. Written but its answer lost: the copy is not applied a
+// second time (the attempt's fence) and the executor is told the result
+// is recorded, and the step the lost-answer commit made runnable is
+// offered on the live plane. Either way the effect ran once, the journal
+// holds one success of it, the run completes, and the audit is clean.
+func TestItem8_ResultTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
+	for _, written := range []bool{false, true} {
+		t.Run(fmt.Sprintf("written=%v", written), func(t *testing.T) {
+			st := &lossyStore{Store: memstore.New(memstore.Config{}), written: written}
+			w := newWorldOn(t, "", st)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w.executor(t, ctx, "edge-1")
+			runs := tollgatev1.NewRunServiceClient(w.conn(t, "alice"))
+			resp, err := runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: "ask me:\n  go?\nw: notes.store {\"text\": \"once\"}\nr: summarise {w}\n"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := resp.GetRun().GetId()
+			waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_PARKED))
+			approvals := tollgatev1.NewApprovalServiceClient(w.conn(t, "alice"))
+			if _, err := approvals.Decide(ctx, &tollgatev1.DecideRequest{AskId: id + "/ask_1", Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); err != nil {
+				t.Fatal(err)
+			}
+			waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_COMPLETE))
+			if !st.fired.Load() {
+				t.Fatal("the store never lost the result's commit: the test tested nothing")
+			}
+			if n := w.tools.Count("notes.store"); n != 1 {
+				t.Fatalf("the effect ran %d times, want 1", n)
+			}
+			audit := tollgatev1.NewAuditServiceClient(w.conn(t, "alice"))
+			j, err := audit.ListJournal(ctx, &tollgatev1.ListJournalRequest{RunId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, r := range j.GetRecords() {
+				if r.GetKind() == "step.succeeded" && strings.Contains(string(r.GetPayloadJson()), `"w"`) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("the journal records %d successes of w, want 1", n)
+			}
+			inv, err := audit.CheckInvariants(ctx, &tollgatev1.CheckInvariantsRequest{RunId: id})
+			if err != nil || len(inv.GetViolations()) != 0 {
+				t.Fatalf("audit: %v %v", inv.GetViolations(), err)
+			}
+			if v, err := audit.VerifyJournal(ctx, &tollgatev1.VerifyJournalRequest{RunId: id}); err != nil || !v.GetOk() {
+				t.Fatalf("verify journal: %v %v", v, err)
+			}
+		})
+	}
 }
