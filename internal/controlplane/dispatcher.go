@@ -635,7 +635,7 @@ func (d *ExecDispatcher) recordAck(ctx context.Context, s *session, l *lease) {
 	_, err := d.runner.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
 	if err != nil {
 		d.drop(l)
-		d.refuse(s, l.id, uint64(l.offer.d.Attempt), err.Error())
+		d.refuse(s, l.id, uint64(l.offer.d.Attempt), clientText(err))
 		if !engineRefusal(err) {
 			// Not the engine saying no (a store hiccup): the step is still
 			// queued, so offer it again.
@@ -765,7 +765,7 @@ func (d *ExecDispatcher) settle(ctx context.Context, s *session, l *lease, fence
 		// An earlier copy was recorded; this one was not applied again.
 	default:
 		d.drop(l)
-		d.refuse(s, l.id, fence, err.Error())
+		d.refuse(s, l.id, fence, clientText(err))
 		if !engineRefusal(err) {
 			d.lost(ctx, []*lease{l})
 		}

@@ -56,10 +56,7 @@ func toStatus(err error) error {
 	case errors.Is(err, errUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, store.ErrUnavailable):
-		// Retryable. The wrapped detail names the store's socket or
-		// address: it goes to the server's log (the interceptors log
-		// err), never to the client.
-		return status.Error(codes.Unavailable, store.ErrUnavailable.Error()+"; retry later")
+		return status.Error(codes.Unavailable, clientText(err))
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -67,6 +64,17 @@ func toStatus(err error) error {
 	default:
 		return status.Error(codes.Internal, err.Error())
 	}
+}
+
+// clientText is what a client (a caller or an executor) is told of err.
+// A store that is unavailable is named only as that: the error it wraps
+// names the store's socket or address, which go to the server's log,
+// never to a client.
+func clientText(err error) string {
+	if errors.Is(err, store.ErrUnavailable) {
+		return store.ErrUnavailable.Error() + "; retry later"
+	}
+	return err.Error()
 }
 
 // unaryErrors is the unary interceptor that maps and logs errors.
