@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
@@ -35,6 +36,7 @@ type ExecDispatcher struct {
 	tollgatev1.UnimplementedExecutorServiceServer
 	cfg    DispatcherConfig
 	runner *Runner
+	views  *toolViews
 
 	mu       sync.Mutex
 	sessions map[*session]bool
@@ -94,6 +96,9 @@ type DispatcherConfig struct {
 	// joins the step's span exactly when the control plane draws the run;
 	// nil: off.
 	Tracing *telemetry.Tracing
+	// Catalog is the configured tool catalog; what executors advertise
+	// makes it stricter, never laxer (toolviews.go, Catalog).
+	Catalog *compiler.Catalog
 }
 
 type offer struct {
@@ -165,7 +170,8 @@ func NewExecDispatcher(cfg DispatcherConfig) *ExecDispatcher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &ExecDispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{}), work: make(chan func())}
+	d := &ExecDispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{}), work: make(chan func()),
+		views: newToolViews(cfg.Catalog, cfg.Log)}
 	d.wg.Add(1 + recordWorkers)
 	go d.reap()
 	for range recordWorkers {
@@ -245,6 +251,9 @@ func (d *ExecDispatcher) holds(o offer) bool {
 func (d *ExecDispatcher) assign(o offer) bool {
 	if d.draining {
 		return false
+	}
+	if d.refuseUngoverned(o) {
+		return true // handled: it fails, it does not wait
 	}
 	var best *session
 	for s := range d.sessions {
@@ -432,6 +441,7 @@ func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer
 	for _, t := range hello.GetTools() {
 		s.tools[t.GetServer()+"."+t.GetTool()] = true
 	}
+	d.views.advertised(s.executor, hello.GetTools())
 	welcome := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Welcome{Welcome: &tollgatev1.Welcome{SessionId: s.id,
 		HeartbeatInterval: durationpb.New(d.cfg.LeaseTTL / 3), LeaseTtl: durationpb.New(d.cfg.LeaseTTL)}}}
 	if err := stream.Send(welcome); err != nil {

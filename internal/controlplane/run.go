@@ -154,7 +154,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.BoolVar(&o.AllowVolatile, "allow-volatile-store", false, "accept a Redis that keeps nothing on disk (appendonly no)")
 	fs.BoolVar(&o.Dev, "dev", false, "development mode: memory store, dev key and tokens, loopback only")
 	fs.StringVar(&o.Home, "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)")
-	fs.Var(listFlag{&o.Catalogs}, "catalog", "tool catalog file (repeatable; default: the built-in example catalog)")
+	fs.Var(listFlag{&o.Catalogs}, "catalog", "tool catalog file (repeatable; default: the built-in example catalog); executors' advertised annotations make it stricter, never laxer")
 	fs.StringVar(&o.Issuer, "jwt-issuer", "tollgate-dev", "required JWT issuer")
 	fs.StringVar(&o.Audience, "jwt-audience", "tollgate", "required JWT audience")
 	fs.Var(listFlag{&o.JWTKeys}, "jwt-key", "Ed25519 public key PEM that signs tokens (repeatable)")

@@ -43,7 +43,7 @@ const (
 type Config struct {
 	Store    store.Store
 	Verifier *identity.Verifier
-	Catalog  *compiler.Catalog
+	Catalog  *compiler.Catalog // with the built-in dispatcher, executors' hellos make it stricter (toolviews.go)
 	Skills   Skills
 	// Authority, Domain and Owners: see ServiceConfig.
 	Authority Authority
@@ -105,7 +105,7 @@ func NewServer(cfg Config) *Server {
 	}
 	var execs *ExecDispatcher
 	if cfg.Dispatcher == nil {
-		execs = NewExecDispatcher(DispatcherConfig{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL, Tracing: cfg.Tracing})
+		execs = NewExecDispatcher(DispatcherConfig{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL, Tracing: cfg.Tracing, Catalog: cfg.Catalog})
 		cfg.Dispatcher = execs
 	}
 	observers := cfg.Observers
@@ -131,6 +131,11 @@ func NewServer(cfg Config) *Server {
 	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
+	if execs != nil {
+		// What connected executors advertise makes the catalog stricter
+		// (I2): a tool an executor calls side-effecting is gated.
+		catalog = execs.Catalog
+	}
 	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier,
 		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))

@@ -438,9 +438,12 @@ func (c *conn) answered(id string, m *tollgatev1.ControlMessage) bool {
 }
 
 func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Result {
-	if l.GetSideEffect() {
+	// Whether a grant and a durable Start are needed is this executor's
+	// own call (I2): see sideEffect.
+	se, why := c.sideEffect(l)
+	if se {
 		if c.cfg.Grants == nil {
-			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY, "this executor trusts no grant key")
+			return c.ungranted(l, why, tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY, errors.New("this executor trusts no grant key"))
 		}
 		err := c.cfg.Grants.Verify(grantpb.FromProto(l.GetGrant()), grant.Lease{RunID: l.GetRunId(), StepID: l.GetStepId(), Fence: l.GetFence(), Args: []byte(l.GetArgsJson())}, c.cfg.Now())
 		if err != nil {
@@ -450,14 +453,13 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 					reason = r
 				}
 			}
-			c.cfg.Log.Warn("refused a side-effecting lease", "lease", l.GetLeaseId(), "why", err)
-			return refusal(reason, err.Error())
+			return c.ungranted(l, why, reason, err)
 		}
 	}
 	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Ack{Ack: &tollgatev1.Ack{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}); err != nil {
 		return &tollgatev1.Result{Outcome: &tollgatev1.Result_TransportError{TransportError: &tollgatev1.TransportError{Kind: tollgatev1.TransportErrorKind_TRANSPORT_ERROR_KIND_CONNECTION_LOST, Message: err.Error()}}}
 	}
-	if l.GetSideEffect() {
+	if se {
 		// Start is recorded durably before the tool is invoked (I7).
 		ch := make(chan bool, 1)
 		c.mu.Lock()
@@ -508,10 +510,10 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 		res.Outcome = &tollgatev1.Result_ToolError{ToolError: &tollgatev1.ToolError{Message: te.Message}}
 	case errors.As(err, &tr):
 		res.Outcome = &tollgatev1.Result_TransportError{TransportError: &tollgatev1.TransportError{Kind: tollgatev1.TransportErrorKind_TRANSPORT_ERROR_KIND_CONNECTION_LOST,
-			Message: tr.Message, OutcomeUnknown: tr.OutcomeUnknown && l.GetSideEffect()}}
+			Message: tr.Message, OutcomeUnknown: tr.OutcomeUnknown && se}}
 	default:
 		res.Outcome = &tollgatev1.Result_TransportError{TransportError: &tollgatev1.TransportError{Kind: tollgatev1.TransportErrorKind_TRANSPORT_ERROR_KIND_UNSPECIFIED,
-			Message: err.Error(), OutcomeUnknown: l.GetSideEffect()}}
+			Message: err.Error(), OutcomeUnknown: se}}
 	}
 	return res
 }

@@ -109,6 +109,8 @@ func (m *Machine) Apply(run *Run, ev Event) (Transition, error) {
 		err = t.leaseLost(e)
 	case StepBlocked:
 		err = t.blocked(e)
+	case StepRefused:
+		err = t.refused(e)
 	case OpenGate:
 		err = t.openGateEvent(e)
 	case ScriptStep:

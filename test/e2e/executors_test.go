@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,12 @@ type cluster struct {
 	// effects is where the demo servers log side effects.
 	vendors string
 	effects string
+
+	// pki, servers and telemetry are what startExecutor configures an
+	// executor with.
+	pki       identity.DevPKI
+	servers   string
+	telemetry string
 }
 
 const testCatalog = `
@@ -46,6 +53,25 @@ func newCluster(t *testing.T, executors ...string) *cluster {
 // newClusterWith is newCluster with more control plane flags.
 func newClusterWith(t *testing.T, planeArgs []string, executors ...string) *cluster {
 	t.Helper()
+	return newClusterSpec(t, clusterSpec{planeArgs: planeArgs, start: executors})
+}
+
+// clusterSpec says how to build a cluster: control plane flags, the test
+// server's entries in the control plane's catalog (default testCatalog),
+// executors started at once and executors given certificates only, for
+// the test to start with startExecutor.
+type clusterSpec struct {
+	planeArgs    []string
+	testCatalog  string
+	start, later []string
+}
+
+func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
+	t.Helper()
+	planeArgs, executors := spec.planeArgs, spec.start
+	if spec.testCatalog == "" {
+		spec.testCatalog = testCatalog
+	}
 	redis := redistest.Start(t)
 	home := t.TempDir()
 	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
@@ -61,11 +87,11 @@ func newClusterWith(t *testing.T, planeArgs []string, executors ...string) *clus
 	os.WriteFile(policy, append(pol, "p,  role:member, acme, test.mark, -\np2, acme, test.mark, 1, none, -\n"...), 0o644)
 	cat, _ := os.ReadFile("../../examples/catalog.yaml")
 	catalog := filepath.Join(home, "catalog.yaml")
-	os.WriteFile(catalog, append(cat, testCatalog...), 0o644)
+	os.WriteFile(catalog, append(cat, spec.testCatalog...), 0o644)
 	c := &cluster{t: t, redis: redis, home: home, execs: map[string]*exec.Cmd{}, marks: filepath.Join(home, "marks.json"), notes: filepath.Join(home, "notes.jsonl"),
 		vendors: filepath.Join(home, "vendors.json"), effects: filepath.Join(home, "effects.jsonl")}
 	c.setVendorAccount("XXXX2048")
-	pki, err := identity.MintDevPKI(filepath.Join(home, "pki"), identity.DefaultTrustDomain, executors, time.Hour, time.Now())
+	pki, err := identity.MintDevPKI(filepath.Join(home, "pki"), identity.DefaultTrustDomain, append(slices.Clip(executors), spec.later...), time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,23 +111,31 @@ func newClusterWith(t *testing.T, planeArgs []string, executors ...string) *clus
 	if i := slices.Index(planeArgs, "--otlp-endpoint"); i >= 0 && i+1 < len(planeArgs) {
 		telemetry = fmt.Sprintf("telemetry: {otlp_endpoint: %q}\n", planeArgs[i+1])
 	}
+	c.pki, c.servers, c.telemetry = pki, servers, telemetry
 	for _, id := range executors {
-		cfg := filepath.Join(home, id+".yaml")
-		os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\n%smcp_servers:%s",
-			id, c.plane.execAddr, pki.Executors[id].Cert, pki.Executors[id].Key, pki.CA, filepath.Join(home, "grant.pub"), telemetry, servers)), 0o644)
-		cmd := exec.Command(filepath.Join(bin, "executor"), "--config", cfg)
-		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 takes its MCP servers too
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c.execs[id] = cmd
-		t.Cleanup(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-		})
+		c.startExecutor(id, os.Stderr)
 	}
 	return c
+}
+
+// startExecutor starts executor id (its certificate was minted with the
+// cluster), its stderr to stderr.
+func (c *cluster) startExecutor(id string, stderr io.Writer) {
+	c.t.Helper()
+	cfg := filepath.Join(c.home, id+".yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\n%smcp_servers:%s",
+		id, c.plane.execAddr, c.pki.Executors[id].Cert, c.pki.Executors[id].Key, c.pki.CA, filepath.Join(c.home, "grant.pub"), c.telemetry, c.servers)), 0o644)
+	cmd := exec.Command(filepath.Join(bin, "executor"), "--config", cfg)
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 takes its MCP servers too
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.execs[id] = cmd
+	c.t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
 }
 
 // setVendorAccount rewrites V-1187's bank account in the ERP stand-in.

@@ -106,8 +106,10 @@ func (x *Tool) GetInputSchemaJson() string {
 }
 
 // ToolAnnotations are the MCP tool annotation hints. Hints are what the MCP
-// server claims; the control plane's catalog policy may override them. A tool
-// is side-effecting unless it is declared read-only.
+// server claims. Where the control plane's catalog and an executor's hello
+// disagree about a tool, the stricter view wins (and the control plane logs
+// both); an executor also applies its own MCP server's view to every lease.
+// A tool is side-effecting unless it is declared read-only.
 type ToolAnnotations struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// MCP readOnlyHint: the tool does not modify its environment. Unset in MCP

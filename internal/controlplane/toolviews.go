@@ -1,0 +1,153 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// toolViews reconciles the configured tool catalog with what executors
+// advertise for the same tools (I2): the stricter view wins
+// (compiler.Stricter), and every disagreement with the catalog is logged
+// as a warning naming both views. What executors said is kept for the life
+// of the process, so a tool once advertised as side-effecting stays so
+// even after that executor disconnects: a view never relaxes while the
+// control plane runs.
+type toolViews struct {
+	log  *slog.Logger
+	base *compiler.Catalog
+
+	mu     sync.Mutex
+	heard  map[string]heardTool // "server.tool"
+	merged *compiler.Catalog    // base with heard applied; a new pointer only when it changes
+}
+
+// heardTool is the strictest view of a tool executors have advertised,
+// and the executor that first advertised it so.
+type heardTool struct {
+	info     compiler.ToolInfo
+	executor string
+}
+
+func newToolViews(base *compiler.Catalog, log *slog.Logger) *toolViews {
+	return &toolViews{log: log, base: base, heard: map[string]heardTool{}, merged: base}
+}
+
+// catalog is the catalog recipes compile against: the configured one,
+// each tool made as strict as any executor has advertised it.
+func (v *toolViews) catalog() *compiler.Catalog {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.merged
+}
+
+// sideEffecting reports whether some executor has advertised server.tool
+// as side-effecting (readOnlyHint not true), and which one.
+func (v *toolViews) sideEffecting(server, tool string) (executor string, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	h, ok := v.heard[server+"."+tool]
+	if !ok || h.info.ReadOnly {
+		return "", false
+	}
+	return h.executor, true
+}
+
+// advertised records the tools an executor's hello lists.
+func (v *toolViews) advertised(executor string, tools []*tollgatev1.Tool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	changed := false
+	for _, t := range tools {
+		a := t.GetAnnotations()
+		info := compiler.ToolInfo{Server: t.GetServer(), Name: t.GetTool(), ReadOnly: a.GetReadOnlyHint(), Idempotent: a.GetIdempotentHint(),
+			Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
+		key := info.Server + "." + info.Name
+		if c, ok := v.base.Lookup(info.Server, info.Name); ok && c.Effect() != info.Effect() {
+			v.log.Warn("the tool catalog and an executor disagree about a tool; the stricter view wins",
+				"tool", key, "catalog_says", c.Effect(), "executor", executor, "executor_says", info.Effect(),
+				"using", compiler.Stricter(c, info).Effect())
+		}
+		prev, ok := v.heard[key]
+		if !ok {
+			v.heard[key] = heardTool{info: info, executor: executor}
+			changed = true
+			continue
+		}
+		if s := compiler.Stricter(prev.info, info); s.Effect() != prev.info.Effect() {
+			v.heard[key] = heardTool{info: s, executor: executor}
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	views := make([]compiler.ToolInfo, 0, len(v.heard))
+	for _, h := range v.heard {
+		views = append(views, h.info)
+	}
+	next := v.base.WithStricter(views)
+	if !sameEffects(v.merged, next) {
+		v.merged = next
+	}
+}
+
+// sameEffects reports whether two catalogs list the same tools with the
+// same Effect (so recipes compile the same against either).
+func sameEffects(a, b *compiler.Catalog) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	for _, s := range b.Servers() {
+		for _, n := range b.Tools(s) {
+			x, ok := a.Lookup(s, n)
+			y, _ := b.Lookup(s, n)
+			if !ok || x.Effect() != y.Effect() {
+				return false
+			}
+		}
+	}
+	return len(a.Servers()) == len(b.Servers())
+}
+
+// Catalog is the catalog recipes compile against: the configured one,
+// each tool as strict as any executor has advertised it (toolViews).
+func (d *ExecDispatcher) Catalog() *compiler.Catalog { return d.views.catalog() }
+
+// refuseUngoverned keeps a tool step that its plan took as read-only from
+// every executor once some executor has advertised the tool as
+// side-effecting: the plan was compiled under the laxer view, so no
+// approval governs the step and its lease would go out without a grant
+// (I1, I2). The step fails with the reason instead; it reports whether it
+// did. d.mu is held: the failure is recorded on a record worker.
+func (d *ExecDispatcher) refuseUngoverned(o offer) bool {
+	if o.d.Kind != plan.KindTool || o.d.SideEffect {
+		return false
+	}
+	who, ok := d.views.sideEffecting(o.d.Server, o.d.Tool)
+	if !ok {
+		return false
+	}
+	tool := o.d.Server + "." + o.d.Tool
+	why := fmt.Sprintf("not run: executor %s says %s is side-effecting, but this run's plan was compiled while the control plane's catalog called it read-only, "+
+		"so no approval governs the step and it would run without a grant; start the run again: %s now compiles behind an approval", who, tool, tool)
+	d.cfg.Log.Warn("refused to lease a side effect the plan took as read-only", "run", o.runID, "step", o.d.Step, "tool", tool,
+		"plan_says", "read-only", "executor", who, "executor_says", "side-effecting")
+	d.handle(func() {
+		_, err := d.runner.Event(context.Background(), o.runID, func(now time.Time) engine.Event {
+			return engine.StepRefused{Step: o.d.Step, Attempt: o.d.Attempt, Reason: why, At: now}
+		})
+		if err != nil && !engineRefusal(err) {
+			// Still queued in the store: offered again at the next start-up.
+			d.cfg.Log.Warn("the refusal of a step was not recorded", "run", o.runID, "step", o.d.Step, "error", err)
+		}
+	})
+	return true
+}

@@ -1,0 +1,69 @@
+package controlplane
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+)
+
+func hello(tools ...*tollgatev1.Tool) []*tollgatev1.Tool { return tools }
+
+func tool(server, name string, readOnly bool) *tollgatev1.Tool {
+	return &tollgatev1.Tool{Server: server, Tool: name, Annotations: &tollgatev1.ToolAnnotations{ReadOnlyHint: readOnly}}
+}
+
+// Item 4: what executors advertise makes the catalog stricter, never
+// laxer, and a disagreement with the catalog is a warning naming both
+// views; the catalog recipes compile against changes (a new pointer, so
+// cached plans are not reused) only when a tool's effect does.
+func TestItem4_ToolViewsStricterWinsAndNeverRelax(t *testing.T) {
+	var logs bytes.Buffer
+	base := compiler.NewCatalog([]compiler.ToolInfo{{Server: "test", Name: "mark", ReadOnly: true}, {Server: "test", Name: "sleep", ReadOnly: true}, {Server: "notes", Name: "store"}})
+	v := newToolViews(base, slog.New(slog.NewTextHandler(&logs, nil)))
+	effect := func(name string) string {
+		t.Helper()
+		s, n, _ := strings.Cut(name, ".")
+		info, ok := v.catalog().Lookup(s, n)
+		if !ok {
+			t.Fatalf("%s left the catalog", name)
+		}
+		return info.Effect()
+	}
+
+	v.advertised("edge-1", hello(tool("test", "mark", false), tool("test", "sleep", true), tool("other", "x", true)))
+	if effect("test.mark") != "side-effecting" || effect("test.sleep") != "read-only" {
+		t.Fatalf("edge-1 says mark is side-effecting: mark %s, sleep %s", effect("test.mark"), effect("test.sleep"))
+	}
+	for _, w := range []string{"level=WARN", "tool=test.mark", "catalog_says=read-only", "executor=edge-1", "executor_says=side-effecting", "using=side-effecting"} {
+		if !strings.Contains(logs.String(), w) {
+			t.Fatalf("the warning names both views (%q):\n%s", w, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "test.sleep") {
+		t.Fatalf("no warning where they agree:\n%s", logs.String())
+	}
+	if who, ok := v.sideEffecting("test", "mark"); !ok || who != "edge-1" {
+		t.Fatalf("sideEffecting(test.mark) = %q, %v", who, ok)
+	}
+	merged := v.catalog()
+
+	logs.Reset()
+	v.advertised("edge-2", hello(tool("test", "mark", true), tool("notes", "store", true)))
+	v.advertised("edge-1", hello(tool("test", "mark", false)))
+	if v.catalog() != merged || effect("test.mark") != "side-effecting" || effect("notes.store") != "side-effecting" {
+		t.Fatalf("a laxer executor relaxed the catalog: mark %s, store %s", effect("test.mark"), effect("notes.store"))
+	}
+	if !strings.Contains(logs.String(), "tool=notes.store catalog_says=side-effecting executor=edge-2 executor_says=read-only using=side-effecting") {
+		t.Fatalf("a laxer executor is a warning too:\n%s", logs.String())
+	}
+	if who, _ := v.sideEffecting("test", "mark"); who != "edge-1" {
+		t.Fatalf("the executor that said side-effecting is named: %q", who)
+	}
+	if _, ok := v.catalog().Lookup("other", "x"); ok {
+		t.Fatal("a tool only an executor advertises is not added")
+	}
+}
