@@ -590,6 +590,17 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 					_, err := d.runner.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
 						return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
 					})
+					if err != nil && engineRefusal(err) && d.startedBefore(rec, l) {
+						err = nil // an earlier copy of this Start was recorded
+					}
+					if err != nil && retryable(err) {
+						// Not refused: the executor holds the lease (its
+						// heartbeats keep it) and sends the Start again.
+						d.cfg.Log.Warn("start not recorded yet; the executor sends it again", "executor", s.executor, "lease", l.id, "error", err)
+						d.answer(s, &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Refused{Refused: &tollgatev1.Refused{LeaseId: l.id, Fence: x.Start.GetFence(),
+							Reason: tollgatev1.RefusedReason_REFUSED_REASON_NOT_RECORDED, Message: "the start is not recorded yet (" + clientText(err) + "): send it again"}}})
+						return
+					}
 					durable = err == nil
 				}
 				// Acknowledged only after the store committed it (I7).
@@ -790,6 +801,17 @@ func (d *ExecDispatcher) settle(ctx context.Context, s *session, l *lease, fence
 func (d *ExecDispatcher) reported(ctx context.Context, l *lease) bool {
 	run, _, err := d.runner.Get(ctx, l.offer.runID)
 	return err == nil && run.Reported(l.offer.d.Step, l.offer.d.Attempt)
+}
+
+// startedBefore reports whether l's attempt is recorded as started (by an
+// earlier copy of the same Start whose answer was lost).
+func (d *ExecDispatcher) startedBefore(ctx context.Context, l *lease) bool {
+	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	if err != nil {
+		return false
+	}
+	st, ok := run.Steps[l.offer.d.Step]
+	return ok && st.Attempt == l.offer.d.Attempt && st.Status == engine.StatusStarted
 }
 
 // answer queues m to the executor; with its queue full it is dropped

@@ -139,7 +139,9 @@ type conn struct {
 
 	mu     sync.Mutex
 	held   map[string]*work // by lease id
-	starts map[string]chan bool
+	// starts carry the answer to a lease's Start: StartAck, or a Refused
+	// NOT_RECORDED (send it again).
+	starts map[string]chan *tollgatev1.ControlMessage
 	// answers carry the control plane's answer to a lease's result
 	// (ResultAck or Refused) to the goroutine delivering it.
 	answers map[string]chan *tollgatev1.ControlMessage
@@ -171,7 +173,7 @@ func session(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan bool{},
+	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan *tollgatev1.ControlMessage{},
 		answers: map[string]chan *tollgatev1.ControlMessage{}, alive: ctx, answerWait: 10 * time.Second,
 		tracer: cfg.Tracing.Tracer("github.com/tollgate-dev/tollgate/internal/executor")}
 	hello := &tollgatev1.Hello{ExecutorId: cfg.ID, Labels: cfg.Labels, CapacityCredits: uint32(cfg.Capacity), Version: "dev"}
@@ -238,7 +240,7 @@ func session(ctx context.Context, cfg Config) error {
 			ch := c.starts[x.StartAck.GetLeaseId()]
 			c.mu.Unlock()
 			if ch != nil {
-				ch <- x.StartAck.GetDurable()
+				latest(ch, m)
 			}
 		case *tollgatev1.ControlMessage_Cancel:
 			c.stop(x.Cancel.GetLeaseId())
@@ -247,6 +249,15 @@ func session(ctx context.Context, cfg Config) error {
 		case *tollgatev1.ControlMessage_Refused:
 			if c.answered(x.Refused.GetLeaseId(), m) {
 				continue // about the result being delivered
+			}
+			if x.Refused.GetReason() == tollgatev1.RefusedReason_REFUSED_REASON_NOT_RECORDED {
+				c.mu.Lock()
+				ch := c.starts[x.Refused.GetLeaseId()]
+				c.mu.Unlock()
+				if ch != nil {
+					latest(ch, m) // the start is sent again
+					continue
+				}
 			}
 			cfg.Log.Warn("control plane refused", "lease", x.Refused.GetLeaseId(), "why", x.Refused.GetMessage())
 			c.stop(x.Refused.GetLeaseId())
@@ -415,6 +426,58 @@ func (c *conn) deliver(res *tollgatev1.Result) {
 	}
 }
 
+// start sends l's Start and waits until the control plane recorded it
+// durably; a start it could not record yet (its store is unavailable:
+// Refused NOT_RECORDED) is sent again after a backoff, the lease held
+// meanwhile. It returns nil once the tool may be invoked, or the refusal
+// to report.
+func (c *conn) start(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Result {
+	ch := make(chan *tollgatev1.ControlMessage, 1)
+	c.mu.Lock()
+	c.starts[l.GetLeaseId()] = ch
+	c.mu.Unlock()
+	msg := &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Start{Start: &tollgatev1.Start{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}
+	for backoff := resendMin; ; backoff = min(2*backoff, resendMax) {
+		if err := c.send(msg); err != nil {
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, err.Error())
+		}
+		var m *tollgatev1.ControlMessage
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
+		}
+		if ack := m.GetStartAck(); ack != nil {
+			if !ack.GetDurable() {
+				return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "the control plane did not record the start")
+			}
+			return nil
+		}
+		c.cfg.Log.Info("start not recorded yet; sending it again", "lease", l.GetLeaseId(), "in", backoff)
+		select {
+		case <-ctx.Done():
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// latest puts m in ch (capacity 1) without blocking, in place of an
+// older answer still unread: the latest answer is the one that counts.
+func latest(ch chan *tollgatev1.ControlMessage, m *tollgatev1.ControlMessage) {
+	for {
+		select {
+		case ch <- m:
+			return
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+}
+
 // answered hands the control plane's answer about a lease's result to
 // the goroutine delivering it, and reports whether one was waiting. It
 // never blocks the receive loop: an answer replaces an older one still
@@ -423,16 +486,8 @@ func (c *conn) answered(id string, m *tollgatev1.ControlMessage) bool {
 	c.mu.Lock()
 	ch, ok := c.answers[id]
 	c.mu.Unlock()
-	for ok {
-		select {
-		case ch <- m:
-			return true
-		default:
-			select {
-			case <-ch:
-			default:
-			}
-		}
+	if ok {
+		latest(ch, m)
 	}
 	return ok
 }
@@ -461,20 +516,8 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 	}
 	if se {
 		// Start is recorded durably before the tool is invoked (I7).
-		ch := make(chan bool, 1)
-		c.mu.Lock()
-		c.starts[l.GetLeaseId()] = ch
-		c.mu.Unlock()
-		if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Start{Start: &tollgatev1.Start{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}); err != nil {
-			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, err.Error())
-		}
-		select {
-		case durable := <-ch:
-			if !durable {
-				return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "the control plane did not record the start")
-			}
-		case <-ctx.Done():
-			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
+		if res := c.start(ctx, l); res != nil {
+			return res
 		}
 	}
 	started := c.cfg.Now()

@@ -110,18 +110,20 @@ func TestItem8_StartedLeaseNotRenewedDuringOutageGoesInDoubtLive(t *testing.T) {
 	c.audit()
 }
 
-// lossyStore fails the first commit that records a step's success with
-// store.ErrUnavailable, as Redis going away mid-call does: either before
-// anything was written, or after the write landed with its answer lost.
+// lossyStore fails the first commit that appends a journal record of
+// kind with store.ErrUnavailable, as Redis going away mid-call does:
+// either before anything was written, or after the write landed with its
+// answer lost.
 type lossyStore struct {
 	store.Store
+	kind    string
 	written bool // the write lands; only its answer is lost
 	fired   atomic.Bool
 }
 
 func (l *lossyStore) Commit(ctx context.Context, c store.Commit) error {
-	succeeded := slices.ContainsFunc(c.Journal, func(r store.JournalRecord) bool { return r.Kind == "step.succeeded" })
-	if !succeeded || !l.fired.CompareAndSwap(false, true) {
+	hit := slices.ContainsFunc(c.Journal, func(r store.JournalRecord) bool { return r.Kind == l.kind })
+	if !hit || !l.fired.CompareAndSwap(false, true) {
 		return l.Store.Commit(ctx, c)
 	}
 	if l.written {
@@ -132,18 +134,22 @@ func (l *lossyStore) Commit(ctx context.Context, c store.Commit) error {
 	return fmt.Errorf("redisstore: dial unix /var/run/secret/r.sock: %w", store.ErrUnavailable)
 }
 
-// Item 8 (issue 13): the executor's result for an approved side effect
+// Item 8 (issue 13): the Start or the result of an approved side effect
 // meets a store that is unavailable for one commit. Not written: the
-// executor is told it was not recorded, keeps it and sends it again, and
-// it is recorded. Written but its answer lost: the copy is not applied a
-// second time (the attempt's fence) and the executor is told the result
-// is recorded, and the step the lost-answer commit made runnable is
-// offered on the live plane. Either way the effect ran once, the journal
-// holds one success of it, the run completes, and the audit is clean.
-func TestItem8_ResultTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
-	for _, written := range []bool{false, true} {
-		t.Run(fmt.Sprintf("written=%v", written), func(t *testing.T) {
-			st := &lossyStore{Store: memstore.New(memstore.Config{}), written: written}
+// executor is told it was not recorded, keeps the frame (and its lease)
+// and sends it again, and it is recorded; the tool is not invoked before
+// its Start is. Written but its answer lost: the copy is not applied a
+// second time (the attempt's fence), the executor is told it is recorded,
+// and the step the lost-answer commit made runnable is offered on the
+// live plane. Each way the effect ran once, the journal holds one start
+// and one success of it, the run completes, and the audit is clean.
+func TestItem8_FrameTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		kind    string
+		written bool
+	}{{"step.started", false}, {"step.started", true}, {"step.succeeded", false}, {"step.succeeded", true}} {
+		t.Run(fmt.Sprintf("%s/written=%v", tc.kind, tc.written), func(t *testing.T) {
+			st := &lossyStore{Store: memstore.New(memstore.Config{}), kind: tc.kind, written: tc.written}
 			w := newWorldOn(t, "", st)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -171,14 +177,16 @@ func TestItem8_ResultTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) 
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := 0
-			for _, r := range j.GetRecords() {
-				if r.GetKind() == "step.succeeded" && strings.Contains(string(r.GetPayloadJson()), `"w"`) {
-					n++
+			for _, kind := range []string{"step.started", "step.succeeded"} {
+				n := 0
+				for _, r := range j.GetRecords() {
+					if r.GetKind() == kind && strings.Contains(r.GetPayloadJson(), `"w"`) {
+						n++
+					}
 				}
-			}
-			if n != 1 {
-				t.Fatalf("the journal records %d successes of w, want 1", n)
+				if n != 1 {
+					t.Fatalf("the journal has %d %s of w, want 1", n, kind)
+				}
 			}
 			inv, err := audit.CheckInvariants(ctx, &tollgatev1.CheckInvariantsRequest{RunId: id})
 			if err != nil || len(inv.GetViolations()) != 0 {

@@ -200,9 +200,10 @@ const (
 	// The start could not be recorded (e.g. the grant's approval was revoked
 	// or the store refused the write). The tool must not be invoked.
 	RefusedReason_REFUSED_REASON_START_REJECTED RefusedReason = 6
-	// The frame could not be recorded now (the store is unavailable); it
-	// was not refused. Retryable: the executor keeps the frame, keeps the
-	// lease in its heartbeats, and sends the frame again after a backoff.
+	// The frame (a Start or a Result) could not be recorded now (the store
+	// is unavailable); it was not refused. Retryable: the executor keeps the
+	// frame, keeps the lease in its heartbeats, and sends the frame again
+	// after a backoff (a Start's tool is not invoked meanwhile).
 	RefusedReason_REFUSED_REASON_NOT_RECORDED RefusedReason = 7
 )
 
