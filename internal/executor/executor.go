@@ -137,8 +137,8 @@ type conn struct {
 	sendMu sync.Mutex
 	tracer trace.Tracer
 
-	mu     sync.Mutex
-	held   map[string]*work // by lease id
+	mu   sync.Mutex
+	held map[string]*work // by lease id
 	// starts carry the answer to a lease's Start: StartAck, or a Refused
 	// NOT_RECORDED (send it again).
 	starts map[string]chan *tollgatev1.ControlMessage
