@@ -368,8 +368,18 @@ func newGrantCmd(g *globals) *cobra.Command {
 		Long: `verify checks a grant (as 'approvectl gate --grant-out' wrote it) where the
 effect is performed: signed by the control plane's key, not expired, for this
 exact payload (--payload, or the artifacts, as the gate bound them), and not
-used before. An accepted grant is recorded in the ledger (default
-$TOLLGATE_HOME/grant-ledger.json) so a replay is refused.
+used before. An accepted grant is recorded in the ledger so a replay is
+refused.
+
+The ledger is the verifier's memory: a replay is refused only by verifiers
+that share it. The default, a file ($TOLLGATE_HOME/grant-ledger.json), is one
+host's memory; a verifier on another host, or given another --ledger file,
+accepts the same grant again. Services that act on one grant from several
+hosts or processes share a Redis ledger, --ledger redis://HOST:PORT/DB (or
+rediss://…, unix:///PATH): one atomic SET NX PX per check, so of any number
+of verifiers exactly one accepts a grant. The Redis must keep an append-only
+file (a restart would forget used grants). A ledger that cannot be read
+refuses the grant.
 
 Exit codes: 0 valid (act); 1 refused (do not act), with the reason; 2 bad
 usage or unreadable files.`,
@@ -411,7 +421,12 @@ usage or unreadable files.`,
 			if ledger == "" {
 				ledger = filepath.Join(g.home(), "grant-ledger.json")
 			}
-			v := grant.NewVerifierWithLedger(trusted, FileLedger{Path: ledger})
+			led, closeLedger, err := openLedger(cmd.Context(), ledger)
+			if err != nil {
+				return &exitError{code: ExitRefused, err: fmt.Errorf("grant refused: %w: %v", grant.ErrLedger, err)}
+			}
+			defer closeLedger()
+			v := grant.NewVerifierWithLedger(trusted, led)
 			gr := grantpb.FromProto(&pg)
 			if err := v.VerifyPayload(gr, args, g.cfg.Now()); err != nil {
 				return &exitError{code: ExitRefused, err: fmt.Errorf("grant refused: %w", err)}
@@ -428,7 +443,7 @@ usage or unreadable files.`,
 	verify.Flags().StringVar(&payload, "payload", "", "the args you will act on, a JSON object")
 	verify.Flags().StringVar(&payloadFile, "payload-file", "", "read --payload from this file")
 	verify.Flags().StringArrayVar(&artifacts, "artifact", nil, "the artifact files you will act on (repeatable)")
-	verify.Flags().StringVar(&ledger, "ledger", "", "file of used grants (default $TOLLGATE_HOME/grant-ledger.json)")
+	verify.Flags().StringVar(&ledger, "ledger", "", "where used grants are remembered: a file (default $TOLLGATE_HOME/grant-ledger.json; this host only) or a Redis shared by every verifier, redis://HOST:PORT/DB")
 	cmd.AddCommand(verify)
 	return cmd
 }

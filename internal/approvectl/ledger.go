@@ -1,6 +1,7 @@
 package approvectl
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -12,11 +13,30 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/client/grantledger"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
+// openLedger opens the --ledger a verifier remembers used grants in: a
+// Redis URL (redis://, rediss://, unix://) for a ledger shared by every
+// verifier that names it, else a file path (FileLedger).
+func openLedger(ctx context.Context, spec string) (grant.Ledger, func(), error) {
+	for _, scheme := range []string{"redis://", "rediss://", "unix://"} {
+		if strings.HasPrefix(spec, scheme) {
+			l, err := grantledger.Open(ctx, grantledger.Config{URL: spec})
+			if err != nil {
+				return nil, nil, err
+			}
+			return l, func() { l.Close() }, nil
+		}
+	}
+	return FileLedger{Path: spec}, func() {}, nil
+}
+
 // FileLedger is a grant.Ledger in a JSON file, so `grant verify` — a
-// process per check — refuses a grant a previous check accepted. An
+// process per check — refuses a grant a previous check on this host
+// accepted (verifiers elsewhere share a Redis ledger instead). An
 // exclusive flock on the file serializes concurrent checks; entries are
 // dropped once their grant has expired.
 type FileLedger struct{ Path string }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ const ExitNotComplete = 4
 func newRunCmd(g *globals) *cobra.Command {
 	var wait bool
 	var requestID string
+	var inputs []string
 	cmd := &cobra.Command{
 		Use:   "run PATH|SKILL",
 		Short: "Start a run of a recipe file, a skill folder, or a skill by name",
@@ -42,10 +44,21 @@ With -o json it prints only the run at the end. Exit code 4 when the run
 ended without completing (failed, rejected, expired, cancelled).`,
 		Example: `  approvectl --as alice run graph-ask-demo --wait
   approvectl --as alice run graph-ask-demo --wait | tee run.log
-  approvectl run ./my-skill --request-id deploy-42`,
+  approvectl run ./my-skill --request-id deploy-42
+  approvectl run ./greet.md --input who=bob`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &tollgatev1.StartRunRequest{RequestId: requestID}
+			for _, kv := range inputs {
+				name, value, ok := strings.Cut(kv, "=")
+				if !ok {
+					return usageErr("--input %q: want NAME=VALUE", kv)
+				}
+				if req.Inputs == nil {
+					req.Inputs = map[string]string{}
+				}
+				req.Inputs[name] = value
+			}
 			if _, err := os.Stat(args[0]); err == nil {
 				src, _, name, err := readRecipe(args[0])
 				if err != nil {
@@ -82,7 +95,8 @@ ended without completing (failed, rejected, expired, cancelled).`,
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends or parks")
-	cmd.Flags().StringVar(&requestID, "request-id", "", "idempotency key: starting again with it returns the same run")
+	cmd.Flags().StringVar(&requestID, "request-id", "", "idempotency key: starting the same again with it returns the same run; another recipe, skill or inputs under it is refused")
+	cmd.Flags().StringArrayVar(&inputs, "input", nil, "NAME=VALUE: an input the recipe reads as {NAME} (repeatable)")
 	return cmd
 }
 

@@ -28,12 +28,29 @@ func (s *Services) journal(ctx context.Context, runID string) ([]store.JournalRe
 	}
 }
 
-// forRuns calls f for one run, or for every run in the store.
-func (s *Services) forRuns(ctx context.Context, runID string, f func(store.Run) error) (int, error) {
+// forRuns calls f for one run, or for every run in the store, of those
+// who may see (visibility.go): an audit covers, and counts, only those.
+// Auditors and operators see every run.
+func (s *Services) forRuns(ctx context.Context, who, runID string, f func(store.Run) error) (int, error) {
+	visible := func(sr store.Run) (bool, error) {
+		if s.seesEverything(who) {
+			return true, nil
+		}
+		var run engine.Run
+		if err := json.Unmarshal(sr.Data, &run); err != nil {
+			return false, fmt.Errorf("decode run %s: %w", sr.ID, err)
+		}
+		return s.sees(ctx, who, &run), nil
+	}
 	if runID != "" {
 		sr, err := s.cfg.Store.GetRun(ctx, runID)
 		if err != nil {
+			return 0, fmt.Errorf("run %s: %w", runID, err)
+		}
+		if ok, err := visible(sr); err != nil {
 			return 0, err
+		} else if !ok {
+			return 0, notVisible(runID)
 		}
 		return 1, f(sr)
 	}
@@ -44,11 +61,16 @@ func (s *Services) forRuns(ctx context.Context, runID string, f func(store.Run) 
 			return n, err
 		}
 		for _, row := range runs {
-			n++
 			sr, err := s.cfg.Store.GetRun(ctx, row.ID) // listings may omit Data
 			if err != nil {
 				return n, err
 			}
+			if ok, err := visible(sr); err != nil {
+				return n, err
+			} else if !ok {
+				continue
+			}
+			n++
 			if err := f(sr); err != nil {
 				return n, err
 			}
@@ -64,11 +86,12 @@ func (s *Services) forRuns(ctx context.Context, runID string, f func(store.Run) 
 // follows the one before and matches its hash, and the run row's head is
 // the last record.
 func (s *Services) VerifyJournal(ctx context.Context, req *tollgatev1.VerifyJournalRequest) (*tollgatev1.VerifyJournalResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
 	out := &tollgatev1.VerifyJournalResponse{Ok: true}
-	_, err := s.forRuns(ctx, req.GetRunId(), func(sr store.Run) error {
+	_, err = s.forRuns(ctx, who, req.GetRunId(), func(sr store.Run) error {
 		recs, err := s.journal(ctx, sr.ID)
 		if err != nil {
 			return err
@@ -91,11 +114,12 @@ func (s *Services) VerifyJournal(ctx context.Context, req *tollgatev1.VerifyJour
 // runs (I3), and side-effecting steps started before their governing
 // approval was consumed (I1).
 func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInvariantsRequest) (*tollgatev1.CheckInvariantsResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
 	out := &tollgatev1.CheckInvariantsResponse{}
-	n, err := s.forRuns(ctx, req.GetRunId(), func(sr store.Run) error {
+	n, err := s.forRuns(ctx, who, req.GetRunId(), func(sr store.Run) error {
 		var run engine.Run
 		if err := json.Unmarshal(sr.Data, &run); err != nil {
 			return fmt.Errorf("decode run %s: %w", sr.ID, err)
@@ -166,9 +190,14 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 	return out, err
 }
 
-// ListJournal returns a run's journal records after a sequence number.
+// ListJournal returns a run's journal records after a sequence number:
+// NOT_FOUND for a run that does not exist or that the caller may not see.
 func (s *Services) ListJournal(ctx context.Context, req *tollgatev1.ListJournalRequest) (*tollgatev1.ListJournalResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.visibleRun(ctx, who, req.GetRunId()); err != nil {
 		return nil, err
 	}
 	limit := store.Limit(int(req.GetPageSize()))

@@ -44,7 +44,7 @@ func TestAuditFindsViolations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := e.audit("alice").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{RunId: "bad"})
+	inv, err := e.audit("audrey").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{RunId: "bad"})
 	if err != nil {
 		t.Fatal(err)
 	}

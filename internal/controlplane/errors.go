@@ -23,6 +23,9 @@ var (
 	errDenied          = errors.New("permission denied")
 	errUnimplemented   = errors.New("not implemented yet")
 	errPrecondition    = errors.New("failed precondition")
+	// errRequestReused: a request_id already made a run for another
+	// request (ALREADY_EXISTS).
+	errRequestReused = errors.New("request_id already used")
 )
 
 // toStatus maps a handler error to a gRPC status error.
@@ -49,7 +52,7 @@ func toStatus(err error) error {
 		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote),
 		errors.Is(err, errPrecondition), errors.Is(err, engine.ErrNotExternal), errors.Is(err, engine.ErrGateOpen):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, engine.ErrStepDone):
+	case errors.Is(err, engine.ErrStepDone), errors.Is(err, errRequestReused):
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, errBusy):
 		return status.Error(codes.Aborted, err.Error())

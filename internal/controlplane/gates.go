@@ -46,7 +46,7 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 		}
 		runID = run.ID
 	}
-	run, _, err := s.cfg.Runner.Get(ctx, runID)
+	run, _, err := s.visibleRun(ctx, who, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -210,10 +210,11 @@ func (s *Services) gateAudience(action string, names []string) (string, []string
 
 // GetGate returns a gate and, once approved, its grant.
 func (s *Services) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) (*tollgatev1.GetGateResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	run, _, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+	run, _, err := s.visibleRun(ctx, who, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -221,13 +222,20 @@ func (s *Services) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) 
 	if !ok || a.Type != engine.Gate {
 		return nil, fmt.Errorf("run %s has no gate %q: %w", run.ID, req.GetGate(), errNotFound)
 	}
-	return &tollgatev1.GetGateResponse{Gate: s.gateToProto(ctx, run, a)}, nil
+	g := s.gateToProto(ctx, run, a)
+	if who != run.Requester {
+		g.Grant = nil // the grant performs the action: it is the script's alone
+	}
+	return &tollgatev1.GetGateResponse{Gate: g}, nil
 }
 
 // RecordStep journals a step the script ran.
 func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepRequest) (*tollgatev1.RecordStepResponse, error) {
 	who, err := caller(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.visibleRun(ctx, who, req.GetRunId()); err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(req.GetOutputDigest(), "sha256:") && req.GetOutputDigest() != "" {
@@ -264,6 +272,9 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 func (s *Services) FinishRun(ctx context.Context, req *tollgatev1.FinishRunRequest) (*tollgatev1.FinishRunResponse, error) {
 	who, err := caller(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.visibleRun(ctx, who, req.GetRunId()); err != nil {
 		return nil, err
 	}
 	tr, err := s.cfg.Runner.Event(ctx, req.GetRunId(), func(now time.Time) engine.Event {

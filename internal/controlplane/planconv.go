@@ -75,7 +75,7 @@ func objectString(o plan.Object) string {
 
 func planToProto(p *plan.Plan, digest string) *tollgatev1.Plan {
 	out := &tollgatev1.Plan{Name: p.Name, Description: p.Description, Digest: digest,
-		InitialSteps: stepsToProto(p.InitialSteps), StoppingPoints: stopsToProto(p.StoppingPoints)}
+		InitialSteps: stepsToProto(p.InitialSteps), StoppingPoints: stopsToProto(p.StoppingPoints), Inputs: p.Inputs}
 	for _, n := range p.Notes {
 		out.Notes = append(out.Notes, &tollgatev1.Note{Code: n.Code, Message: n.Message, StepId: n.Step})
 	}
@@ -140,7 +140,8 @@ func planFromProto(p *tollgatev1.Plan) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &plan.Plan{Name: p.GetName(), Description: p.GetDescription(), InitialSteps: steps, StoppingPoints: stops, Notes: []plan.Note{}}
+	out := &plan.Plan{Name: p.GetName(), Description: p.GetDescription(), InitialSteps: steps, StoppingPoints: stops, Notes: []plan.Note{},
+		Inputs: p.GetInputs()}
 	for _, n := range p.GetNotes() {
 		out.Notes = append(out.Notes, plan.Note{Code: n.GetCode(), Message: n.GetMessage(), Step: n.GetStepId()})
 	}

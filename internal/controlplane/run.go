@@ -34,8 +34,10 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
-// DevUsers get tokens minted by --dev.
-var DevUsers = []string{"alice", "bob", "carol", "dave"}
+// DevUsers get tokens minted by --dev: the people of the dev policy
+// (examples/policy.csv), audrey (auditor) and otto (operator), who may
+// read every run, and mallory, who is in no policy row.
+var DevUsers = []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"}
 
 // devExecutors get client certificates minted by --dev: the executor
 // --dev starts, and two for executors started by hand
@@ -45,32 +47,36 @@ var devExecutors = []string{"dev-executor", "edge-1", "edge-2"}
 // Options are the control plane's settings, from flags or a config file
 // (the same names in YAML).
 type Options struct {
-	Listen        string          `yaml:"listen"`
-	AdminListen   string          `yaml:"admin_listen"`
-	PProf         bool            `yaml:"pprof"`         // net/http/pprof on the admin listener
-	OTLPEndpoint  string          `yaml:"otlp_endpoint"` // OTLP gRPC collector for traces; empty: off
-	TraceSample   float64         `yaml:"trace_sample"`  // share of runs traced
-	Redis         string          `yaml:"redis"`
-	AllowVolatile bool            `yaml:"allow_volatile_store"`
-	Dev           bool            `yaml:"dev"`
-	Home          string          `yaml:"home"`
-	Catalogs      []string        `yaml:"catalogs"`
-	Issuer        string          `yaml:"jwt_issuer"`
-	Audience      string          `yaml:"jwt_audience"`
-	JWTKeys       []string        `yaml:"jwt_keys"`     // PEM public keys; the key id is the file name without extension
-	Policy        string          `yaml:"policy"`       // casbin policy CSV (pkg/authz); watched and reloaded
-	PolicyModel   string          `yaml:"policy_model"` // casbin model; default: the built-in one
-	Domain        string          `yaml:"domain"`       // the policy domain of this plane's runs
-	AgentOwners   []string        `yaml:"agent_owners"` // AGENT=PERSON
-	EscalateTo    string          `yaml:"escalate_to"`  // role an ask nobody may decide goes to
-	DeadlinePass  time.Duration   `yaml:"deadline_pass"`
-	Webhooks      []WebhookOption `yaml:"webhooks"`
-	AskExpiry     time.Duration   `yaml:"ask_expiry"`
-	Reflection    bool            `yaml:"reflection"`
-	DrainTimeout  time.Duration   `yaml:"drain_timeout"`
-	GrantKey      string          `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
-	LeaseTTL      time.Duration   `yaml:"lease_ttl"`
-	GateGrantTTL  time.Duration   `yaml:"gate_grant_ttl"`
+	Listen        string   `yaml:"listen"`
+	AdminListen   string   `yaml:"admin_listen"`
+	PProf         bool     `yaml:"pprof"`         // net/http/pprof on the admin listener
+	OTLPEndpoint  string   `yaml:"otlp_endpoint"` // OTLP gRPC collector for traces; empty: off
+	TraceSample   float64  `yaml:"trace_sample"`  // share of runs traced
+	Redis         string   `yaml:"redis"`
+	AllowVolatile bool     `yaml:"allow_volatile_store"`
+	Dev           bool     `yaml:"dev"`
+	Home          string   `yaml:"home"`
+	Catalogs      []string `yaml:"catalogs"`
+	Issuer        string   `yaml:"jwt_issuer"`
+	Audience      string   `yaml:"jwt_audience"`
+	JWTKeys       []string `yaml:"jwt_keys"`     // PEM public keys; the key id is the file name without extension
+	Policy        string   `yaml:"policy"`       // casbin policy CSV (pkg/authz); watched and reloaded
+	PolicyModel   string   `yaml:"policy_model"` // casbin model; default: the built-in one
+	// PolicyAllowEmpty accepts a policy with no p rule; PolicyMaxDrop is
+	// the share of the rules in force one reload may drop (authz.Guard).
+	PolicyAllowEmpty bool            `yaml:"policy_allow_empty"`
+	PolicyMaxDrop    float64         `yaml:"policy_max_drop"`
+	Domain           string          `yaml:"domain"`       // the policy domain of this plane's runs
+	AgentOwners      []string        `yaml:"agent_owners"` // AGENT=PERSON
+	EscalateTo       string          `yaml:"escalate_to"`  // role an ask nobody may decide goes to
+	DeadlinePass     time.Duration   `yaml:"deadline_pass"`
+	Webhooks         []WebhookOption `yaml:"webhooks"`
+	AskExpiry        time.Duration   `yaml:"ask_expiry"`
+	Reflection       bool            `yaml:"reflection"`
+	DrainTimeout     time.Duration   `yaml:"drain_timeout"`
+	GrantKey         string          `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
+	LeaseTTL         time.Duration   `yaml:"lease_ttl"`
+	GateGrantTTL     time.Duration   `yaml:"gate_grant_ttl"`
 	// The executor listener: mTLS, ExecutorService only.
 	ExecutorListen string `yaml:"executor_listen"`
 	ExecutorCert   string `yaml:"executor_cert"` // the listener's certificate (PEM)
@@ -160,6 +166,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.Var(listFlag{&o.JWTKeys}, "jwt-key", "Ed25519 public key PEM that signs tokens (repeatable)")
 	fs.StringVar(&o.Policy, "policy", "", "policy file (CSV, pkg/authz): roles, limits, quorum, separation of duties, delegations; reloaded on change (--dev: examples/policy.csv copied to the dev folder)")
 	fs.StringVar(&o.PolicyModel, "policy-model", "", "casbin model file (default: the built-in one)")
+	fs.BoolVar(&o.PolicyAllowEmpty, "policy-allow-empty", false, "accept a policy with no p rule, which denies every decision (without it such a file fails the start, and a reload to it keeps the last good policy)")
+	fs.Float64Var(&o.PolicyMaxDrop, "policy-max-drop", authz.DefaultMaxDrop, "largest share of the rules in force, 0 < S ≤ 1, one policy reload may drop; a reload dropping more keeps the last good policy and logs an error (1: no limit)")
 	fs.StringVar(&o.Domain, "domain", "acme", "policy domain of this control plane's runs")
 	fs.StringVar(&o.EscalateTo, "escalate-to", "", "role an ask goes to when policy leaves nobody eligible and its recipe names no escalation (--dev: finance)")
 	fs.DurationVar(&o.DeadlinePass, "deadline-pass", 15*time.Second, "how often the deadline pass applies due reminders, escalations and expiries (readers apply them anyway)")
@@ -306,7 +314,14 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if o.Policy == "" {
 		return errors.New("--policy FILE is required: who may decide what (see examples/policy.csv)")
 	}
-	az, err := authz.New(authz.Config{ModelPath: o.PolicyModel, PolicyPath: o.Policy, Log: log})
+	if o.PolicyMaxDrop <= 0 || o.PolicyMaxDrop > 1 {
+		return fmt.Errorf("--policy-max-drop %v: give a share of the rules, 0 < S ≤ 1", o.PolicyMaxDrop)
+	}
+	az, err := authz.New(authz.Config{ModelPath: o.PolicyModel, PolicyPath: o.Policy, Log: log,
+		AllowEmpty: o.PolicyAllowEmpty, MaxDrop: o.PolicyMaxDrop})
+	if errors.Is(err, authz.ErrEmptyPolicy) {
+		return fmt.Errorf("policy: %w (start with --policy-allow-empty if a policy that denies every decision is meant)", err)
+	}
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
@@ -345,7 +360,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var observers []Observer
 	var met *metrics.Metrics
 	if o.AdminListen != "" {
-		if met, err = metrics.New(metrics.Config{Store: st, Log: log}); err != nil {
+		if met, err = metrics.New(metrics.Config{Store: st, Log: log, Policy: az}); err != nil {
 			return err
 		}
 		defer met.Shutdown(context.Background())
@@ -507,6 +522,12 @@ func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
 	o.AgentOwners = append(o.AgentOwners, fromFile.AgentOwners...)
 	merge("policy", func() { setIf(&o.Policy, fromFile.Policy) })
 	merge("policy-model", func() { setIf(&o.PolicyModel, fromFile.PolicyModel) })
+	merge("policy-allow-empty", func() { o.PolicyAllowEmpty = o.PolicyAllowEmpty || fromFile.PolicyAllowEmpty })
+	merge("policy-max-drop", func() {
+		if fromFile.PolicyMaxDrop != 0 {
+			o.PolicyMaxDrop = fromFile.PolicyMaxDrop
+		}
+	})
 	merge("domain", func() { setIf(&o.Domain, fromFile.Domain) })
 	merge("escalate-to", func() { setIf(&o.EscalateTo, fromFile.EscalateTo) })
 	o.Webhooks = append(o.Webhooks, fromFile.Webhooks...)

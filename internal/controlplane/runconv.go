@@ -77,6 +77,7 @@ func runToProto(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Ru
 		Id: run.ID, PlanDigest: run.PlanDigest, Plan: pv.plan, PlanCard: pv.card,
 		Skill: skill, Requester: run.Requester, State: runStateToProto[run.State], StateReason: run.Reason, Version: uint64(run.Version),
 		CreatedAt: ts(run.CreatedAt), UpdatedAt: ts(run.UpdatedAt), ResumeCommand: resumeCommand(run), External: run.External,
+		Inputs: run.Inputs,
 	}
 	if run.State.Terminal() {
 		out.FinishedAt = ts(run.UpdatedAt)

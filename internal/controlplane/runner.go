@@ -250,6 +250,8 @@ type StartRequest struct {
 	Skill     string
 	Requester string // the authenticated caller
 	RequestID string // client idempotency key, scoped to the requester
+	// Inputs are the run's named inputs (checked by the caller).
+	Inputs map[string]string
 	// Digest, if set, is what the compiler said Plan's digest is: a hint
 	// to find the engine already built from this very *plan.Plan.
 	Digest string
@@ -289,7 +291,8 @@ func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Ma
 
 // Start verifies the plan (engine.New), stores it, and creates the run.
 // A repeated RequestID returns the run it first created, and created =
-// false.
+// false, when the request is the same one (sameRequest); a different
+// request under a used RequestID is errRequestReused, naming that run.
 func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, created bool, err error) {
 	m, err := r.startMachine(ctx, req)
 	if err != nil {
@@ -300,7 +303,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 		return nil, false, err
 	}
 	id := r.newID()
-	tr := m.Start(id, req.Requester, now)
+	tr := m.StartWith(id, req.Requester, req.Inputs, now)
 	c, err := commitFor(nil, store.Run{}, tr, req.Skill)
 	if err != nil {
 		return nil, false, err
@@ -311,8 +314,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 	if err := r.store.Commit(ctx, c); err != nil {
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
-			run, _, err := r.Get(ctx, dup.RunID)
-			return run, false, err
+			return r.repeated(ctx, dup.RunID, m.Digest(), req)
 		}
 		return nil, false, fmt.Errorf("create run: %w", err)
 	}
@@ -321,6 +323,24 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 	r.log.LogAttrs(ctx, slog.LevelInfo, "run started", slog.String("run", id), slog.String("requester", req.Requester), slog.String("plan", m.Digest()))
 	r.effects(ctx, id, tr)
 	return tr.Run, true, nil
+}
+
+// repeated answers a start whose RequestID already made run id: that run
+// if it started the same request — the same plan (digest: source, name,
+// catalog), skill and inputs — else errRequestReused naming it.
+func (r *Runner) repeated(ctx context.Context, id, digest string, req StartRequest) (*engine.Run, bool, error) {
+	sr, err := r.store.GetRun(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("run %s: %w", id, err)
+	}
+	run, _, err := r.Get(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if sr.PlanDigest != digest || sr.Skill != req.Skill || !maps.Equal(run.Inputs, req.Inputs) {
+		return nil, false, fmt.Errorf("this request_id started run %s with another request (another recipe, skill, name or inputs); use a new request_id for a new run: %w", id, errRequestReused)
+	}
+	return run, false, nil
 }
 
 // Get reads a run, applying any deadline that has passed (I4: readers

@@ -74,6 +74,7 @@ type compileKey struct {
 	catalog *compiler.Catalog
 	name    string
 	src     string
+	inputs  string // the run inputs' names (inputsKey)
 }
 
 // maxCompiled bounds the compile cache.
@@ -84,14 +85,20 @@ const maxCompiled = 1024
 // Only plans are kept: a recipe that does not compile is compiled again,
 // so its diagnostics are always fresh.
 func (s *Services) compile(src, name string) compiler.Result {
-	k := compileKey{catalog: s.cfg.Catalog(), name: name, src: src}
+	return s.compileWith(src, name, nil)
+}
+
+// compileWith is compile for a run with inputs: their names are what
+// {NAME} may read.
+func (s *Services) compileWith(src, name string, inputs map[string]string) compiler.Result {
+	k := compileKey{catalog: s.cfg.Catalog(), name: name, src: src, inputs: inputsKey(inputs)}
 	s.mu.Lock()
 	res, ok := s.compiled[k]
 	s.mu.Unlock()
 	if ok {
 		return res
 	}
-	res = compiler.Compile(src, compiler.Options{Catalog: k.catalog, Name: name})
+	res = compiler.Compile(src, compiler.Options{Catalog: k.catalog, Name: name, Inputs: inputNames(inputs)})
 	if res.Plan == nil {
 		return res
 	}
@@ -134,7 +141,8 @@ func caller(ctx context.Context) (string, error) {
 }
 
 // StartRun compiles (a skill or a recipe) and starts a run. A repeated
-// request_id returns the run it first created, with created = false.
+// request_id returns the run it first created, with created = false, if
+// the request is the same (Runner.Start); ALREADY_EXISTS if not.
 func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest) (*tollgatev1.StartRunResponse, error) {
 	who, err := caller(ctx)
 	if err != nil {
@@ -154,7 +162,10 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if name == "" {
 		name = "recipe"
 	}
-	res := s.compile(src, name)
+	if err := checkInputNames(req.GetInputs()); err != nil {
+		return nil, err
+	}
+	res := s.compileWith(src, name, req.GetInputs())
 	if res.Plan == nil {
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errInvalid)
 	}
@@ -168,7 +179,7 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
 		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errStalePayload)
 	}
-	run, created, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId()})
+	run, created, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs()})
 	if err != nil {
 		return nil, err
 	}
@@ -181,10 +192,11 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 
 // GetRun returns a run; deadlines that passed are applied first (I4).
 func (s *Services) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*tollgatev1.GetRunResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	run, m, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+	run, m, err := s.visibleRun(ctx, who, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -195,9 +207,11 @@ func (s *Services) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*
 	return &tollgatev1.GetRunResponse{Run: runToProto(run, m, sr.Skill)}, nil
 }
 
-// ListRuns lists runs newest first.
+// ListRuns lists the runs the caller may see, newest first; a page may
+// hold fewer runs than asked for (visibility.go).
 func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest) (*tollgatev1.ListRunsResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
 	q := store.RunQuery{Requester: req.GetRequester(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
@@ -221,6 +235,9 @@ func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest
 		if err != nil {
 			return nil, err
 		}
+		if !s.sees(ctx, who, run) {
+			continue
+		}
 		out.Runs = append(out.Runs, runSummary(sr, run, m.Plan().Name))
 	}
 	return out, nil
@@ -233,7 +250,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 	if err != nil {
 		return nil, err
 	}
-	run, _, err := s.cfg.Runner.Get(ctx, req.GetRunId())
+	run, _, err := s.visibleRun(ctx, who, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -422,6 +439,9 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 		if err != nil {
 			return nil, err
 		}
+		if !s.sees(ctx, who, run) {
+			continue
+		}
 		_, stop, _ := splitAskID(row.ID)
 		a := run.Asks[stop]
 		if a == nil || !slices.Contains(q.States, string(a.State)) {
@@ -457,19 +477,21 @@ func (s *Services) callerAsk(ctx context.Context, id string) (string, *engine.Ru
 	if err != nil {
 		return "", nil, nil, err
 	}
-	run, a, err := s.loadAsk(ctx, id)
+	run, a, err := s.loadAsk(ctx, who, id)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	return who, run, a, nil
 }
 
-func (s *Services) loadAsk(ctx context.Context, id string) (*engine.Run, *engine.AskRun, error) {
+// loadAsk reads an ask of a run who may see; of any other run, it is not
+// found whether or not it exists (visibility.go).
+func (s *Services) loadAsk(ctx context.Context, who, id string) (*engine.Run, *engine.AskRun, error) {
 	runID, stop, err := splitAskID(id)
 	if err != nil {
 		return nil, nil, err
 	}
-	run, _, err := s.cfg.Runner.Get(ctx, runID)
+	run, _, err := s.visibleRun(ctx, who, runID)
 	if err != nil {
 		return nil, nil, err
 	}

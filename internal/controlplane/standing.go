@@ -153,7 +153,8 @@ func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID str
 
 // ListExceptions lists standing approvals: active ones, or all.
 func (s *Services) ListExceptions(ctx context.Context, req *tollgatev1.ListExceptionsRequest) (*tollgatev1.ListExceptionsResponse, error) {
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return nil, err
 	}
 	xs, err := s.cfg.Store.ListExceptions(ctx)
@@ -166,7 +167,7 @@ func (s *Services) ListExceptions(ctx context.Context, req *tollgatev1.ListExcep
 	}
 	out := &tollgatev1.ListExceptionsResponse{}
 	for _, x := range xs {
-		if !req.GetIncludeInactive() && (x.Revoked || !now.Before(x.Until)) {
+		if !req.GetIncludeInactive() && (x.Revoked || !now.Before(x.Until)) || !s.seesException(who, x) {
 			continue
 		}
 		out.Exceptions = append(out.Exceptions, exceptionToProto(x))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -18,14 +19,22 @@ const watchPoll = time.Second
 // changes, until it reaches an outcome (or the caller goes away).
 func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.RunService_WatchRunServer) error {
 	ctx := stream.Context()
-	if _, err := caller(ctx); err != nil {
+	who, err := caller(ctx)
+	if err != nil {
 		return err
 	}
 	w := s.cfg.Runner.Follow(req.GetRunId())
 	defer w.Stop()
 	tick := time.NewTicker(watchPoll)
 	defer tick.Stop()
+	// A cursor is the run version an event showed: resuming from it sends
+	// nothing until the run moves past it (then the whole run, as a
+	// snapshot: the events in between are not kept). Without one, or with
+	// one that is not ours, the snapshot comes first.
 	var last int64 = -1
+	if c, err := strconv.ParseInt(req.GetCursor(), 10, 64); err == nil && c >= 0 {
+		last = c
+	}
 	kind := tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT
 	local := false // woken by this replica's commit
 	for {
@@ -44,6 +53,11 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 		if err != nil {
 			return err
 		}
+		if !s.sees(ctx, who, run) {
+			// Checked on every event: a watcher who loses sight of the run
+			// (a role revoked) stops receiving it.
+			return notVisible(req.GetRunId())
+		}
 		if run.Version > last {
 			last = run.Version
 			pr := runToProto(run, m, "")
@@ -51,7 +65,7 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 				// The plan does not change: it goes with the snapshot only.
 				pr.Plan, pr.PlanCard = nil, ""
 			}
-			ev := &tollgatev1.RunEvent{Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
+			ev := &tollgatev1.RunEvent{Cursor: strconv.FormatInt(run.Version, 10), Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
 				RunState: pr.State, StateReason: run.Reason, Run: pr}
 			if err := stream.Send(&tollgatev1.WatchRunResponse{Event: ev}); err != nil {
 				return err
@@ -60,6 +74,8 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 			if run.State.Terminal() {
 				return nil
 			}
+		} else if run.State.Terminal() {
+			return nil // resumed after the last event
 		}
 		select {
 		case <-ctx.Done():

@@ -47,6 +47,8 @@ type Config struct {
 	// scrape whose read fails or times out leaves the gauges out and logs.
 	CountTimeout time.Duration
 	Log          *slog.Logger
+	// Policy, when set, feeds the policy gauges (policy.go).
+	Policy PolicyHealth
 }
 
 // Bucket boundaries, in the unit of each histogram.
@@ -192,7 +194,12 @@ func New(cfg Config) (*Metrics, error) {
 			string(engine.AskConsumed), string(engine.AskAnswered), string(engine.AskRejected), string(engine.AskExpired),
 			string(engine.AskCancelled), string(engine.AskStale))),
 	}
-	if err := m.instruments(provider.Meter("github.com/tollgate-dev/tollgate/internal/metrics")); err != nil {
+	meter := provider.Meter("github.com/tollgate-dev/tollgate/internal/metrics")
+	err = m.instruments(meter)
+	if err == nil && cfg.Policy != nil {
+		err = m.policyInstruments(meter, cfg.Policy)
+	}
+	if err != nil {
 		_ = provider.Shutdown(context.Background())
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

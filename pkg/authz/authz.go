@@ -58,6 +58,12 @@ type Config struct {
 	Log *slog.Logger
 	// PollInterval is Watch's period; 0 is DefaultPollInterval.
 	PollInterval time.Duration
+	// AllowEmpty and MaxDrop are the Guard every load passes: without
+	// AllowEmpty a policy with no p rule is refused (New fails; a reload
+	// keeps the current policy), and a reload may drop at most MaxDrop
+	// of the rules in force (0: DefaultMaxDrop).
+	AllowEmpty bool
+	MaxDrop    float64
 }
 
 // Authorizer answers authority questions from the current policy. It is
@@ -71,6 +77,7 @@ type Authorizer struct {
 	checkedModel [32]byte   // digest of the last model that passed selfCheck
 	badRaw       [32]byte   // digest of the last file contents that failed to load
 	badErr       error
+	refused      uint64 // distinct contents refused (Health)
 }
 
 // New loads the policy and returns an Authorizer, or an error if the files
@@ -127,7 +134,15 @@ func (a *Authorizer) Reload() error {
 		return a.badErr // same bad contents: already reported
 	}
 	s, err := a.build(modelText, polText)
+	if err == nil {
+		var cur [][]string
+		if old != nil {
+			cur = old.pol.rows
+		}
+		err = Guard{AllowEmpty: a.cfg.AllowEmpty, MaxDrop: a.cfg.MaxDrop}.Accept(cur, s.pol.rows)
+	}
 	if err != nil {
+		a.refused++
 		a.badRaw, a.badErr = raw, a.failed(fmt.Errorf("authz: load %s: %w", a.cfg.PolicyPath, err))
 		return a.badErr
 	}

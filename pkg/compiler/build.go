@@ -61,6 +61,7 @@ type builder struct {
 	notes   []plan.Note
 	askSeq  int
 	usedIDs map[string]Pos
+	inputs  map[string]bool // run inputs the recipe may read; true once read
 }
 
 func newBuilder(d *diags, cat *Catalog) *builder {
@@ -68,9 +69,38 @@ func newBuilder(d *diags, cat *Catalog) *builder {
 		joins: map[*section]*cstep{}, usedIDs: map[string]Pos{}}
 }
 
+// inputPos marks an id in usedIDs as a run input's name.
+var inputPos = Pos{Line: -1}
+
+// declareInputs reserves the run inputs' names before any step or ask
+// claims one, so a clash is reported and generated ids skip them.
+func (b *builder) declareInputs(names []string) {
+	b.inputs = make(map[string]bool, len(names))
+	for _, n := range names {
+		b.inputs[n] = false
+		b.usedIDs[n] = inputPos
+	}
+}
+
+// readInputs lists, sorted, the inputs some reference read; nil for none.
+func (b *builder) readInputs() []string {
+	var out []string
+	for n, read := range b.inputs {
+		if read {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // claim reserves an id for a step or ask and reports duplicates.
 func (b *builder) claim(id string, pos Pos, what string) bool {
 	if prev, ok := b.usedIDs[id]; ok {
+		if prev == inputPos {
+			b.d.errorf(pos, CodeDuplicateID, "%s `%s` has the name of input %q; inputs, steps and asks share one namespace, so rename the input or the %s", what, id, id, what)
+			return false
+		}
 		if prev.Line == 0 {
 			b.d.errorf(pos, CodeDuplicateID, "%s `%s` has a name the compiler already gave to a join or a gate; pick another", what, id)
 			return false

@@ -22,6 +22,11 @@ type Options struct {
 	// Name names the plan when the source has no front matter name (for
 	// example the skill's folder name).
 	Name string
+	// Inputs names the run inputs the recipe may read as {NAME}
+	// (StartRun's inputs). They share one namespace with step and ask
+	// ids: a step or ask of that name is an error. The plan lists those
+	// it reads (plan.Plan.Inputs).
+	Inputs []string
 }
 
 // Result is the outcome of a compilation. Plan is nil when Diagnostics
@@ -52,6 +57,7 @@ func Compile(src string, opts Options) Result {
 		return Result{Diagnostics: d.done()}
 	}
 	b := newBuilder(d, opts.Catalog)
+	b.declareInputs(opts.Inputs)
 	top := b.phase(root, nil, nil)
 	b.resolve()
 	walk(top, b.moves)
@@ -62,7 +68,7 @@ func Compile(src string, opts Options) Result {
 		return Result{Diagnostics: d.done()}
 	}
 	steps, stops := convert(top)
-	pl := &plan.Plan{Name: name, Description: sk.Description, InitialSteps: steps, StoppingPoints: stops, Notes: b.notes}
+	pl := &plan.Plan{Name: name, Description: sk.Description, InitialSteps: steps, StoppingPoints: stops, Notes: b.notes, Inputs: b.readInputs()}
 	if pl.Notes == nil {
 		pl.Notes = []plan.Note{}
 	}

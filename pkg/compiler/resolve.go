@@ -7,10 +7,12 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
-// target is what a reference names: a step or an ask's answer.
+// target is what a reference names: a step, an ask's answer or a run
+// input.
 type target struct {
-	step *cstep
-	ask  *cstop
+	step  *cstep
+	ask   *cstop
+	input bool
 }
 
 // within reports whether phase ph is anc or nested inside it.
@@ -52,6 +54,13 @@ func (b *builder) lookup(r srcRef, ph *cphase, what string) (target, bool) {
 			b.d.errorf(r.pos, CodeUnknownRef, "`{%s}` is an answer, which has no fields; write `{%s}`", r.ref, r.ref.ID)
 		}
 		return target{ask: st}, true
+	}
+	if _, ok := b.inputs[r.ref.ID]; ok {
+		if r.ref.Field != "" {
+			b.d.errorf(r.pos, CodeUnknownRef, "`{%s}` is an input, which is text with no fields; write `{%s}`", r.ref, r.ref.ID)
+		}
+		b.inputs[r.ref.ID] = true
+		return target{input: true}, true
 	}
 	if b.d.full() {
 		b.d.errorf(r.pos, CodeUnknownRef, "`{%s}` names no step or ask", r.ref)
@@ -114,6 +123,12 @@ func (b *builder) resolve() {
 			}
 			t, ok := b.lookup(r, c.phase, fmt.Sprintf("`%s`", s.id))
 			if !ok {
+				continue
+			}
+			if t.input {
+				if isAfter {
+					b.d.errorf(r.pos, CodeUnknownRef, "`after:` names steps; `%s` is an input, known from the start", r.ref.ID)
+				}
 				continue
 			}
 			if t.ask != nil {

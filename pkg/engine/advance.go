@@ -569,9 +569,16 @@ func (t *tx) interpolate(s string) string {
 	return b.String()
 }
 
-// value is what a reference reads: a step's output (or a field of it), or
-// an ask's answer. A step that failed and was skipped reads as null.
+// value is what a reference reads: a step's output (or a field of it), an
+// ask's answer, or a run input. A step that failed and was skipped reads
+// as null.
 func (t *tx) value(r plan.Ref) any {
+	if t.m.inputs[r.ID] {
+		if v, ok := t.run.Inputs[r.ID]; ok {
+			return v
+		}
+		return nil
+	}
 	if a, ok := t.run.Asks[r.ID]; ok && t.m.steps[r.ID] == nil {
 		if a.Type == plan.StopText {
 			return a.Text

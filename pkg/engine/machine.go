@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ type Machine struct {
 	stops  map[string]*stopInfo
 	phases map[string]*phaseInfo
 	top    *phaseInfo
+	inputs map[string]bool // the run inputs the plan reads
 }
 
 type phaseInfo struct {
@@ -78,6 +80,10 @@ func New(p *plan.Plan, cfg Config) (*Machine, error) {
 	}
 	m := &Machine{plan: p, digest: digest, cfg: cfg, steps: map[string]*stepInfo{}, stops: map[string]*stopInfo{}, phases: map[string]*phaseInfo{}}
 	m.top = m.index("", p.InitialSteps, p.StoppingPoints, nil, nil)
+	m.inputs = make(map[string]bool, len(p.Inputs))
+	for _, n := range p.Inputs {
+		m.inputs[n] = true
+	}
 	for _, st := range m.stops {
 		if c := st.sp.Check; c != nil {
 			probe := &plan.Step{ID: CheckStepID(st.sp.ID), Kind: plan.KindTool, Server: c.Server, Tool: c.Tool, Args: c.Args,
@@ -189,8 +195,18 @@ func (m *Machine) Digest() string { return m.digest }
 // dispatched. The requester's start is the recorded approval of any
 // `without asking` step (the caller must have checked policy first).
 func (m *Machine) Start(id, requester string, at time.Time) Transition {
+	return m.StartWith(id, requester, nil, at)
+}
+
+// StartWith is Start with the run's inputs, which the plan's references
+// read as {NAME}. The caller checked them (names, count, sizes); the map
+// is copied.
+func (m *Machine) StartWith(id, requester string, inputs map[string]string, at time.Time) Transition {
 	r := &Run{ID: id, PlanDigest: m.digest, Requester: requester, State: Running, CreatedAt: at, UpdatedAt: at,
 		Steps: map[string]*StepRun{}, Asks: map[string]*AskRun{}, External: m.plan.External}
+	if len(inputs) > 0 {
+		r.Inputs = maps.Clone(inputs)
+	}
 	t := &tx{m: m, run: r, at: at}
 	t.record("run.started", requester, map[string]any{"plan_digest": m.digest})
 	t.activate(m.top)

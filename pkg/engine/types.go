@@ -118,6 +118,9 @@ type Run struct {
 	// External: a script or service does the steps and opens the gates
 	// (external.go); the plan has none.
 	External bool `json:"external,omitempty"`
+	// Inputs are the named values the run was started with; the plan's
+	// references read those it declares (plan.Plan.Inputs).
+	Inputs map[string]string `json:"inputs,omitempty"`
 	// Parks counts how often the run has parked; ParkedAt is when it last
 	// parked, ResumedAt when it last left parked. A run's life is drawn
 	// as its stretches between parks (traces, timelines).

@@ -100,7 +100,10 @@ type Verifier struct {
 // used until `until` and reports false when it already was (and has not
 // expired by now); an error means the verifier cannot tell, and the grant
 // is refused. A verifier whose process is short-lived (a CLI) needs a
-// ledger that outlives it.
+// ledger that outlives it. The ledger is the verifier's memory: only
+// verifiers that share one refuse each other's replays, so services that
+// act on one grant from several processes share a ledger in Redis
+// (client/grantledger; it does I/O, so it is not in this package).
 type Ledger interface {
 	Use(key string, until, now time.Time) (fresh bool, err error)
 }

@@ -58,6 +58,11 @@ type Plan struct {
 	// does its steps and opens its gates while it runs (package engine,
 	// OpenGate), so the plan itself has neither.
 	External bool `json:"external,omitempty"`
+	// Inputs names the run inputs (StartRun inputs) the plan reads as
+	// {NAME}, sorted. An input's value is fixed when the run starts, so
+	// every reader and every gate knows it. Names share one namespace
+	// with step and ask ids.
+	Inputs []string `json:"inputs,omitempty"`
 }
 
 // Phase is a set of steps and the stopping points that follow or sit beside

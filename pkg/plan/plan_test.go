@@ -228,3 +228,31 @@ func FuzzVerify(f *testing.F) {
 		_ = Verify(&p)
 	})
 }
+
+// Item 15 (issue 13): a plan reads run inputs it declares, and an input
+// shares the namespace of step and ask ids.
+func TestVerifyInputs(t *testing.T) {
+	mk := func(inputs []string, id, args string) *Plan {
+		return &Plan{Name: "p", Inputs: inputs, InitialSteps: []Step{{ID: id, Kind: KindTool, Server: "s", Tool: "t", Args: Object(args)}},
+			StoppingPoints: []StoppingPoint{}, Notes: []Note{}}
+	}
+	if err := Verify(mk([]string{"who"}, "look", `{"q":"{who}"}`)); err != nil {
+		t.Fatalf("a declared input: %v", err)
+	}
+	for name, p := range map[string]*Plan{
+		"undeclared":      mk(nil, "look", `{"q":"{who}"}`),
+		"collides":        mk([]string{"look"}, "look", `{}`),
+		"unsorted":        mk([]string{"b", "a"}, "look", `{}`),
+		"not a reference": mk([]string{"two words"}, "look", `{}`),
+	} {
+		if err := Verify(p); err == nil {
+			t.Errorf("%s input: verified", name)
+		}
+	}
+	d1, _ := Digest(mk(nil, "look", `{}`))
+	p := mk(nil, "look", `{}`)
+	p.Inputs = []string{}
+	if d2, _ := Digest(p); d1 != d2 {
+		t.Error("a plan without inputs keeps its digest")
+	}
+}

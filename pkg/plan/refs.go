@@ -25,6 +25,12 @@ func (r Ref) String() string {
 const identPattern = `[A-Za-z_][A-Za-z0-9_-]*`
 const refPattern = identPattern + `(?:\.[A-Za-z0-9_-]+)*`
 
+var identRe = regexp.MustCompile(`^` + identPattern + `$`)
+
+// IsName reports whether s can be read by a reference as {s}: a letter or
+// '_', then letters, digits, '_' and '-'.
+func IsName(s string) bool { return identRe.MatchString(s) }
+
 // refGroup matches "{a}", "{a.b}" and "{a, b.c}". Braces holding anything
 // else (a JSON object, prose with spaces) are literal text.
 var refGroup = regexp.MustCompile(`\{\s*(` + refPattern + `(?:\s*,\s*` + refPattern + `)*)\s*\}`)

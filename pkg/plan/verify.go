@@ -46,7 +46,8 @@ func Verify(p *Plan) error {
 	if p == nil {
 		return &VerifyError{[]Problem{{Rule: "shape", Reason: "no plan"}}}
 	}
-	v := &verifier{ids: map[string]bool{}, steps: map[string]*Step{}}
+	v := &verifier{ids: map[string]bool{}, steps: map[string]*Step{}, inputs: map[string]bool{}}
+	v.declareInputs(p.Inputs)
 	v.phase(p.InitialSteps, p.StoppingPoints, scope{})
 	if len(v.problems) > 0 {
 		return &VerifyError{v.problems}
@@ -57,6 +58,7 @@ func Verify(p *Plan) error {
 type verifier struct {
 	ids      map[string]bool  // every id seen anywhere
 	steps    map[string]*Step // steps of the phases on the current path
+	inputs   map[string]bool  // the run inputs the plan reads: known from the start
 	problems []Problem
 }
 
@@ -83,6 +85,21 @@ func (v *verifier) claim(id string) {
 		v.fail(id, "unique_id", "id %q is used more than once", id)
 	}
 	v.ids[id] = true
+}
+
+// declareInputs checks the plan's input names: references can name them,
+// sorted, and no step or ask shares one (they claim ids first).
+func (v *verifier) declareInputs(names []string) {
+	for i, n := range names {
+		if !IsName(n) {
+			v.fail("", "shape", "input %q is not a name a reference can read", n)
+		}
+		if i > 0 && names[i-1] >= n {
+			v.fail("", "shape", "inputs must be sorted and unique (%q after %q)", n, names[i-1])
+		}
+		v.claim(n)
+		v.inputs[n] = true
+	}
 }
 
 func copySet(m map[string]bool) map[string]bool {
@@ -258,7 +275,7 @@ func (v *verifier) step(s *Step, local, visible map[string]bool, sc scope) {
 	}
 	for _, r := range refs {
 		switch {
-		case sc.asks[r.ID]:
+		case sc.asks[r.ID], v.inputs[r.ID]:
 		case !visible[r.ID] && !local[r.ID]:
 			v.fail(s.ID, "reference", "{%s} names no step or enclosing ask it can see", r)
 		case !sc.avail[r.ID] && !v.reaches(s.DependsOn, r.ID, map[string]bool{}):
@@ -276,7 +293,7 @@ func (v *verifier) step(s *Step, local, visible map[string]bool, sc scope) {
 		return
 	}
 	for _, r := range refs {
-		if !sc.atGate[r.ID] && !sc.gateAsk[r.ID] {
+		if !sc.atGate[r.ID] && !sc.gateAsk[r.ID] && !v.inputs[r.ID] {
 			v.fail(s.ID, "I1", "gate %q cannot show {%s}: it is not known when the gate is asked", sc.gate.ID, r)
 		}
 	}
@@ -290,7 +307,7 @@ func (v *verifier) stop(sp *StoppingPoint, visible map[string]bool, sc scope) {
 	}
 	for _, sh := range sp.Show {
 		r := ParseRef(sh)
-		if !visible[r.ID] && !sc.asks[r.ID] {
+		if !visible[r.ID] && !sc.asks[r.ID] && !v.inputs[r.ID] {
 			v.fail(sp.ID, "reference", "show %q names no step it can see", sh)
 		}
 	}

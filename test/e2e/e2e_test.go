@@ -223,7 +223,8 @@ func TestDevPlaneWithApprovectl(t *testing.T) {
 	}
 
 	// Refusals exit non-zero and say why.
-	if r := p.ctl(t, "", "--as", "bob", "approve", askID, "--option", "2"); r.code != 1 || !strings.Contains(r.stderr, "permission denied") {
+	// alice's `ask me` is nothing bob may see (visibility): not found.
+	if r := p.ctl(t, "", "--as", "bob", "approve", askID, "--option", "2"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
 		t.Fatalf("bob approving: %d %q", r.code, r.stderr)
 	}
 	if r := p.ctl(t, "", "--as", "alice", "reject", askID); r.code != 2 || !strings.Contains(r.stderr, "--reason") {

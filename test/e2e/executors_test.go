@@ -74,7 +74,7 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	}
 	redis := redistest.Start(t)
 	home := t.TempDir()
-	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
+	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := os.ReadFile(filepath.Join(home, "dev", "signing.pub"))

@@ -41,6 +41,8 @@ const (
 // may not approve, also through delegation). Every reader enforces the ask's
 // deadline with the store's clock (I4): a decision after expires_at is
 // refused with FAILED_PRECONDITION whether or not the ask was marked EXPIRED.
+// An ask of a run the caller may not see (RunService: visibility) is NOT_FOUND
+// on every call, as an ask that does not exist, decisions included.
 type ApprovalServiceClient interface {
 	// ListAsks lists the caller's inbox: asks the caller may decide (or, for
 	// EVIDENCE_REQUESTED, must answer as requester), each with why.
@@ -76,7 +78,7 @@ type ApprovalServiceClient interface {
 	// PERMISSION_DENIED unless the caller is the requester.
 	AttachEvidence(ctx context.Context, in *AttachEvidenceRequest, opts ...grpc.CallOption) (*AttachEvidenceResponse, error)
 	// ListExceptions lists standing exceptions (Decide approve_exception) that
-	// the caller granted or may revoke.
+	// the caller granted or may revoke; auditors and operators see all.
 	ListExceptions(ctx context.Context, in *ListExceptionsRequest, opts ...grpc.CallOption) (*ListExceptionsResponse, error)
 	// RevokeException revokes a standing exception; later asks no longer match
 	// it. Approvals it already produced and that were consumed stay recorded.
@@ -192,6 +194,8 @@ func (c *approvalServiceClient) RevokeException(ctx context.Context, in *RevokeE
 // may not approve, also through delegation). Every reader enforces the ask's
 // deadline with the store's clock (I4): a decision after expires_at is
 // refused with FAILED_PRECONDITION whether or not the ask was marked EXPIRED.
+// An ask of a run the caller may not see (RunService: visibility) is NOT_FOUND
+// on every call, as an ask that does not exist, decisions included.
 type ApprovalServiceServer interface {
 	// ListAsks lists the caller's inbox: asks the caller may decide (or, for
 	// EVIDENCE_REQUESTED, must answer as requester), each with why.
@@ -227,7 +231,7 @@ type ApprovalServiceServer interface {
 	// PERMISSION_DENIED unless the caller is the requester.
 	AttachEvidence(context.Context, *AttachEvidenceRequest) (*AttachEvidenceResponse, error)
 	// ListExceptions lists standing exceptions (Decide approve_exception) that
-	// the caller granted or may revoke.
+	// the caller granted or may revoke; auditors and operators see all.
 	ListExceptions(context.Context, *ListExceptionsRequest) (*ListExceptionsResponse, error)
 	// RevokeException revokes a standing exception; later asks no longer match
 	// it. Approvals it already produced and that were consumed stay recorded.

@@ -28,9 +28,12 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// AuditService reads and checks the record (I8). Callers are authenticated
-// people or services with an auditor or operator role (or, for ListJournal,
-// the run's requester); the actor is always the authenticated caller.
+// AuditService reads and checks the record (I8). Every call covers the runs
+// visible to the caller (RunService: visibility): holders of the auditor or
+// operator role audit every run, anyone else the runs they may see (their
+// own, those they decide or decided); a run_id the caller may not see is
+// NOT_FOUND, and runs_checked counts only what was checked. The actor is
+// always the authenticated caller.
 type AuditServiceClient interface {
 	// VerifyJournal re-computes the hash chain of one run's journal, or of
 	// every run (paged).
@@ -40,7 +43,7 @@ type AuditServiceClient interface {
 	// governing approval was consumed). An empty answer means none found.
 	CheckInvariants(ctx context.Context, in *CheckInvariantsRequest, opts ...grpc.CallOption) (*CheckInvariantsResponse, error)
 	// ListJournal returns a run's journal records in seq order. NOT_FOUND for
-	// an unknown run.
+	// an unknown run or one the caller may not see.
 	ListJournal(ctx context.Context, in *ListJournalRequest, opts ...grpc.CallOption) (*ListJournalResponse, error)
 }
 
@@ -86,9 +89,12 @@ func (c *auditServiceClient) ListJournal(ctx context.Context, in *ListJournalReq
 // All implementations must embed UnimplementedAuditServiceServer
 // for forward compatibility.
 //
-// AuditService reads and checks the record (I8). Callers are authenticated
-// people or services with an auditor or operator role (or, for ListJournal,
-// the run's requester); the actor is always the authenticated caller.
+// AuditService reads and checks the record (I8). Every call covers the runs
+// visible to the caller (RunService: visibility): holders of the auditor or
+// operator role audit every run, anyone else the runs they may see (their
+// own, those they decide or decided); a run_id the caller may not see is
+// NOT_FOUND, and runs_checked counts only what was checked. The actor is
+// always the authenticated caller.
 type AuditServiceServer interface {
 	// VerifyJournal re-computes the hash chain of one run's journal, or of
 	// every run (paged).
@@ -98,7 +104,7 @@ type AuditServiceServer interface {
 	// governing approval was consumed). An empty answer means none found.
 	CheckInvariants(context.Context, *CheckInvariantsRequest) (*CheckInvariantsResponse, error)
 	// ListJournal returns a run's journal records in seq order. NOT_FOUND for
-	// an unknown run.
+	// an unknown run or one the caller may not see.
 	ListJournal(context.Context, *ListJournalRequest) (*ListJournalResponse, error)
 	mustEmbedUnimplementedAuditServiceServer()
 }

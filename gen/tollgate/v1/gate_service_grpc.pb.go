@@ -42,25 +42,34 @@ const (
 // finishes the run.
 type GateServiceClient interface {
 	// CreateRun creates an external run, for a script that does work before
-	// its first gate. Idempotent on request_id: a repeat returns the same run
-	// with created = false, so a re-run script finds its run again.
+	// its first gate. Idempotent on request_id: a repeat with the same name
+	// returns the same run with created = false, so a re-run script finds its
+	// run again; the same request_id with another name (or one that started a
+	// recipe's run) is ALREADY_EXISTS naming that run.
 	CreateRun(ctx context.Context, in *CreateRunRequest, opts ...grpc.CallOption) (*CreateRunResponse, error)
 	// OpenGate opens a gate, creating an external run when run_id is empty
-	// (idempotent on request_id). A gate of that name already on the run is
+	// (idempotent on request_id and run_name as CreateRun is; ALREADY_EXISTS
+	// when the request_id made another run). A gate of that name already on the run is
 	// returned as it is, open or decided, and is not asked again.
 	// FAILED_PRECONDITION when another gate is waiting, the run has ended, or
 	// no policy rule names the gate's action; PERMISSION_DENIED when the
 	// caller is not the run's requester.
 	OpenGate(ctx context.Context, in *OpenGateRequest, opts ...grpc.CallOption) (*OpenGateResponse, error)
 	// GetGate returns a gate and, once it is approved, the signed grant for
-	// its action. NOT_FOUND when the run or gate is unknown or not visible.
+	// its action. NOT_FOUND when the run or gate is unknown or not visible. The
+	// grant goes to the run's requester only: others who may see the gate
+	// (its approvers, auditors) get it without.
 	GetGate(ctx context.Context, in *GetGateRequest, opts ...grpc.CallOption) (*GetGateResponse, error)
 	// RecordStep journals a step the script ran itself. ALREADY_EXISTS when
 	// the step already succeeded in this run (the script skips it);
-	// FAILED_PRECONDITION while a gate waits or after the run ended.
+	// FAILED_PRECONDITION while a gate waits or after the run ended. NOT_FOUND
+	// when the run is unknown or not visible; PERMISSION_DENIED unless the
+	// caller is its requester.
 	RecordStep(ctx context.Context, in *RecordStepRequest, opts ...grpc.CallOption) (*RecordStepResponse, error)
 	// FinishRun ends an external run COMPLETE, or FAILED with a reason.
-	// FAILED_PRECONDITION while a gate waits (cancel the run instead).
+	// FAILED_PRECONDITION while a gate waits (cancel the run instead). NOT_FOUND
+	// when the run is unknown or not visible; PERMISSION_DENIED unless the
+	// caller is its requester.
 	FinishRun(ctx context.Context, in *FinishRunRequest, opts ...grpc.CallOption) (*FinishRunResponse, error)
 }
 
@@ -138,25 +147,34 @@ func (c *gateServiceClient) FinishRun(ctx context.Context, in *FinishRunRequest,
 // finishes the run.
 type GateServiceServer interface {
 	// CreateRun creates an external run, for a script that does work before
-	// its first gate. Idempotent on request_id: a repeat returns the same run
-	// with created = false, so a re-run script finds its run again.
+	// its first gate. Idempotent on request_id: a repeat with the same name
+	// returns the same run with created = false, so a re-run script finds its
+	// run again; the same request_id with another name (or one that started a
+	// recipe's run) is ALREADY_EXISTS naming that run.
 	CreateRun(context.Context, *CreateRunRequest) (*CreateRunResponse, error)
 	// OpenGate opens a gate, creating an external run when run_id is empty
-	// (idempotent on request_id). A gate of that name already on the run is
+	// (idempotent on request_id and run_name as CreateRun is; ALREADY_EXISTS
+	// when the request_id made another run). A gate of that name already on the run is
 	// returned as it is, open or decided, and is not asked again.
 	// FAILED_PRECONDITION when another gate is waiting, the run has ended, or
 	// no policy rule names the gate's action; PERMISSION_DENIED when the
 	// caller is not the run's requester.
 	OpenGate(context.Context, *OpenGateRequest) (*OpenGateResponse, error)
 	// GetGate returns a gate and, once it is approved, the signed grant for
-	// its action. NOT_FOUND when the run or gate is unknown or not visible.
+	// its action. NOT_FOUND when the run or gate is unknown or not visible. The
+	// grant goes to the run's requester only: others who may see the gate
+	// (its approvers, auditors) get it without.
 	GetGate(context.Context, *GetGateRequest) (*GetGateResponse, error)
 	// RecordStep journals a step the script ran itself. ALREADY_EXISTS when
 	// the step already succeeded in this run (the script skips it);
-	// FAILED_PRECONDITION while a gate waits or after the run ended.
+	// FAILED_PRECONDITION while a gate waits or after the run ended. NOT_FOUND
+	// when the run is unknown or not visible; PERMISSION_DENIED unless the
+	// caller is its requester.
 	RecordStep(context.Context, *RecordStepRequest) (*RecordStepResponse, error)
 	// FinishRun ends an external run COMPLETE, or FAILED with a reason.
-	// FAILED_PRECONDITION while a gate waits (cancel the run instead).
+	// FAILED_PRECONDITION while a gate waits (cancel the run instead). NOT_FOUND
+	// when the run is unknown or not visible; PERMISSION_DENIED unless the
+	// caller is its requester.
 	FinishRun(context.Context, *FinishRunRequest) (*FinishRunResponse, error)
 	mustEmbedUnimplementedGateServiceServer()
 }

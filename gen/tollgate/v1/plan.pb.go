@@ -292,7 +292,10 @@ type Plan struct {
 	// Digest of the plan: "sha256:" + hex SHA-256 of the canonical JSON of the
 	// plan with this field left out (pkg/plan.Digest). Set by the control plane;
 	// ignored on input and recomputed.
-	Digest        string `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	Digest string `protobuf:"bytes,6,opt,name=digest,proto3" json:"digest,omitempty"`
+	// Names of the run inputs (StartRun `inputs`) the plan reads as `{NAME}`,
+	// sorted. They share one namespace with step and ask ids.
+	Inputs        []string `protobuf:"bytes,7,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -367,6 +370,13 @@ func (x *Plan) GetDigest() string {
 		return x.Digest
 	}
 	return ""
+}
+
+func (x *Plan) GetInputs() []string {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
 }
 
 // Step is one unit of work in a phase.
@@ -1166,14 +1176,15 @@ var File_tollgate_v1_plan_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_plan_proto_rawDesc = "" +
 	"\n" +
-	"\x16tollgate/v1/plan.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\"\xfa\x01\n" +
+	"\x16tollgate/v1/plan.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\"\x92\x02\n" +
 	"\x04Plan\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x126\n" +
 	"\rinitial_steps\x18\x03 \x03(\v2\x11.tollgate.v1.StepR\finitialSteps\x12C\n" +
 	"\x0fstopping_points\x18\x04 \x03(\v2\x1a.tollgate.v1.StoppingPointR\x0estoppingPoints\x12'\n" +
 	"\x05notes\x18\x05 \x03(\v2\x11.tollgate.v1.NoteR\x05notes\x12\x16\n" +
-	"\x06digest\x18\x06 \x01(\tR\x06digest\"\x98\x04\n" +
+	"\x06digest\x18\x06 \x01(\tR\x06digest\x12\x16\n" +
+	"\x06inputs\x18\a \x03(\tR\x06inputs\"\x98\x04\n" +
 	"\x04Step\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.tollgate.v1.StepKindR\x04kind\x12\x16\n" +

@@ -25,9 +25,10 @@ const (
 type StartRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Client idempotency key (e.g. a UUID), required, scoped to the caller. A
-	// repeat with the same key and the same request returns the same run with
-	// created = false; the same key with a different request is
-	// ALREADY_EXISTS. Kept at least 24 hours.
+	// repeat with the same key and the same request (the same compiled plan
+	// digest, skill and inputs) returns the same run with created = false;
+	// the same key with a different request is ALREADY_EXISTS naming the
+	// run it started. Kept at least 24 hours.
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// What to run.
 	//
@@ -39,7 +40,11 @@ type StartRunRequest struct {
 	// Name for an ad-hoc recipe's plan; ignored for skills.
 	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
 	// Named input values, recorded in the run and readable by the plan's
-	// references as `{NAME}`; a name may not collide with a step or ask id.
+	// references as `{NAME}` (an input is text: `{NAME.field}` does not
+	// compile). At most 256 names, each 1-64 letters, digits, '_' and '-'
+	// starting with a letter or '_'; a name may not collide with a step or
+	// ask id. INVALID_ARGUMENT, naming the input (and the step or ask it
+	// collides with), otherwise.
 	Inputs map[string]string `protobuf:"bytes,5,rep,name=inputs,proto3" json:"inputs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// When non-empty, the run starts only if the compiled plan's digest equals
 	// this (the plan the caller was shown); FAILED_PRECONDITION otherwise.

@@ -34,8 +34,11 @@ const (
 // the one engine that reads gates (I2). Callers are authenticated people or
 // services; the requester and every recorded actor is the authenticated
 // caller, never a request field (a forged actor in a body is ignored).
-// Callers see the runs policy lets them see (their own, or all for
-// auditors/operators).
+// Callers see only the runs visible to them (DESIGN.md §5 Visibility): runs
+// they requested, runs with an ask they may decide or decided, and, for
+// holders of the auditor or operator role by policy, every run. To anyone
+// else a run does not exist: every call naming it is NOT_FOUND exactly as for
+// an id never created, and lists leave it out.
 type RunServiceClient interface {
 	// StartRun compiles the skill or recipe, verifies the plan and starts a
 	// run. Idempotent on request_id. Starting a run approves its `without
@@ -46,17 +49,20 @@ type RunServiceClient interface {
 	StartRun(ctx context.Context, in *StartRunRequest, opts ...grpc.CallOption) (*StartRunResponse, error)
 	// GetRun returns the whole run record. NOT_FOUND if unknown or not visible.
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
-	// ListRuns lists runs, newest first.
+	// ListRuns lists the runs visible to the caller, newest first. A page may
+	// hold fewer than page_size runs (even none) while next_page_token is set:
+	// runs the caller may not see are skipped, and not counted.
 	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 	// WatchRun streams the run's changes in commit order, resuming after a
 	// cursor. The stream ends with OK after the event that makes the run
 	// terminal; a client that reconnects with the last cursor it saw loses
-	// nothing.
+	// nothing. NOT_FOUND if unknown or not visible (checked at every event).
 	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRunResponse], error)
 	// CancelRun cancels a live run: its open asks close in the same write (I3),
 	// running leases are sent Cancel, and the response says truthfully what did
 	// and did not run. Cancelling a terminal run returns it unchanged with
-	// FAILED_PRECONDITION.
+	// FAILED_PRECONDITION. NOT_FOUND if unknown or not visible;
+	// PERMISSION_DENIED unless the caller is the requester.
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
 }
 
@@ -135,8 +141,11 @@ func (c *runServiceClient) CancelRun(ctx context.Context, in *CancelRunRequest, 
 // the one engine that reads gates (I2). Callers are authenticated people or
 // services; the requester and every recorded actor is the authenticated
 // caller, never a request field (a forged actor in a body is ignored).
-// Callers see the runs policy lets them see (their own, or all for
-// auditors/operators).
+// Callers see only the runs visible to them (DESIGN.md §5 Visibility): runs
+// they requested, runs with an ask they may decide or decided, and, for
+// holders of the auditor or operator role by policy, every run. To anyone
+// else a run does not exist: every call naming it is NOT_FOUND exactly as for
+// an id never created, and lists leave it out.
 type RunServiceServer interface {
 	// StartRun compiles the skill or recipe, verifies the plan and starts a
 	// run. Idempotent on request_id. Starting a run approves its `without
@@ -147,17 +156,20 @@ type RunServiceServer interface {
 	StartRun(context.Context, *StartRunRequest) (*StartRunResponse, error)
 	// GetRun returns the whole run record. NOT_FOUND if unknown or not visible.
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
-	// ListRuns lists runs, newest first.
+	// ListRuns lists the runs visible to the caller, newest first. A page may
+	// hold fewer than page_size runs (even none) while next_page_token is set:
+	// runs the caller may not see are skipped, and not counted.
 	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	// WatchRun streams the run's changes in commit order, resuming after a
 	// cursor. The stream ends with OK after the event that makes the run
 	// terminal; a client that reconnects with the last cursor it saw loses
-	// nothing.
+	// nothing. NOT_FOUND if unknown or not visible (checked at every event).
 	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[WatchRunResponse]) error
 	// CancelRun cancels a live run: its open asks close in the same write (I3),
 	// running leases are sent Cancel, and the response says truthfully what did
 	// and did not run. Cancelling a terminal run returns it unchanged with
-	// FAILED_PRECONDITION.
+	// FAILED_PRECONDITION. NOT_FOUND if unknown or not visible;
+	// PERMISSION_DENIED unless the caller is the requester.
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
 	mustEmbedUnimplementedRunServiceServer()
 }

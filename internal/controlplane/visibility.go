@@ -1,0 +1,142 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+)
+
+// Who may read (DESIGN.md §5 "Visibility", I9). This file is the one
+// place the rule is written down; every handler that reads, lists,
+// watches or journals a run — or acts on one of its asks or gates — asks
+// visibleRun or sees.
+//
+// A run, with its asks, its gates and its journal, is visible to:
+//
+//   - its requester;
+//   - whoever may decide one of its asks: an ask's audience role they
+//     hold now (directly or by a delegation in force), a name among its
+//     approvers or the one it escalated to, or — for an open ask — anyone
+//     mayDecide allows now;
+//   - whoever decided one of its asks: every person the record names as
+//     deciding, voting, amending, delegating or being delegated to, even
+//     after they lost the role they decided under;
+//   - holders, by policy, of the role auditor or operator in the control
+//     plane's domain (RoleAuditor, RoleOperator).
+//
+// To everyone else it does not exist: a call naming it fails exactly as
+// for a run id that was never created (notVisible: NOT_FOUND, same
+// message, nothing of the run in it), and lists leave it out without
+// saying so — a page may hold fewer rows than asked for, never a count
+// of what was left out.
+//
+// Visibility is not authority: seeing a run lets a person read it, not
+// decide, cancel, or act for its script; those RPCs check that on top.
+const (
+	RoleAuditor  = "auditor"
+	RoleOperator = "operator"
+)
+
+// notVisible is the error for a run the caller may not see: the very
+// error the Runner returns for a run id the store does not hold.
+func notVisible(runID string) error {
+	return fmt.Errorf("run %s: %w", runID, store.ErrNotFound)
+}
+
+// visibleRun reads a run for who (every due deadline applied, as Runner.Get
+// does) and returns it only if who may see it; otherwise notVisible.
+func (s *Services) visibleRun(ctx context.Context, who, runID string) (*engine.Run, *engine.Machine, error) {
+	run, m, err := s.cfg.Runner.Get(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !s.sees(ctx, who, run) {
+		return nil, nil, notVisible(runID)
+	}
+	return run, m, nil
+}
+
+// seesEverything reports whether who holds, by policy, a role that reads
+// every run.
+func (s *Services) seesEverything(who string) bool {
+	az := s.cfg.Authority
+	return az != nil && (az.Holds(who, RoleAuditor, s.cfg.Domain) || az.Holds(who, RoleOperator, s.cfg.Domain))
+}
+
+// sees applies the rule to one run. The checks run cheapest first; policy
+// is consulted in full (mayDecide) only for open asks nobody names who in.
+func (s *Services) sees(ctx context.Context, who string, run *engine.Run) bool {
+	if who == "" {
+		return false
+	}
+	if run.Requester == who || s.seesEverything(who) {
+		return true
+	}
+	for _, a := range run.Asks {
+		if decided(who, a) || s.addressed(who, a) {
+			return true
+		}
+	}
+	for _, a := range run.Asks {
+		if !a.State.Open() {
+			continue
+		}
+		// A policy error is no authority: it does not make the run visible.
+		if auth, err := s.mayDecide(ctx, who, run, a); err == nil && auth.ok {
+			return true
+		}
+	}
+	return false
+}
+
+// decided reports whether the ask's record names who as having decided
+// (or been handed the decision of) it.
+func decided(who string, a *engine.AskRun) bool {
+	if who == "system" || who == "policy" {
+		// The engine's own entries (expiry, escalation, staleness, a vote
+		// withdrawn by policy) are not a person deciding.
+		return false
+	}
+	for _, d := range a.Decisions {
+		if d.Actor == who {
+			return true
+		}
+	}
+	for _, v := range a.Votes {
+		if v.Actor == who {
+			return true
+		}
+	}
+	for _, d := range a.Delegations {
+		if d.From == who || d.To == who {
+			return true
+		}
+	}
+	return false
+}
+
+// addressed reports whether the ask is addressed to who: its audience
+// role (or a role among its approvers) is one who holds now, or who is
+// named among its approvers or as its escalation.
+func (s *Services) addressed(who string, a *engine.AskRun) bool {
+	names := append([]string{a.Audience, a.EscalatedTo, a.EscalatedFrom}, a.Approvers...)
+	for _, n := range names {
+		switch {
+		case n == "":
+		case n == who || n == "user:"+who:
+			return true
+		case s.cfg.Authority != nil && s.cfg.Authority.Holds(who, n, s.cfg.Domain):
+			return true
+		}
+	}
+	return false
+}
+
+// seesException reports whether who may see a standing exception: who
+// granted it, anyone who may revoke it (policy lets them decide its
+// action), and auditors and operators.
+func (s *Services) seesException(who string, x store.Exception) bool {
+	return x.GrantedBy == who || s.mayGovern(who, x.Scope) || s.seesEverything(who)
+}
