@@ -68,6 +68,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, errUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		return status.Error(codes.Unavailable, clientText(err))
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -83,6 +85,17 @@ type cutError struct{ error }
 
 func (e cutError) Error() string { return limits.Truncate(e.error.Error(), limits.MaxErrorBytes) }
 func (e cutError) Unwrap() error { return e.error }
+
+// clientText is what a client (a caller or an executor) is told of err.
+// A store that is unavailable is named only as that: the error it wraps
+// names the store's socket or address, which go to the server's log,
+// never to a client.
+func clientText(err error) string {
+	if errors.Is(err, store.ErrUnavailable) {
+		return store.ErrUnavailable.Error() + "; retry later"
+	}
+	return err.Error()
+}
 
 // unaryErrors is the unary interceptor that maps and logs errors.
 func unaryErrors(log *slog.Logger) grpc.UnaryServerInterceptor {

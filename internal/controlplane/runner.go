@@ -45,6 +45,8 @@ type Runner struct {
 	asks AskHook
 	// observers hear of every transition this replica commits.
 	observers []Observer
+	// unsure are runs whose last commit failed with an unknown outcome.
+	unsure unsureRuns
 }
 
 // Observer hears of every transition this replica commits, after the
@@ -687,6 +689,9 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 				}
 			}
 		default:
+			if errors.Is(err, store.ErrUnavailable) {
+				r.unsure.add(runID) // it may have landed; see Resettle
+			}
 			fail(fmt.Errorf("commit run %s: %w", runID, err))
 			return
 		}

@@ -161,7 +161,9 @@ func NewServer(cfg Config) *Server {
 	}
 	srv := &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log, execs: execs, svc: svc}
 	if execs != nil {
+		execs.mu.Lock() // the expiry pass reads it
 		execs.runner = runner
+		execs.mu.Unlock()
 		td := cfg.TrustDomain
 		if td == "" {
 			td = identity.DefaultTrustDomain

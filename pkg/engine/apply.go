@@ -755,7 +755,7 @@ func (t *tx) leaseLost(e LeaseLost) error {
 	}
 	info := t.m.steps[e.Step].step
 	a := &s.Attempts[len(s.Attempts)-1]
-	a.Error, a.FinishedAt = "lease lost", t.at
+	a.Error, a.FinishedAt = LeaseLostError, t.at
 	t.record("step.lease_lost", a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "status": string(s.Status)})
 	if s.Status == StatusStarted && info.SideEffect && !info.Idempotent {
 		// I7: the effect may have happened. Never retry blindly: a
