@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 func (g *globals) decide(cmd *cobra.Command, req *tollgatev1.DecideRequest) error {
@@ -380,9 +381,15 @@ Without TEXT, prompt for replies until one selects or drops.`,
 				return usageErr("give the reply as TEXT (no terminal to prompt on)")
 			}
 			sc := bufio.NewScanner(g.cfg.Stdin)
+			// A reply may be as long as any value (limits.MaxValueBytes);
+			// a longer line is said to be so, never dropped in silence.
+			sc.Buffer(make([]byte, 0, 64<<10), limits.MaxValueBytes+1)
 			for {
 				fmt.Fprint(g.cfg.Stderr, "> ")
 				if !sc.Scan() {
+					if err := sc.Err(); err != nil {
+						return usageErr("the reply: %v (a reply is at most %s)", err, limits.Size(limits.MaxValueBytes))
+					}
 					return nil
 				}
 				resp, err := send(sc.Text())

@@ -35,7 +35,14 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
+
+// messageLimits is the one message limit every Tollgate sender and
+// receiver shares, on the bench's clients too.
+func messageLimits() grpc.DialOption {
+	return grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes), grpc.MaxCallSendMsgSize(limits.MaxMessageBytes))
+}
 
 // The control plane's defaults for tokens (--jwt-issuer, --jwt-audience).
 const (
@@ -115,7 +122,7 @@ func startWorld(ctx context.Context, cfg worldConfig) (w *world, err error) {
 	if err := w.startExecutors(ctx); err != nil {
 		return w, err
 	}
-	w.conn, err = grpc.NewClient(w.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	w.conn, err = grpc.NewClient(w.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), messageLimits())
 	if err != nil {
 		return w, err
 	}
@@ -252,7 +259,7 @@ func (w *world) startExecutors(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("executor %s: %w", id, err)
 		}
-		conn, err := grpc.NewClient(w.execAddr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+		conn, err := grpc.NewClient(w.execAddr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)), messageLimits())
 		if err != nil {
 			return err
 		}

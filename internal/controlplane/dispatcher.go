@@ -16,11 +16,13 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -43,6 +45,11 @@ type ExecDispatcher struct {
 	leases   map[string]*lease
 	seq      int
 	draining bool
+	// unrecorded are lost leases whose loss the store could not record
+	// (it was unavailable); each expiry pass (reap) tries again, so a
+	// lease lost during an outage still ends in a re-lease or an
+	// in-doubt ask once the store is back, with no restart.
+	unrecorded []*lease
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -112,15 +119,20 @@ type lease struct {
 	ack     ackState // guarded by ExecDispatcher.mu
 	ackedAt time.Time
 	fold    chan struct{} // closed when the result takes the ack over
+	// recording is set while the lease's result is being recorded: a
+	// copy of it that the executor sends meanwhile is left to the first
+	// copy's answer. Guarded by ExecDispatcher.mu.
+	recording bool
 }
 
 type ackState int
 
 const (
-	ackNone      ackState = iota
-	ackDeferred           // acked; the lease waits for its result, or the delay, to be recorded
-	ackFolded             // the result records the lease with itself
-	ackRecording          // the lease is being recorded on its own
+	ackNone       ackState = iota
+	ackDeferred            // acked; the lease waits for its result, or the delay, to be recorded
+	ackFolded              // the result records the lease with itself
+	ackRecording           // the lease is being recorded on its own
+	ackUnrecorded          // folded, but the store was unavailable: the result's next copy folds again
 )
 
 // leaseRecordDelay is how long a read-only step's lease may wait to be
@@ -210,6 +222,9 @@ func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispa
 	o := offer{runID: runID, d: dsp}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.holds(o) {
+		return true // offered again (Runner.Resettle): it is in hand
+	}
 	if d.assign(o) {
 		return true
 	}
@@ -220,6 +235,17 @@ func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispa
 		}
 	}
 	return false
+}
+
+// holds reports whether o's attempt is leased or waiting here already.
+// d.mu is held.
+func (d *ExecDispatcher) holds(o offer) bool {
+	if _, ok := d.leases[fmt.Sprintf("%s/%s/%d", o.runID, o.d.Step, o.d.Attempt)]; ok {
+		return true
+	}
+	return slices.ContainsFunc(d.waiting, func(w offer) bool {
+		return w.runID == o.runID && w.d.Step == o.d.Step && w.d.Attempt == o.d.Attempt
+	})
 }
 
 // assign leases o to a session with a free credit. d.mu is held.
@@ -240,6 +266,11 @@ func (d *ExecDispatcher) assign(o offer) bool {
 		return false
 	}
 	msg, l, err := d.leaseFor(o, best)
+	if errors.Is(err, errUndeliverable) {
+		d.cfg.Log.Error("lease not sent", "run", o.runID, "step", o.d.Step, "error", err)
+		d.refuseStep(o, err.Error())
+		return true // handled: its step fails; the stream is untouched
+	}
 	if err != nil {
 		d.cfg.Log.Error("cannot lease", "run", o.runID, "step", o.d.Step, "error", err)
 		return false
@@ -292,7 +323,11 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
 		pl.Grant = grantpb.ToProto(g)
 	}
-	return &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL), ackDone: make(chan struct{}), fold: make(chan struct{})}, nil
+	msg := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}
+	if err := leaseFits(msg); err != nil {
+		return nil, nil, err
+	}
+	return msg, &lease{id: id, offer: o, s: s, deadline: now.Add(d.cfg.LeaseTTL), ackDone: make(chan struct{}), fold: make(chan struct{})}, nil
 }
 
 // Cancel implements Dispatcher.
@@ -325,10 +360,23 @@ func (d *ExecDispatcher) lost(ctx context.Context, ls []*lease) {
 		_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
 			return engine.LeaseLost{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
 		})
-		if err != nil && !errors.Is(err, engine.ErrStaleAttempt) && !errors.Is(err, engine.ErrWrongTransition) {
-			d.cfg.Log.Warn("lease lost, not recorded", "lease", l.id, "error", err)
+		switch {
+		case err == nil, errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrWrongTransition):
+		case retryable(err):
+			d.cfg.Log.Warn("lease lost, not recorded yet; the next expiry pass tries again", "lease", l.id, "error", err)
+			d.mu.Lock()
+			d.unrecorded = append(d.unrecorded, l)
+			d.mu.Unlock()
+		default:
+			d.cfg.Log.Error("lease lost, not recorded", "lease", l.id, "error", err)
 		}
 	}
+}
+
+// retryable reports whether err says the store could not record a fact
+// now, though it may later: the fact is kept and recorded again.
+func retryable(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, errBusy)
 }
 
 func (d *ExecDispatcher) reap() {
@@ -352,10 +400,18 @@ func (d *ExecDispatcher) reap() {
 				gone = append(gone, l)
 			}
 		}
+		again := d.unrecorded
+		d.unrecorded = nil
+		runner := d.runner
 		d.mu.Unlock()
 		if len(gone) > 0 {
 			d.cfg.Log.Info("leases expired without heartbeat", "count", len(gone))
-			d.lost(context.Background(), gone)
+		}
+		if len(gone)+len(again) > 0 {
+			d.lost(context.Background(), append(gone, again...))
+		}
+		if runner != nil {
+			runner.Resettle(context.Background())
 		}
 	}
 }
@@ -381,7 +437,7 @@ func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer
 		return fmt.Errorf("the first message must be hello: %w", errInvalid)
 	}
 	if id := hello.GetExecutorId(); id != "" && id != who {
-		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", id, who, errDenied)
+		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", limits.Short(id), who, errDenied)
 	}
 	d.mu.Lock()
 	d.seq++
@@ -460,6 +516,8 @@ func (d *ExecDispatcher) take(s *session, id string, fence uint64) (*lease, bool
 }
 
 func (d *ExecDispatcher) refuse(s *session, id string, fence uint64, why string) {
+	// The lease id and the reason may quote what the executor sent.
+	id, why = limits.Short(id), limits.Truncate(why, limits.MaxErrorBytes)
 	d.cfg.Log.Info("refused an executor message", "executor", s.executor, "lease", id, "fence", fence, "why", why)
 	select {
 	case s.out <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Refused{Refused: &tollgatev1.Refused{LeaseId: id, Fence: fence, Message: why}}}:
@@ -489,6 +547,9 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				continue
 			}
 			if l.offer.d.SideEffect {
+				if !d.claimAck(l, ackRecording, time.Time{}) {
+					continue // acked again: the first ack records it
+				}
 				handlers.Add(1)
 				d.handle(func() {
 					defer handlers.Done()
@@ -496,10 +557,9 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				})
 				continue
 			}
-			at := d.runner.storeTime()
-			d.mu.Lock()
-			l.ack, l.ackedAt = ackDeferred, at
-			d.mu.Unlock()
+			if !d.claimAck(l, ackDeferred, d.runner.storeTime()) {
+				continue // acked again: the first ack records it
+			}
 			handlers.Add(1)
 			go func() {
 				defer handlers.Done()
@@ -519,7 +579,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				}
 				d.mu.Unlock()
 				switch {
-				case state == ackFolded:
+				case state == ackFolded, state == ackUnrecorded:
 					return // the result records it, and closes ackDone
 				case !mine:
 					// Lost before it was recorded: it was offered again at
@@ -544,6 +604,17 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 					_, err := d.runner.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
 						return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
 					})
+					if err != nil && engineRefusal(err) && d.startedBefore(rec, l) {
+						err = nil // an earlier copy of this Start was recorded
+					}
+					if err != nil && retryable(err) {
+						// Not refused: the executor holds the lease (its
+						// heartbeats keep it) and sends the Start again.
+						d.cfg.Log.Warn("start not recorded yet; the executor sends it again", "executor", s.executor, "lease", l.id, "error", err)
+						d.answer(s, &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Refused{Refused: &tollgatev1.Refused{LeaseId: l.id, Fence: x.Start.GetFence(),
+							Reason: tollgatev1.RefusedReason_REFUSED_REASON_NOT_RECORDED, Message: "the start is not recorded yet (" + clientText(err) + "): send it again"}}})
+						return
+					}
 					durable = err == nil
 				}
 				// Acknowledged only after the store committed it (I7).
@@ -583,6 +654,20 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 	}
 }
 
+// claimAck marks l acknowledged (state, at) unless an ack of it was
+// already heard: a lease offered twice to one executor (it expired and was
+// offered again at the same fence) is acked twice, and only the first ack
+// may record it (and close its ackDone).
+func (d *ExecDispatcher) claimAck(l *lease, state ackState, at time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if l.ack != ackNone {
+		return false
+	}
+	l.ack, l.ackedAt = state, at
+	return true
+}
+
 // leasedEvent is the engine event for an executor's ack of l.
 func (d *ExecDispatcher) leasedEvent(s *session, l *lease, at time.Time) func(now time.Time) engine.Event {
 	return func(now time.Time) engine.Event {
@@ -599,7 +684,7 @@ func (d *ExecDispatcher) recordAck(ctx context.Context, s *session, l *lease) {
 	_, err := d.runner.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
 	if err != nil {
 		d.drop(l)
-		d.refuse(s, l.id, uint64(l.offer.d.Attempt), err.Error())
+		d.refuse(s, l.id, uint64(l.offer.d.Attempt), clientText(err))
 		if !engineRefusal(err) {
 			// Not the engine saying no (a store hiccup): the step is still
 			// queued, so offer it again.
@@ -639,16 +724,25 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 		return
 	}
 	d.mu.Lock()
-	folded := l.ack == ackDeferred
+	if l.recording {
+		// A copy of a result being recorded: the first copy's answer
+		// answers the executor.
+		d.mu.Unlock()
+		return
+	}
+	l.recording = true
+	first := l.ack == ackDeferred
+	folded := first || l.ack == ackUnrecorded
+	if first {
+		close(l.fold)
+	}
 	if folded {
 		l.ack = ackFolded
-		close(l.fold)
 	}
 	d.mu.Unlock()
 	if !folded {
 		<-l.ackDone
 	}
-	d.drop(l)
 	step, attempt := l.offer.d.Step, l.offer.d.Attempt
 	var build func(now time.Time) engine.Event
 	switch o := r.GetOutcome().(type) {
@@ -673,26 +767,87 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 			return engine.StepFailed{Step: step, Attempt: attempt, Error: "executor refused: " + o.Refusal.GetMessage(), At: now}
 		}
 	}
-	if !folded {
-		if build == nil {
-			return
-		}
-		if _, err := d.runner.Event(ctx, l.offer.runID, build); err != nil {
-			d.refuse(s, l.id, r.GetFence(), err.Error())
-		}
-		return
+	var builds []func(time.Time) engine.Event
+	if folded {
+		// The lease and its result are recorded in one commit.
+		builds = append(builds, d.leasedEvent(s, l, l.ackedAt))
 	}
-	// The lease and its result are recorded in one commit.
-	defer close(l.ackDone)
-	builds := []func(time.Time) engine.Event{d.leasedEvent(s, l, l.ackedAt)}
 	if build != nil {
 		builds = append(builds, build)
 	}
-	if _, err := d.runner.Events(ctx, l.offer.runID, builds...); err != nil {
-		d.refuse(s, l.id, r.GetFence(), err.Error())
-		if !engineRefusal(err) {
-			d.reoffer(l.offer) // nothing was recorded: the step is still queued
+	var err error
+	if len(builds) > 0 {
+		_, err = d.runner.Events(ctx, l.offer.runID, builds...)
+	}
+	if first {
+		close(l.ackDone)
+	}
+	d.settle(ctx, s, l, r.GetFence(), folded, err)
+}
+
+// settle answers an executor's result once recording it was tried (err
+// is how that went). Recorded, now or by an earlier copy of the same
+// result: ResultAck, and the lease is done. The store unavailable:
+// NOT_RECORDED, and the lease is kept (its heartbeats keep it alive) for
+// the copy the executor sends again; the executor holds the result until
+// it is recorded, so a side effect's outcome is not lost in an outage.
+// Refused by the engine (a stale fence, a run that moved on): Refused,
+// for good. Anything else: Refused, and the lease is reported lost, so
+// the run never waits for a result that will not be recorded.
+func (d *ExecDispatcher) settle(ctx context.Context, s *session, l *lease, fence uint64, folded bool, err error) {
+	switch {
+	case err == nil:
+	case retryable(err):
+		d.mu.Lock()
+		l.recording = false
+		if folded {
+			l.ack = ackUnrecorded
 		}
+		d.mu.Unlock()
+		d.cfg.Log.Warn("result not recorded yet; the executor sends it again", "executor", s.executor, "lease", l.id, "fence", fence, "error", err)
+		// Nothing about the store (its socket or address) goes to the
+		// executor.
+		d.answer(s, &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Refused{Refused: &tollgatev1.Refused{LeaseId: l.id, Fence: fence,
+			Reason: tollgatev1.RefusedReason_REFUSED_REASON_NOT_RECORDED, Message: "the result is not recorded yet (" + store.ErrUnavailable.Error() + "): send it again"}}})
+		return
+	case engineRefusal(err) && d.reported(ctx, l):
+		// An earlier copy was recorded; this one was not applied again.
+	default:
+		d.drop(l)
+		d.refuse(s, l.id, fence, clientText(err))
+		if !engineRefusal(err) {
+			d.lost(ctx, []*lease{l})
+		}
+		return
+	}
+	d.drop(l)
+	d.answer(s, &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_ResultAck{ResultAck: &tollgatev1.ResultAck{LeaseId: l.id, Fence: fence}}})
+}
+
+// reported reports whether l's attempt already ended with a result its
+// executor reported (recorded by an earlier copy of the same result).
+func (d *ExecDispatcher) reported(ctx context.Context, l *lease) bool {
+	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	return err == nil && run.Reported(l.offer.d.Step, l.offer.d.Attempt)
+}
+
+// startedBefore reports whether l's attempt is recorded as started (by an
+// earlier copy of the same Start whose answer was lost).
+func (d *ExecDispatcher) startedBefore(ctx context.Context, l *lease) bool {
+	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	if err != nil {
+		return false
+	}
+	st, ok := run.Steps[l.offer.d.Step]
+	return ok && st.Attempt == l.offer.d.Attempt && st.Status == engine.StatusStarted
+}
+
+// answer queues m to the executor; with its queue full it is dropped
+// (the executor sends its result again when no answer comes).
+func (d *ExecDispatcher) answer(s *session, m *tollgatev1.ControlMessage) {
+	select {
+	case s.out <- m:
+	default:
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // Handlers return domain errors wrapped with %w around these kinds; the
@@ -28,18 +29,25 @@ var (
 	errRequestReused = errors.New("request_id already used")
 )
 
-// toStatus maps a handler error to a gRPC status error.
+// toStatus maps a handler error to a gRPC status error. Its message is
+// cut to limits.MaxErrorBytes: it may quote what the caller sent.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
-		return err
+	if st, ok := status.FromError(err); ok {
+		if len(st.Message()) <= limits.MaxErrorBytes {
+			return err
+		}
+		return status.Error(st.Code(), limits.Truncate(st.Message(), limits.MaxErrorBytes))
+	}
+	if len(err.Error()) > limits.MaxErrorBytes {
+		err = cutError{err}
 	}
 	switch {
 	case errors.Is(err, errInvalid), errors.Is(err, engine.ErrBadOption), errors.Is(err, engine.ErrReasonRequired),
 		errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrBadAmend),
-		errors.Is(err, engine.ErrEvidence), errors.Is(err, engine.ErrBadName):
+		errors.Is(err, engine.ErrEvidence), errors.Is(err, engine.ErrBadName), errors.Is(err, limits.ErrTooLarge):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrUnknownAsk):
 		return status.Error(codes.NotFound, err.Error())
@@ -60,6 +68,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, errUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		return status.Error(codes.Unavailable, clientText(err))
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -67,6 +77,24 @@ func toStatus(err error) error {
 	default:
 		return status.Error(codes.Internal, err.Error())
 	}
+}
+
+// cutError is an error whose message is cut to limits.MaxErrorBytes; it
+// still matches what it wraps.
+type cutError struct{ error }
+
+func (e cutError) Error() string { return limits.Truncate(e.error.Error(), limits.MaxErrorBytes) }
+func (e cutError) Unwrap() error { return e.error }
+
+// clientText is what a client (a caller or an executor) is told of err.
+// A store that is unavailable is named only as that: the error it wraps
+// names the store's socket or address, which go to the server's log,
+// never to a client.
+func clientText(err error) string {
+	if errors.Is(err, store.ErrUnavailable) {
+		return store.ErrUnavailable.Error() + "; retry later"
+	}
+	return err.Error()
 }
 
 // unaryErrors is the unary interceptor that maps and logs errors.
@@ -80,7 +108,7 @@ func unaryErrors(log *slog.Logger) grpc.UnaryServerInterceptor {
 			if code == codes.Internal || code == codes.Unknown {
 				level = slog.LevelError
 			}
-			log.LogAttrs(ctx, level, "rpc failed", slog.String("method", info.FullMethod), slog.String("code", code.String()), slog.String("error", err.Error()))
+			log.LogAttrs(ctx, level, "rpc failed", slog.String("method", info.FullMethod), slog.String("code", code.String()), slog.String("error", limits.Truncate(err.Error(), limits.MaxErrorBytes)))
 			return nil, st
 		}
 		return resp, nil
@@ -96,7 +124,7 @@ func streamErrors(log *slog.Logger) grpc.StreamServerInterceptor {
 			if status.Code(st) == codes.Canceled {
 				return st // the client went away; nothing to report
 			}
-			log.LogAttrs(ss.Context(), slog.LevelInfo, "stream ended with error", slog.String("method", info.FullMethod), slog.String("code", status.Code(st).String()), slog.String("error", err.Error()))
+			log.LogAttrs(ss.Context(), slog.LevelInfo, "stream ended with error", slog.String("method", info.FullMethod), slog.String("code", status.Code(st).String()), slog.String("error", limits.Truncate(err.Error(), limits.MaxErrorBytes)))
 			return st
 		}
 		return nil
@@ -108,6 +136,7 @@ func ServerOptions(log *slog.Logger) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unaryErrors(log)),
 		grpc.ChainStreamInterceptor(streamErrors(log)),
-		grpc.MaxRecvMsgSize(8 << 20),
+		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
+		grpc.MaxSendMsgSize(limits.MaxMessageBytes),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -231,7 +232,7 @@ func (s *Services) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) 
 	}
 	a, ok := run.Asks[req.GetGate()]
 	if !ok || a.Type != engine.Gate {
-		return nil, fmt.Errorf("run %s has no gate %q: %w", run.ID, req.GetGate(), errNotFound)
+		return nil, fmt.Errorf("run %s has no gate %q: %w", run.ID, limits.Short(req.GetGate()), errNotFound)
 	}
 	g := s.gateToProto(ctx, run, a)
 	if who != run.Requester {
@@ -250,7 +251,7 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 		return nil, err
 	}
 	if !strings.HasPrefix(req.GetOutputDigest(), "sha256:") && req.GetOutputDigest() != "" {
-		return nil, fmt.Errorf("output_digest %q is not sha256:HEX: %w", req.GetOutputDigest(), errInvalid)
+		return nil, fmt.Errorf("output_digest %q is not sha256:HEX: %w", limits.Short(req.GetOutputDigest()), errInvalid)
 	}
 	tr, err := s.cfg.Runner.Event(ctx, req.GetRunId(), func(now time.Time) engine.Event {
 		end := now
@@ -276,7 +277,7 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 			return &tollgatev1.RecordStepResponse{Step: st}, nil
 		}
 	}
-	return nil, fmt.Errorf("step %s was recorded but is not in the run", req.GetStep())
+	return nil, fmt.Errorf("step %s was recorded but is not in the run", limits.Short(req.GetStep()))
 }
 
 // FinishRun ends an external run as its script says.

@@ -21,7 +21,12 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// go-redis probes a Redis it could not dial on a goroutine that sleeps a
+// second between tries and ends at its next wake-up after Close (the
+// outage tests stop Redis).
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+}
 
 // serve starts a real gRPC server on loopback and returns a client.
 func serve(t *testing.T) tollgatev1.PlanServiceClient {

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -44,6 +45,8 @@ type Runner struct {
 	asks AskHook
 	// observers hear of every transition this replica commits.
 	observers []Observer
+	// unsure are runs whose last commit failed with an unknown outcome.
+	unsure unsureRuns
 }
 
 // Observer hears of every transition this replica commits, after the
@@ -378,7 +381,7 @@ func (r *Runner) read(ctx context.Context, id string) (*engine.Run, *engine.Mach
 	if c, ok := r.recent(id); ok {
 		v, err := r.store.RunVersion(ctx, id)
 		if err != nil {
-			return nil, nil, fmt.Errorf("run %s: %w", id, err)
+			return nil, nil, fmt.Errorf("run %s: %w", limits.Short(id), err)
 		}
 		if v == c.run.Version {
 			m, err := r.machine(ctx, c.row.PlanDigest)
@@ -390,7 +393,7 @@ func (r *Runner) read(ctx context.Context, id string) (*engine.Run, *engine.Mach
 	}
 	sr, err := r.store.GetRun(ctx, id)
 	if err != nil {
-		return nil, nil, fmt.Errorf("run %s: %w", id, err)
+		return nil, nil, fmt.Errorf("run %s: %w", limits.Short(id), err)
 	}
 	return r.decode(ctx, sr)
 }
@@ -686,6 +689,9 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 				}
 			}
 		default:
+			if errors.Is(err, store.ErrUnavailable) {
+				r.unsure.add(runID) // it may have landed; see Resettle
+			}
 			fail(fmt.Errorf("commit run %s: %w", runID, err))
 			return
 		}
@@ -995,7 +1001,7 @@ func (r *Runner) Sweep(ctx context.Context, every time.Duration) error {
 func splitAskID(id string) (run, stop string, err error) {
 	run, stop, ok := strings.Cut(id, "/")
 	if !ok || run == "" || stop == "" {
-		return "", "", fmt.Errorf("ask id %q is not RUN/ASK: %w", id, errInvalid)
+		return "", "", fmt.Errorf("ask id %q is not RUN/ASK: %w", limits.Short(id), errInvalid)
 	}
 	return run, stop, nil
 }

@@ -24,12 +24,14 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
-// Limits every server applies.
+// Limits every server applies. Messages are bounded by the one limit
+// every Tollgate sender and receiver shares, limits.MaxMessageBytes, in
+// both directions: a server that sent more than its clients take would
+// break their streams instead of failing one request.
 const (
-	MaxRecvMsgSize       = 4 << 20
-	MaxSendMsgSize       = 16 << 20
 	MaxConcurrentStreams = 1024
 	// KeepaliveMinTime is the most often a client may ping; clients must
 	// use a longer keepalive time or the server closes the connection.
@@ -122,8 +124,8 @@ func NewServer(cfg Config) *Server {
 	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
-		grpc.MaxSendMsgSize(MaxSendMsgSize),
+		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
+		grpc.MaxSendMsgSize(limits.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		// Streams run on goroutines that outlive one stream, so a handler's
 		// deep call path does not grow a fresh stack each time (a stream
@@ -133,8 +135,8 @@ func NewServer(cfg Config) *Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	}
 	gs := grpc.NewServer(append([]grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip)),
-		grpc.ChainStreamInterceptor(streamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip)),
+		grpc.ChainUnaryInterceptor(unaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip), valueLimits()),
+		grpc.ChainStreamInterceptor(streamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip), streamValueLimits()),
 	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
@@ -159,7 +161,9 @@ func NewServer(cfg Config) *Server {
 	}
 	srv := &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log, execs: execs, svc: svc}
 	if execs != nil {
+		execs.mu.Lock() // the expiry pass reads it
 		execs.runner = runner
+		execs.mu.Unlock()
 		td := cfg.TrustDomain
 		if td == "" {
 			td = identity.DefaultTrustDomain

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -154,11 +155,14 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if err != nil {
 		return nil, err
 	}
+	if err := inputsTooLarge(req.GetInputs()); err != nil {
+		return nil, err
+	}
 	src, name := req.GetRecipe(), req.GetName()
 	if sk := req.GetSkill(); sk != "" {
 		text, ok := s.cfg.Skills.Skill(sk)
 		if !ok {
-			return nil, fmt.Errorf("no skill named %q: %w", sk, errNotFound)
+			return nil, fmt.Errorf("no skill named %q: %w", limits.Short(sk), errNotFound)
 		}
 		src, name = text, sk
 	}
@@ -463,7 +467,7 @@ func (s *Services) loadAsk(ctx context.Context, who, id string) (*engine.Run, *e
 	}
 	a, ok := run.Asks[stop]
 	if !ok {
-		return nil, nil, fmt.Errorf("ask %s: %w", id, errNotFound)
+		return nil, nil, fmt.Errorf("ask %s: %w", limits.Short(id), errNotFound)
 	}
 	return run, a, nil
 }

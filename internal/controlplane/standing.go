@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 	"github.com/tollgate-dev/tollgate/pkg/standing"
 )
@@ -209,7 +210,7 @@ func (s *Services) RevokeException(ctx context.Context, req *tollgatev1.RevokeEx
 		}
 		return &tollgatev1.RevokeExceptionResponse{Exception: exceptionToProto(x)}, nil
 	}
-	return nil, fmt.Errorf("standing approval %s: %w", req.GetExceptionId(), errNotFound)
+	return nil, fmt.Errorf("standing approval %s: %w", limits.Short(req.GetExceptionId()), errNotFound)
 }
 
 // mayGovern reports whether who holds a role policy lets decide scope's

@@ -1,15 +1,12 @@
 package controlplane
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
-	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -140,14 +137,6 @@ func (d *ExecDispatcher) refuseUngoverned(o offer) bool {
 		"so no approval governs the step and it would run without a grant; start the run again: %s now compiles behind an approval", who, tool, tool)
 	d.cfg.Log.Warn("refused to lease a side effect the plan took as read-only", "run", o.runID, "step", o.d.Step, "tool", tool,
 		"plan_says", "read-only", "executor", who, "executor_says", "side-effecting")
-	d.handle(func() {
-		_, err := d.runner.Event(context.Background(), o.runID, func(now time.Time) engine.Event {
-			return engine.StepRefused{Step: o.d.Step, Attempt: o.d.Attempt, Reason: why, At: now}
-		})
-		if err != nil && !engineRefusal(err) {
-			// Still queued in the store: offered again at the next start-up.
-			d.cfg.Log.Warn("the refusal of a step was not recorded", "run", o.runID, "step", o.d.Step, "error", err)
-		}
-	})
+	d.refuseStep(o, why)
 	return true
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // Item 13: one caller cannot hold the plane's memory with watch streams.
@@ -100,7 +101,7 @@ func bigRun(tb testing.TB, r *Runner) *engine.Run {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	big := []byte(`"` + strings.Repeat("x", 1<<20) + `"`)
+	big := []byte(`"` + strings.Repeat("x", bigOutput) + `"`)
 	tr, err := r.Events(ctx, run.ID,
 		func(now time.Time) engine.Event {
 			return engine.StepLeased{Step: "s00000", Attempt: 1, Executor: "x", LeaseID: "l", At: now}
@@ -130,7 +131,7 @@ func BenchmarkWatchRunPerWatcher(b *testing.B) {
 		if err := svc.WatchRun(&tollgatev1.WatchRunRequest{RunId: run.ID}, f); err != nil {
 			b.Fatal(err)
 		}
-		if f.sent < 1<<20 {
+		if f.sent < bigOutput {
 			b.Fatalf("sent %d bytes", f.sent)
 		}
 	}
@@ -147,7 +148,7 @@ func (a authedAs) Context() context.Context { return a.ctx }
 
 // watchServer serves svc's RunService on loopback, every caller alice.
 func watchServer(tb testing.TB, svc *Services) tollgatev1.RunServiceClient {
-	gs := grpc.NewServer(grpc.MaxSendMsgSize(MaxSendMsgSize), grpc.StreamInterceptor(
+	gs := grpc.NewServer(grpc.MaxSendMsgSize(limits.MaxMessageBytes), grpc.StreamInterceptor(
 		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			return h(srv, authedAs{ss, identity.WithPrincipal(ss.Context(), identity.Principal{Subject: "alice", Kind: identity.KindPerson})})
 		}))
@@ -159,7 +160,7 @@ func watchServer(tb testing.TB, svc *Services) tollgatev1.RunServiceClient {
 	go func() { _ = gs.Serve(lis) }()
 	tb.Cleanup(gs.Stop)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxSendMsgSize)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestItem13_WatchersShareOneEncoding(t *testing.T) {
 	run := bigRun(t, r)
 	c := watchServer(t, svc)
 	want := snapshot(t, c, run.ID)
-	if got := len(want.GetSteps()[0].GetAttempts()[0].GetOutputJson()); got < 1<<20 {
+	if got := len(want.GetSteps()[0].GetAttempts()[0].GetOutputJson()); got < bigOutput {
 		t.Fatalf("snapshot output %d bytes", got)
 	}
 	ev, ok := svc.events.Get(eventKey{run: run.ID, version: run.Version, snapshot: true})
@@ -214,3 +215,7 @@ func BenchmarkWatchRunOverGRPC(b *testing.B) {
 		snapshot(b, c, run.ID)
 	}
 }
+
+// bigOutput is the size of bigRun's answer: as large as a step's output
+// may be (limits.MaxValueBytes, less its quotes and some room).
+const bigOutput = limits.MaxValueBytes - 1024

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // FileConfig is the executor's YAML configuration.
@@ -152,7 +153,10 @@ func Serve(ctx context.Context, c ServeConfig) error {
 		return errors.New("executor: no tls config; executors connect with a client certificate")
 	}
 	// Pings no more often than the server's enforcement allows.
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(c.TLS)), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second})}
+	// Messages both ways are bounded by the one limit the control plane
+	// shares (limits.MaxMessageBytes).
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(c.TLS)), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes), grpc.MaxCallSendMsgSize(limits.MaxMessageBytes))}
 	conn, err := grpc.NewClient(c.Addr, opts...)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

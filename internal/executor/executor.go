@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // ToolSpec is one hosted tool with its MCP annotations.
@@ -137,9 +138,20 @@ type conn struct {
 	sendMu sync.Mutex
 	tracer trace.Tracer
 
-	mu     sync.Mutex
-	held   map[string]*work // by lease id
-	starts map[string]chan bool
+	mu   sync.Mutex
+	held map[string]*work // by lease id
+	// starts carry the answer to a lease's Start: StartAck, or a Refused
+	// NOT_RECORDED (send it again).
+	starts map[string]chan *tollgatev1.ControlMessage
+	// answers carry the control plane's answer to a lease's result
+	// (ResultAck or Refused) to the goroutine delivering it.
+	answers map[string]chan *tollgatev1.ControlMessage
+	// alive ends with the session: a result is delivered until then,
+	// even after its lease was cancelled.
+	alive context.Context
+	// answerWait is how long a result waits for an answer before it is
+	// sent again (the lease TTL).
+	answerWait time.Duration
 
 	running sync.WaitGroup // one per lease being run
 }
@@ -162,7 +174,8 @@ func session(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan bool{},
+	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan *tollgatev1.ControlMessage{},
+		answers: map[string]chan *tollgatev1.ControlMessage{}, alive: ctx, answerWait: 10 * time.Second,
 		tracer: cfg.Tracing.Tracer("github.com/tollgate-dev/tollgate/internal/executor")}
 	hello := &tollgatev1.Hello{ExecutorId: cfg.ID, Labels: cfg.Labels, CapacityCredits: uint32(cfg.Capacity), Version: "dev"}
 	if cfg.Host != nil {
@@ -187,6 +200,9 @@ func session(ctx context.Context, cfg Config) error {
 		return errors.New("the control plane did not welcome us")
 	}
 	cfg.Log.Info("connected", "session", w.GetSessionId(), "tools", len(hello.Tools))
+	if ttl := w.GetLeaseTtl().AsDuration(); ttl > 0 {
+		c.answerWait = ttl
+	}
 
 	var workers sync.WaitGroup
 	defer workers.Wait()
@@ -225,12 +241,26 @@ func session(ctx context.Context, cfg Config) error {
 			ch := c.starts[x.StartAck.GetLeaseId()]
 			c.mu.Unlock()
 			if ch != nil {
-				ch <- x.StartAck.GetDurable()
+				latest(ch, m)
 			}
 		case *tollgatev1.ControlMessage_Cancel:
 			c.stop(x.Cancel.GetLeaseId())
+		case *tollgatev1.ControlMessage_ResultAck:
+			c.answered(x.ResultAck.GetLeaseId(), m)
 		case *tollgatev1.ControlMessage_Refused:
-			cfg.Log.Warn("control plane refused", "lease", x.Refused.GetLeaseId(), "why", x.Refused.GetMessage())
+			if c.answered(x.Refused.GetLeaseId(), m) {
+				continue // about the result being delivered
+			}
+			if x.Refused.GetReason() == tollgatev1.RefusedReason_REFUSED_REASON_NOT_RECORDED {
+				c.mu.Lock()
+				ch := c.starts[x.Refused.GetLeaseId()]
+				c.mu.Unlock()
+				if ch != nil {
+					latest(ch, m) // the start is sent again
+					continue
+				}
+			}
+			cfg.Log.Warn("control plane refused", "lease", x.Refused.GetLeaseId(), "why", limits.Truncate(x.Refused.GetMessage(), limits.MaxErrorBytes))
 			c.stop(x.Refused.GetLeaseId())
 		case *tollgatev1.ControlMessage_Drain:
 			// Keep receiving: leases still running need their start
@@ -328,12 +358,139 @@ func (c *conn) run(ctx context.Context, l *tollgatev1.Lease) {
 		c.mu.Unlock()
 	}()
 	ctx, span := c.leaseSpan(ctx, l)
-	res := c.execute(ctx, l)
+	res := boundResult(c.execute(ctx, l))
 	endLeaseSpan(span, res)
 	res.LeaseId, res.Fence = l.GetLeaseId(), l.GetFence()
-	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: res}}); err != nil {
-		c.cfg.Log.Warn("result not delivered", "lease", l.GetLeaseId(), "error", err)
+	c.deliver(res)
+}
+
+// Bounds of the wait before a result the control plane could not record
+// is sent again.
+const (
+	resendMin = 100 * time.Millisecond
+	resendMax = 2 * time.Second
+)
+
+// deliver sends a lease's result until the control plane answers for it:
+// ResultAck (recorded), or a Refused that is for good. A Refused
+// NOT_RECORDED (its store is unavailable), or no answer within the lease
+// TTL, sends the result again after a backoff. The lease stays held
+// meanwhile (run forgets it only after deliver), so heartbeats keep it
+// alive and the outcome of a side effect is not lost while the store is
+// down. It gives up when the session ends; the control plane then reports
+// the lease lost.
+func (c *conn) deliver(res *tollgatev1.Result) {
+	id := res.GetLeaseId()
+	ch := make(chan *tollgatev1.ControlMessage, 1)
+	c.mu.Lock()
+	c.answers[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.answers, id)
+		c.mu.Unlock()
+	}()
+	msg := &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: res}}
+	backoff := resendMin
+	for sent := 1; ; sent++ {
+		if err := c.send(msg); err != nil {
+			c.cfg.Log.Warn("result not delivered", "lease", id, "error", err)
+			return
+		}
+		wait := time.NewTimer(c.answerWait)
+		select {
+		case <-c.alive.Done():
+			wait.Stop()
+			c.cfg.Log.Warn("result not acknowledged before the stream ended", "lease", id)
+			return
+		case <-wait.C:
+			c.cfg.Log.Warn("no answer to a result; sending it again", "lease", id, "sent", sent)
+			continue
+		case m := <-ch:
+			wait.Stop()
+			ref := m.GetRefused()
+			if ref == nil {
+				return // ResultAck
+			}
+			if ref.GetReason() != tollgatev1.RefusedReason_REFUSED_REASON_NOT_RECORDED {
+				c.cfg.Log.Warn("control plane refused the result", "lease", id, "why", limits.Truncate(ref.GetMessage(), limits.MaxErrorBytes))
+				return
+			}
+			c.cfg.Log.Info("result not recorded yet; sending it again", "lease", id, "in", backoff, "why", limits.Truncate(ref.GetMessage(), limits.MaxErrorBytes))
+		}
+		select {
+		case <-c.alive.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, resendMax)
 	}
+}
+
+// start sends l's Start and waits until the control plane recorded it
+// durably; a start it could not record yet (its store is unavailable:
+// Refused NOT_RECORDED) is sent again after a backoff, the lease held
+// meanwhile. It returns nil once the tool may be invoked, or the refusal
+// to report.
+func (c *conn) start(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Result {
+	ch := make(chan *tollgatev1.ControlMessage, 1)
+	c.mu.Lock()
+	c.starts[l.GetLeaseId()] = ch
+	c.mu.Unlock()
+	msg := &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Start{Start: &tollgatev1.Start{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}
+	for backoff := resendMin; ; backoff = min(2*backoff, resendMax) {
+		if err := c.send(msg); err != nil {
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, err.Error())
+		}
+		var m *tollgatev1.ControlMessage
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
+		}
+		if ack := m.GetStartAck(); ack != nil {
+			if !ack.GetDurable() {
+				return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "the control plane did not record the start")
+			}
+			return nil
+		}
+		c.cfg.Log.Info("start not recorded yet; sending it again", "lease", l.GetLeaseId(), "in", backoff)
+		select {
+		case <-ctx.Done():
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// latest puts m in ch (capacity 1) without blocking, in place of an
+// older answer still unread: the latest answer is the one that counts.
+func latest(ch chan *tollgatev1.ControlMessage, m *tollgatev1.ControlMessage) {
+	for {
+		select {
+		case ch <- m:
+			return
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+}
+
+// answered hands the control plane's answer about a lease's result to
+// the goroutine delivering it, and reports whether one was waiting. It
+// never blocks the receive loop: an answer replaces an older one still
+// unread (the latest answer is the one that counts).
+func (c *conn) answered(id string, m *tollgatev1.ControlMessage) bool {
+	c.mu.Lock()
+	ch, ok := c.answers[id]
+	c.mu.Unlock()
+	if ok {
+		latest(ch, m)
+	}
+	return ok
 }
 
 func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Result {
@@ -360,20 +517,8 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 	}
 	if se {
 		// Start is recorded durably before the tool is invoked (I7).
-		ch := make(chan bool, 1)
-		c.mu.Lock()
-		c.starts[l.GetLeaseId()] = ch
-		c.mu.Unlock()
-		if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Start{Start: &tollgatev1.Start{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}); err != nil {
-			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, err.Error())
-		}
-		select {
-		case durable := <-ch:
-			if !durable {
-				return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "the control plane did not record the start")
-			}
-		case <-ctx.Done():
-			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
+		if res := c.start(ctx, l); res != nil {
+			return res
 		}
 	}
 	started := c.cfg.Now()

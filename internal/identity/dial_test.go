@@ -12,7 +12,7 @@ func TestLoopbackAndDialOptions(t *testing.T) {
 	if _, err := DialOptions("no-port", "t"); err == nil {
 		t.Fatal("an address without a port is refused")
 	}
-	if opts, err := DialOptions("example.com:443", "t"); err != nil || len(opts) != 2 {
+	if opts, err := DialOptions("example.com:443", "t"); err != nil || len(opts) != 3 { // credentials, token, message limits
 		t.Fatalf("%v %v", opts, err)
 	}
 }

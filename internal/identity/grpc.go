@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // authorizationKey is the metadata key carrying "Bearer <token>".
@@ -231,5 +233,7 @@ func DialOptions(addr, token string) ([]grpc.DialOption, error) {
 		creds = credentials.NewClientTLSFromCert(nil, "")
 	}
 	return []grpc.DialOption{grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(PerRPCCredentials{Token: token, Insecure: local})}, nil
+		grpc.WithPerRPCCredentials(PerRPCCredentials{Token: token, Insecure: local}),
+		// The one message limit every Tollgate sender and receiver shares.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes), grpc.MaxCallSendMsgSize(limits.MaxMessageBytes))}, nil
 }

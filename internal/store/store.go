@@ -25,6 +25,12 @@ var (
 	ErrDeadline  = errors.New("the ask's deadline has passed by the store's clock")
 	ErrDuplicate = errors.New("a run with this request id already exists")
 	ErrInvalid   = errors.New("invalid commit")
+	// ErrUnavailable says the store could not be reached or is not
+	// serving right now (the same call may succeed later); the outcome
+	// of a write that fails with it is unknown. Its message is safe to
+	// show a client; the error it wraps (naming sockets or addresses)
+	// is for the server's log only.
+	ErrUnavailable = errors.New("the store is unavailable")
 )
 
 // Run is a run as stored: index fields the store can query, and the

@@ -43,7 +43,13 @@ func (t *tx) queue(id string, s *StepRun, why string) {
 	s.Status = StatusQueued
 	s.Blocked = false
 	s.Attempts = append(s.Attempts, Attempt{N: s.Attempt, QueuedAt: t.at})
-	t.effects = append(t.effects, t.dispatchFor(id, s))
+	d := t.dispatchFor(id, s)
+	if err := dispatchTooLarge(d); err != nil {
+		// No lease could carry it, and a retry resolves the same values.
+		_ = t.refused(StepRefused{Step: id, Attempt: s.Attempt, Reason: err.Error()})
+		return
+	}
+	t.effects = append(t.effects, d)
 	t.record("step.dispatched", "system", map[string]any{"step": id, "attempt": s.Attempt, "why": why, "grant": s.Grant})
 }
 
@@ -217,6 +223,9 @@ func (t *tx) grant(st *plan.Step) (string, bool) {
 
 // open opens a stopping point whose inputs have finished.
 func (t *tx) open(sp *stopInfo) bool {
+	if t.run.State.Terminal() {
+		return false // an ask found too large ended the run (below)
+	}
 	prev, ok := t.run.Asks[sp.sp.ID]
 	if ok && prev.State != AskStale {
 		return false
@@ -256,6 +265,11 @@ func (t *tx) open(sp *stopInfo) bool {
 		args := t.resolveArgs(g.step.Args)
 		sum := sha256.Sum256(args)
 		a.Payload = append(a.Payload, Payload{Step: g.step.ID, Server: g.step.Server, Tool: g.step.Tool, Args: args, Digest: "sha256:" + hex.EncodeToString(sum[:])})
+	}
+	if err := payloadTooLarge(a.Payload); err != nil {
+		// An approver could not be shown it, nor a lease carry it.
+		t.end(Failed, fmt.Sprintf("%q cannot be asked: %v", a.Title, err))
+		return true
 	}
 	a.Round = round
 	for _, ref := range sp.sp.Show {

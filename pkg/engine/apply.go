@@ -404,6 +404,9 @@ func (t *tx) attachEvidence(e AttachEvidence) error {
 	if len(e.Artifacts) == 0 {
 		return fmt.Errorf("%w: attach at least one artifact", ErrEvidence)
 	}
+	if err := evidenceTooLarge(a.Evidence, e.Artifacts); err != nil {
+		return err
+	}
 	before := a.EvidenceDigest()
 	for _, ev := range e.Artifacts {
 		sum := sha256.Sum256(ev.Content)
@@ -729,6 +732,7 @@ func (t *tx) finished(step string, n int, output json.RawMessage, errText string
 		// I7: a side effect reports only after its Start was recorded.
 		return fmt.Errorf("%w: result of side-effecting %s without a recorded start", ErrWrongTransition, step)
 	}
+	output, errText = boundResult(output, errText)
 	a := &s.Attempts[len(s.Attempts)-1]
 	a.FinishedAt = t.at
 	info := t.m.steps[step].step
@@ -772,7 +776,7 @@ func (t *tx) leaseLost(e LeaseLost) error {
 	}
 	info := t.m.steps[e.Step].step
 	a := &s.Attempts[len(s.Attempts)-1]
-	a.Error, a.FinishedAt = "lease lost", t.at
+	a.Error, a.FinishedAt = LeaseLostError, t.at
 	t.record("step.lease_lost", a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "status": string(s.Status)})
 	if s.Status == StatusStarted && info.SideEffect && !info.Idempotent {
 		// I7: the effect may have happened. Never retry blindly: a

@@ -163,6 +163,9 @@ func (t *tx) openGateEvent(e OpenGate) error {
 	if audience == "" {
 		audience = plan.AudienceRequester
 	}
+	if err := evidenceTooLarge(nil, e.Evidence); err != nil {
+		return err
+	}
 	sum := sha256.Sum256(args)
 	a := &AskRun{ID: e.Gate, Type: Gate, Title: e.Title, Audience: audience, State: AskPending,
 		OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: e.OnExpiry, Quorum: e.Quorum, Approvers: slices.Clone(e.Approvers),

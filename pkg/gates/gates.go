@@ -29,6 +29,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // Outcome is where a gate is.
@@ -115,9 +116,27 @@ type Client struct {
 	Retry time.Duration
 }
 
-// New returns a client on conn.
+// New returns a client on conn. Its calls use the one message limit
+// every Tollgate sender and receiver shares (limits.MaxMessageBytes),
+// whatever conn's own defaults are.
 func New(conn grpc.ClientConnInterface) *Client {
+	conn = limitedConn{conn}
 	return &Client{gates: tollgatev1.NewGateServiceClient(conn), runs: tollgatev1.NewRunServiceClient(conn), Retry: time.Second}
+}
+
+// limitedConn adds the message limit to every call.
+type limitedConn struct{ grpc.ClientConnInterface }
+
+func callLimits(opts []grpc.CallOption) []grpc.CallOption {
+	return append([]grpc.CallOption{grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes), grpc.MaxCallSendMsgSize(limits.MaxMessageBytes)}, opts...)
+}
+
+func (c limitedConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.ClientConnInterface.Invoke(ctx, method, args, reply, callLimits(opts)...)
+}
+
+func (c limitedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.ClientConnInterface.NewStream(ctx, desc, method, callLimits(opts)...)
 }
 
 // Gate opens gate name on run ("" creates an external run) and, unless

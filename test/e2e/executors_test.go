@@ -22,6 +22,7 @@ import (
 type cluster struct {
 	t     *testing.T
 	plane *plane
+	redis *redistest.Server
 	home  string
 	execs map[string]*exec.Cmd
 	marks string
@@ -42,6 +43,7 @@ const testCatalog = `
   test:
     - {name: sleep, annotations: {readOnlyHint: true}}
     - {name: mark, annotations: {readOnlyHint: false, idempotentHint: false}}
+    - {name: fail, annotations: {readOnlyHint: true}}
 `
 
 func newCluster(t *testing.T, executors ...string) *cluster {
@@ -93,7 +95,7 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	cat, _ := os.ReadFile("../../examples/catalog.yaml")
 	catalog := filepath.Join(home, "catalog.yaml")
 	os.WriteFile(catalog, append(cat, spec.testCatalog...), 0o644)
-	c := &cluster{t: t, home: home, execs: map[string]*exec.Cmd{}, marks: filepath.Join(home, "marks.json"), notes: filepath.Join(home, "notes.jsonl"),
+	c := &cluster{t: t, redis: redis, home: home, execs: map[string]*exec.Cmd{}, marks: filepath.Join(home, "marks.json"), notes: filepath.Join(home, "notes.jsonl"),
 		vendors: filepath.Join(home, "vendors.json"), effects: filepath.Join(home, "effects.jsonl")}
 	c.setVendorAccount("XXXX2048")
 	pki, err := identity.MintDevPKI(filepath.Join(home, "pki"), identity.DefaultTrustDomain, append(slices.Clip(executors), spec.later...), time.Hour, time.Now())

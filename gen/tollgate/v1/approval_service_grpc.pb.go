@@ -43,6 +43,12 @@ const (
 // refused with FAILED_PRECONDITION whether or not the ask was marked EXPIRED.
 // An ask of a run the caller may not see (RunService: visibility) is NOT_FOUND
 // on every call, as an ask that does not exist, decisions included.
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type ApprovalServiceClient interface {
 	// ListAsks lists the caller's inbox: asks the caller may decide (or, for
 	// EVIDENCE_REQUESTED, must answer as requester), each with why.
@@ -196,6 +202,12 @@ func (c *approvalServiceClient) RevokeException(ctx context.Context, in *RevokeE
 // refused with FAILED_PRECONDITION whether or not the ask was marked EXPIRED.
 // An ask of a run the caller may not see (RunService: visibility) is NOT_FOUND
 // on every call, as an ask that does not exist, decisions included.
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type ApprovalServiceServer interface {
 	// ListAsks lists the caller's inbox: asks the caller may decide (or, for
 	// EVIDENCE_REQUESTED, must answer as requester), each with why.

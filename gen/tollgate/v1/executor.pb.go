@@ -201,6 +201,11 @@ const (
 	// The start could not be recorded (e.g. the grant's approval was revoked
 	// or the store refused the write). The tool must not be invoked.
 	RefusedReason_REFUSED_REASON_START_REJECTED RefusedReason = 6
+	// The frame (a Start or a Result) could not be recorded now (the store
+	// is unavailable); it was not refused. Retryable: the executor keeps the
+	// frame, keeps the lease in its heartbeats, and sends the frame again
+	// after a backoff (a Start's tool is not invoked meanwhile).
+	RefusedReason_REFUSED_REASON_NOT_RECORDED RefusedReason = 7
 )
 
 // Enum value maps for RefusedReason.
@@ -213,6 +218,7 @@ var (
 		4: "REFUSED_REASON_RUN_NOT_LIVE",
 		5: "REFUSED_REASON_PROTOCOL",
 		6: "REFUSED_REASON_START_REJECTED",
+		7: "REFUSED_REASON_NOT_RECORDED",
 	}
 	RefusedReason_value = map[string]int32{
 		"REFUSED_REASON_UNSPECIFIED":    0,
@@ -222,6 +228,7 @@ var (
 		"REFUSED_REASON_RUN_NOT_LIVE":   4,
 		"REFUSED_REASON_PROTOCOL":       5,
 		"REFUSED_REASON_START_REJECTED": 6,
+		"REFUSED_REASON_NOT_RECORDED":   7,
 	}
 )
 
@@ -404,7 +411,10 @@ type ExecutorMessage_Heartbeat struct {
 }
 
 type ExecutorMessage_Result struct {
-	// A lease finished.
+	// A lease finished. The executor keeps the result, and its lease in
+	// heartbeats, until ResultAck or a Refused that is not
+	// REFUSED_REASON_NOT_RECORDED; it may send it again meanwhile (the
+	// control plane records it once).
 	Result *Result `protobuf:"bytes,6,opt,name=result,proto3,oneof"`
 }
 
@@ -442,6 +452,7 @@ type ControlMessage struct {
 	//	*ControlMessage_Cancel
 	//	*ControlMessage_Drain
 	//	*ControlMessage_Refused
+	//	*ControlMessage_ResultAck
 	Message       isControlMessage_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -538,6 +549,15 @@ func (x *ControlMessage) GetRefused() *Refused {
 	return nil
 }
 
+func (x *ControlMessage) GetResultAck() *ResultAck {
+	if x != nil {
+		if x, ok := x.Message.(*ControlMessage_ResultAck); ok {
+			return x.ResultAck
+		}
+	}
+	return nil
+}
+
 type isControlMessage_Message interface {
 	isControlMessage_Message()
 }
@@ -572,6 +592,11 @@ type ControlMessage_Refused struct {
 	Refused *Refused `protobuf:"bytes,6,opt,name=refused,proto3,oneof"`
 }
 
+type ControlMessage_ResultAck struct {
+	// Answers result: the result is recorded; the executor may forget it.
+	ResultAck *ResultAck `protobuf:"bytes,7,opt,name=result_ack,json=resultAck,proto3,oneof"`
+}
+
 func (*ControlMessage_Welcome) isControlMessage_Message() {}
 
 func (*ControlMessage_Lease) isControlMessage_Message() {}
@@ -583,6 +608,8 @@ func (*ControlMessage_Cancel) isControlMessage_Message() {}
 func (*ControlMessage_Drain) isControlMessage_Message() {}
 
 func (*ControlMessage_Refused) isControlMessage_Message() {}
+
+func (*ControlMessage_ResultAck) isControlMessage_Message() {}
 
 // Hello opens a session. The executor's identity for authorization is the
 // authenticated mTLS identity of the stream, never a field of this message.
@@ -1895,6 +1922,62 @@ func (x *StartAck) GetDurable() bool {
 	return false
 }
 
+// ResultAck answers Result: the lease's outcome is recorded durably (or was
+// already, by an earlier copy of the same result).
+type ResultAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lease id.
+	LeaseId string `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// Fence of the lease.
+	Fence         uint64 `protobuf:"varint,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResultAck) Reset() {
+	*x = ResultAck{}
+	mi := &file_tollgate_v1_executor_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResultAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResultAck) ProtoMessage() {}
+
+func (x *ResultAck) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_executor_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
+func (*ResultAck) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ResultAck) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *ResultAck) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
 // Cancel tells the executor to stop a lease: cancel the call's context and
 // report a Result (TRANSPORT_ERROR_KIND_CANCELLED, or the real outcome if it
 // already finished).
@@ -1910,7 +1993,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[18]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2005,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[18]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2018,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Cancel) GetLeaseId() string {
@@ -1964,7 +2047,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[19]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2059,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[19]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2072,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Drain) GetDeadline() *timestamppb.Timestamp {
@@ -2016,7 +2099,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[20]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2111,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[20]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2124,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Refused) GetLeaseId() string {
@@ -2085,14 +2168,16 @@ const file_tollgate_v1_executor_proto_rawDesc = "" +
 	"\theartbeat\x18\x05 \x01(\v2\x16.tollgate.v1.HeartbeatH\x00R\theartbeat\x12-\n" +
 	"\x06result\x18\x06 \x01(\v2\x13.tollgate.v1.ResultH\x00R\x06result\x120\n" +
 	"\adrained\x18\a \x01(\v2\x14.tollgate.v1.DrainedH\x00R\adrainedB\t\n" +
-	"\amessage\"\xbc\x02\n" +
+	"\amessage\"\xf5\x02\n" +
 	"\x0eControlMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.tollgate.v1.WelcomeH\x00R\awelcome\x12*\n" +
 	"\x05lease\x18\x02 \x01(\v2\x12.tollgate.v1.LeaseH\x00R\x05lease\x124\n" +
 	"\tstart_ack\x18\x03 \x01(\v2\x15.tollgate.v1.StartAckH\x00R\bstartAck\x12-\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x13.tollgate.v1.CancelH\x00R\x06cancel\x12*\n" +
 	"\x05drain\x18\x05 \x01(\v2\x12.tollgate.v1.DrainH\x00R\x05drain\x120\n" +
-	"\arefused\x18\x06 \x01(\v2\x14.tollgate.v1.RefusedH\x00R\arefusedB\t\n" +
+	"\arefused\x18\x06 \x01(\v2\x14.tollgate.v1.RefusedH\x00R\arefused\x127\n" +
+	"\n" +
+	"result_ack\x18\a \x01(\v2\x16.tollgate.v1.ResultAckH\x00R\tresultAckB\t\n" +
 	"\amessage\"\x98\x02\n" +
 	"\x05Hello\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
@@ -2192,7 +2277,10 @@ const file_tollgate_v1_executor_proto_rawDesc = "" +
 	"\bStartAck\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12\x18\n" +
-	"\adurable\x18\x03 \x01(\bR\adurable\";\n" +
+	"\adurable\x18\x03 \x01(\bR\adurable\"<\n" +
+	"\tResultAck\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\";\n" +
 	"\x06Cancel\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"?\n" +
@@ -2223,7 +2311,7 @@ const file_tollgate_v1_executor_proto_rawDesc = "" +
 	"\x1eREFUSAL_REASON_TOOL_NOT_HOSTED\x10\b\x12$\n" +
 	" REFUSAL_REASON_START_NOT_DURABLE\x10\t\x12\x1b\n" +
 	"\x17REFUSAL_REASON_DRAINING\x10\n" +
-	"*\xf4\x01\n" +
+	"*\x95\x02\n" +
 	"\rRefusedReason\x12\x1e\n" +
 	"\x1aREFUSED_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aREFUSED_REASON_STALE_FENCE\x10\x01\x12 \n" +
@@ -2231,7 +2319,8 @@ const file_tollgate_v1_executor_proto_rawDesc = "" +
 	"\x1cREFUSED_REASON_LEASE_EXPIRED\x10\x03\x12\x1f\n" +
 	"\x1bREFUSED_REASON_RUN_NOT_LIVE\x10\x04\x12\x1b\n" +
 	"\x17REFUSED_REASON_PROTOCOL\x10\x05\x12!\n" +
-	"\x1dREFUSED_REASON_START_REJECTED\x10\x06B=Z;github.com/tollgate-dev/tollgate/gen/tollgate/v1;tollgatev1b\x06proto3"
+	"\x1dREFUSED_REASON_START_REJECTED\x10\x06\x12\x1f\n" +
+	"\x1bREFUSED_REASON_NOT_RECORDED\x10\aB=Z;github.com/tollgate-dev/tollgate/gen/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_executor_proto_rawDescOnce sync.Once
@@ -2246,7 +2335,7 @@ func file_tollgate_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tollgate_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_tollgate_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_tollgate_v1_executor_proto_goTypes = []any{
 	(TransportErrorKind)(0),       // 0: tollgate.v1.TransportErrorKind
 	(RefusalReason)(0),            // 1: tollgate.v1.RefusalReason
@@ -2269,13 +2358,14 @@ var file_tollgate_v1_executor_proto_goTypes = []any{
 	(*Lease)(nil),                 // 18: tollgate.v1.Lease
 	(*Grant)(nil),                 // 19: tollgate.v1.Grant
 	(*StartAck)(nil),              // 20: tollgate.v1.StartAck
-	(*Cancel)(nil),                // 21: tollgate.v1.Cancel
-	(*Drain)(nil),                 // 22: tollgate.v1.Drain
-	(*Refused)(nil),               // 23: tollgate.v1.Refused
-	(*Tool)(nil),                  // 24: tollgate.v1.Tool
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
-	(StepKind)(0),                 // 27: tollgate.v1.StepKind
+	(*ResultAck)(nil),             // 21: tollgate.v1.ResultAck
+	(*Cancel)(nil),                // 22: tollgate.v1.Cancel
+	(*Drain)(nil),                 // 23: tollgate.v1.Drain
+	(*Refused)(nil),               // 24: tollgate.v1.Refused
+	(*Tool)(nil),                  // 25: tollgate.v1.Tool
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(StepKind)(0),                 // 28: tollgate.v1.StepKind
 }
 var file_tollgate_v1_executor_proto_depIdxs = []int32{
 	5,  // 0: tollgate.v1.ExecutorMessage.hello:type_name -> tollgate.v1.Hello
@@ -2288,34 +2378,35 @@ var file_tollgate_v1_executor_proto_depIdxs = []int32{
 	17, // 7: tollgate.v1.ControlMessage.welcome:type_name -> tollgate.v1.Welcome
 	18, // 8: tollgate.v1.ControlMessage.lease:type_name -> tollgate.v1.Lease
 	20, // 9: tollgate.v1.ControlMessage.start_ack:type_name -> tollgate.v1.StartAck
-	21, // 10: tollgate.v1.ControlMessage.cancel:type_name -> tollgate.v1.Cancel
-	22, // 11: tollgate.v1.ControlMessage.drain:type_name -> tollgate.v1.Drain
-	23, // 12: tollgate.v1.ControlMessage.refused:type_name -> tollgate.v1.Refused
-	24, // 13: tollgate.v1.Hello.tools:type_name -> tollgate.v1.Tool
-	6,  // 14: tollgate.v1.Hello.prose:type_name -> tollgate.v1.ProseProvider
-	8,  // 15: tollgate.v1.Hello.held_leases:type_name -> tollgate.v1.LeaseRef
-	8,  // 16: tollgate.v1.Heartbeat.leases:type_name -> tollgate.v1.LeaseRef
-	13, // 17: tollgate.v1.Result.tool_error:type_name -> tollgate.v1.ToolError
-	14, // 18: tollgate.v1.Result.transport_error:type_name -> tollgate.v1.TransportError
-	15, // 19: tollgate.v1.Result.refusal:type_name -> tollgate.v1.Refusal
-	25, // 20: tollgate.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	25, // 21: tollgate.v1.Result.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 22: tollgate.v1.TransportError.kind:type_name -> tollgate.v1.TransportErrorKind
-	1,  // 23: tollgate.v1.Refusal.reason:type_name -> tollgate.v1.RefusalReason
-	8,  // 24: tollgate.v1.Drained.abandoned:type_name -> tollgate.v1.LeaseRef
-	26, // 25: tollgate.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	26, // 26: tollgate.v1.Welcome.lease_ttl:type_name -> google.protobuf.Duration
-	27, // 27: tollgate.v1.Lease.kind:type_name -> tollgate.v1.StepKind
-	25, // 28: tollgate.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
-	19, // 29: tollgate.v1.Lease.grant:type_name -> tollgate.v1.Grant
-	25, // 30: tollgate.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 31: tollgate.v1.Drain.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 32: tollgate.v1.Refused.reason:type_name -> tollgate.v1.RefusedReason
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	22, // 10: tollgate.v1.ControlMessage.cancel:type_name -> tollgate.v1.Cancel
+	23, // 11: tollgate.v1.ControlMessage.drain:type_name -> tollgate.v1.Drain
+	24, // 12: tollgate.v1.ControlMessage.refused:type_name -> tollgate.v1.Refused
+	21, // 13: tollgate.v1.ControlMessage.result_ack:type_name -> tollgate.v1.ResultAck
+	25, // 14: tollgate.v1.Hello.tools:type_name -> tollgate.v1.Tool
+	6,  // 15: tollgate.v1.Hello.prose:type_name -> tollgate.v1.ProseProvider
+	8,  // 16: tollgate.v1.Hello.held_leases:type_name -> tollgate.v1.LeaseRef
+	8,  // 17: tollgate.v1.Heartbeat.leases:type_name -> tollgate.v1.LeaseRef
+	13, // 18: tollgate.v1.Result.tool_error:type_name -> tollgate.v1.ToolError
+	14, // 19: tollgate.v1.Result.transport_error:type_name -> tollgate.v1.TransportError
+	15, // 20: tollgate.v1.Result.refusal:type_name -> tollgate.v1.Refusal
+	26, // 21: tollgate.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	26, // 22: tollgate.v1.Result.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 23: tollgate.v1.TransportError.kind:type_name -> tollgate.v1.TransportErrorKind
+	1,  // 24: tollgate.v1.Refusal.reason:type_name -> tollgate.v1.RefusalReason
+	8,  // 25: tollgate.v1.Drained.abandoned:type_name -> tollgate.v1.LeaseRef
+	27, // 26: tollgate.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	27, // 27: tollgate.v1.Welcome.lease_ttl:type_name -> google.protobuf.Duration
+	28, // 28: tollgate.v1.Lease.kind:type_name -> tollgate.v1.StepKind
+	26, // 29: tollgate.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
+	19, // 30: tollgate.v1.Lease.grant:type_name -> tollgate.v1.Grant
+	26, // 31: tollgate.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 32: tollgate.v1.Drain.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 33: tollgate.v1.Refused.reason:type_name -> tollgate.v1.RefusedReason
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_executor_proto_init() }
@@ -2341,6 +2432,7 @@ func file_tollgate_v1_executor_proto_init() {
 		(*ControlMessage_Cancel)(nil),
 		(*ControlMessage_Drain)(nil),
 		(*ControlMessage_Refused)(nil),
+		(*ControlMessage_ResultAck)(nil),
 	}
 	file_tollgate_v1_executor_proto_msgTypes[9].OneofWrappers = []any{
 		(*Result_OutputJson)(nil),
@@ -2354,7 +2446,7 @@ func file_tollgate_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_executor_proto_rawDesc), len(file_tollgate_v1_executor_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -31,6 +31,12 @@ const (
 // it, and they may call nothing else. The executor identity recorded on
 // attempts is the authenticated identity plus Hello.executor_id, never a
 // claimed field alone.
+//
+// Sizes (pkg/limits): every message either way is at most 4 MiB. A lease's
+// args or prompt are at most 1 MiB (a step whose resolved args are longer
+// fails before it is leased, and a lease that would not fit is never sent);
+// an executor reports an output longer than 1 MiB as a tool error and cuts
+// error messages to 16 KiB, so a result always fits.
 type ExecutorServiceClient interface {
 	// Connect is the executor's session: a bidirectional stream the executor
 	// opens (DESIGN.md §6). Protocol:
@@ -82,6 +88,12 @@ type ExecutorService_ConnectClient = grpc.BidiStreamingClient[ExecutorMessage, C
 // it, and they may call nothing else. The executor identity recorded on
 // attempts is the authenticated identity plus Hello.executor_id, never a
 // claimed field alone.
+//
+// Sizes (pkg/limits): every message either way is at most 4 MiB. A lease's
+// args or prompt are at most 1 MiB (a step whose resolved args are longer
+// fails before it is leased, and a lease that would not fit is never sent);
+// an executor reports an output longer than 1 MiB as a tool error and cuts
+// error messages to 16 KiB, so a result always fits.
 type ExecutorServiceServer interface {
 	// Connect is the executor's session: a bidirectional stream the executor
 	// opens (DESIGN.md §6). Protocol:

@@ -40,6 +40,12 @@ const (
 // separation of duties, expired by the store's clock, journaled. Only the
 // run's requester (the script's identity) opens gates, records steps and
 // finishes the run.
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type GateServiceClient interface {
 	// CreateRun creates an external run, for a script that does work before
 	// its first gate. Idempotent on request_id: a repeat with the same name
@@ -145,6 +151,12 @@ func (c *gateServiceClient) FinishRun(ctx context.Context, in *FinishRunRequest,
 // separation of duties, expired by the store's clock, journaled. Only the
 // run's requester (the script's identity) opens gates, records steps and
 // finishes the run.
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type GateServiceServer interface {
 	// CreateRun creates an external run, for a script that does work before
 	// its first gate. Idempotent on request_id: a repeat with the same name

@@ -39,6 +39,12 @@ const (
 // holders of the auditor or operator role by policy, every run. To anyone
 // else a run does not exist: every call naming it is NOT_FOUND exactly as for
 // an id never created, and lists leave it out.
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type RunServiceClient interface {
 	// StartRun compiles the skill or recipe, verifies the plan and starts a
 	// run. Idempotent on request_id. Starting a run approves its `without
@@ -146,6 +152,12 @@ func (c *runServiceClient) CancelRun(ctx context.Context, in *CancelRunRequest, 
 // holders of the auditor or operator role by policy, every run. To anyone
 // else a run does not exist: every call naming it is NOT_FOUND exactly as for
 // an id never created, and lists leave it out.
+//
+// Sizes (pkg/limits, README "Size limits"): every message either way is at
+// most 4 MiB (gRPC's default receive limit); a request string or bytes
+// value longer than 1 MiB is refused with INVALID_ARGUMENT naming the field
+// and the limit; a response that would be longer than 4 MiB has its
+// longest values cut, each ending with "…(N bytes)".
 type RunServiceServer interface {
 	// StartRun compiles the skill or recipe, verifies the plan and starts a
 	// run. Idempotent on request_id. Starting a run approves its `without

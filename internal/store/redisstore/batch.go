@@ -2,10 +2,12 @@ package redisstore
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/internal/store"
 )
 
 // batcher sends the commands of concurrent callers to Redis together, in
@@ -37,7 +39,7 @@ type batchCall struct {
 	done chan struct{}
 }
 
-var errClosed = errors.New("redisstore: the store is closed")
+var errClosed = fmt.Errorf("redisstore: the store is closed: %w", store.ErrUnavailable)
 
 func newBatcher(rdb *redis.Client) *batcher {
 	b := &batcher{rdb: rdb, wake: make(chan struct{}, 1), stop: make(chan struct{})}

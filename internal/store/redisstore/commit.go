@@ -285,7 +285,7 @@ func (s *Store) commit(ctx context.Context, p *prepared) error {
 		code, err := s.runCommit(ctx, p, pr)
 		if err != nil {
 			s.written.forget(c.Run.ID)
-			return fmt.Errorf("redisstore: commit: %w", err)
+			return fmt.Errorf("redisstore: commit: %w", unavailable(err))
 		}
 		switch code {
 		case 0:
@@ -410,7 +410,7 @@ func (s *Store) readPrior(ctx context.Context, p *prepared) (prior, error) {
 		}
 	}
 	if err != nil {
-		return prior{}, fmt.Errorf("redisstore: commit: %w", err)
+		return prior{}, fmt.Errorf("redisstore: commit: %w", unavailable(err))
 	}
 	var pr prior
 	v := run.Val()
@@ -504,7 +504,7 @@ func (s *Store) claim(ctx context.Context, key, runID string) (bool, error) {
 	for range 3 {
 		res, err := claimScript.Run(ctx, s.rdb, []string{k}, runID).Result()
 		if err != nil {
-			return false, fmt.Errorf("redisstore: claiming request key: %w", err)
+			return false, fmt.Errorf("redisstore: claiming request key: %w", unavailable(err))
 		}
 		held, ok := res.([]any)
 		if !ok || len(held) != 2 {
@@ -519,7 +519,7 @@ func (s *Store) claim(ctx context.Context, key, runID string) (bool, error) {
 		mine := pipe.Exists(ctx, runKey(s.runTag(runID), runID))
 		theirs := pipe.Exists(ctx, runKey(s.runTag(holder), holder))
 		if _, err := pipe.Exec(ctx); err != nil {
-			return false, fmt.Errorf("redisstore: claiming request key: %w", err)
+			return false, fmt.Errorf("redisstore: claiming request key: %w", unavailable(err))
 		}
 		switch {
 		case mine.Val() > 0:
@@ -538,7 +538,7 @@ func (s *Store) claim(ctx context.Context, key, runID string) (bool, error) {
 		}
 		took, err := takeoverScript.Run(ctx, s.rdb, []string{k}, holder, runID).Int()
 		if err != nil {
-			return false, fmt.Errorf("redisstore: claiming request key: %w", err)
+			return false, fmt.Errorf("redisstore: claiming request key: %w", unavailable(err))
 		}
 		if took == 1 {
 			return true, nil

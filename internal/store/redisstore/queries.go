@@ -59,11 +59,11 @@ func decodeAsk(id string, m map[string]string) (store.Ask, error) {
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	cmd := redis.NewMapStringStringCmd(ctx, "hgetall", runKey(s.runTag(id), id))
 	if err := s.batch.do(ctx, cmd); err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: %w", err)
+		return store.Run{}, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	m, err := cmd.Result()
 	if err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: %w", err)
+		return store.Run{}, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	if len(m) == 0 {
 		return store.Run{}, store.ErrNotFound
@@ -75,14 +75,14 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 func (s *Store) RunVersion(ctx context.Context, id string) (int64, error) {
 	cmd := redis.NewStringCmd(ctx, "hget", runKey(s.runTag(id), id), "version")
 	if err := s.batch.do(ctx, cmd); err != nil {
-		return 0, fmt.Errorf("redisstore: %w", err)
+		return 0, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	v, err := cmd.Int64()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return 0, store.ErrNotFound
 	case err != nil:
-		return 0, fmt.Errorf("redisstore: run %s: %w", id, err)
+		return 0, fmt.Errorf("redisstore: run %s: %w", id, unavailable(err))
 	}
 	return v, nil
 }
@@ -127,7 +127,7 @@ func (s *Store) findAsk(ctx context.Context, id string, shards []int) (store.Ask
 		cmds[i] = pipe.HGetAll(ctx, askKey(s.tag(sh), id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return store.Ask{}, false, fmt.Errorf("redisstore: %w", err)
+		return store.Ask{}, false, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	for i, cmd := range cmds {
 		if m := cmd.Val(); len(m) > 0 && s.shardOf(m["run_id"]) == shards[i] {
@@ -147,7 +147,7 @@ func (s *Store) Journal(ctx context.Context, runID string, after int64, limit in
 	}
 	vals, err := s.rdb.LRange(ctx, journalKey(s.runTag(runID), runID), after, stop).Result()
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	if len(vals) == 0 {
 		return nil, nil
@@ -169,7 +169,7 @@ func (s *Store) PutPlan(ctx context.Context, digest string, data []byte) error {
 		err = cmd.Err()
 	}
 	if err != nil {
-		return fmt.Errorf("redisstore: %w", err)
+		return fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	return nil
 }
@@ -178,14 +178,14 @@ func (s *Store) PutPlan(ctx context.Context, digest string, data []byte) error {
 func (s *Store) GetPlan(ctx context.Context, digest string) ([]byte, error) {
 	cmd := redis.NewStringCmd(ctx, "get", s.planKey(digest))
 	if err := s.batch.do(ctx, cmd); err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	b, err := cmd.Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, store.ErrNotFound
 	case err != nil:
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	return b, nil
 }
@@ -258,7 +258,7 @@ func (s *Store) collect(ctx context.Context, sc scan) ([]entry, error) {
 			break
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("redisstore: %w", err)
+			return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 		}
 		for i, x := range active {
 			zs := cmds[i].Val()
@@ -309,7 +309,7 @@ func (s *Store) registry(ctx context.Context, key func(tag string) string) ([][]
 		cmds[sh] = pipe.SMembers(ctx, key(s.tag(sh)))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	out := make([][]string, s.shards)
 	for sh, cmd := range cmds {
@@ -395,7 +395,7 @@ func (s *Store) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, st
 	}
 	if len(entries) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, "", fmt.Errorf("redisstore: %w", err)
+			return nil, "", fmt.Errorf("redisstore: %w", unavailable(err))
 		}
 	}
 	runs := make([]store.Run, 0, len(entries))
@@ -482,7 +482,7 @@ func (s *Store) ListAsks(ctx context.Context, q store.AskQuery) ([]store.Ask, st
 	}
 	if len(entries) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, "", fmt.Errorf("redisstore: %w", err)
+			return nil, "", fmt.Errorf("redisstore: %w", unavailable(err))
 		}
 	}
 	asks := make([]store.Ask, 0, len(entries))
@@ -517,7 +517,7 @@ func (s *Store) listRunAsks(ctx context.Context, q store.AskQuery) ([]store.Ask,
 		return nil, "", nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("redisstore: %w", err)
+		return nil, "", fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	var ids []string
 	if err := json.Unmarshal([]byte(list), &ids); err != nil {
@@ -530,7 +530,7 @@ func (s *Store) listRunAsks(ctx context.Context, q store.AskQuery) ([]store.Ask,
 	}
 	if len(ids) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, "", fmt.Errorf("redisstore: %w", err)
+			return nil, "", fmt.Errorf("redisstore: %w", unavailable(err))
 		}
 	}
 	states, auds := uniq(q.States), uniq(q.Audiences)
@@ -583,10 +583,10 @@ func (s *Store) PutException(ctx context.Context, e store.Exception) error {
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("redisstore: encode exception: %w", err)
+		return fmt.Errorf("redisstore: encode exception: %w", unavailable(err))
 	}
 	if err := s.rdb.HSet(ctx, s.exceptionsKey(), e.ID, b).Err(); err != nil {
-		return fmt.Errorf("redisstore: %w", err)
+		return fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	return nil
 }
@@ -595,7 +595,7 @@ func (s *Store) PutException(ctx context.Context, e store.Exception) error {
 func (s *Store) ListExceptions(ctx context.Context) ([]store.Exception, error) {
 	m, err := s.rdb.HGetAll(ctx, s.exceptionsKey()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	out := make([]store.Exception, 0, len(m))
 	for _, id := range slices.Sorted(maps.Keys(m)) {
@@ -620,7 +620,7 @@ func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
 		askStates[sh] = pipe.SMembers(ctx, askStatesKey(s.tag(sh)))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return store.Counts{}, fmt.Errorf("redisstore: %w", err)
+		return store.Counts{}, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	type card struct {
 		state string
@@ -643,7 +643,7 @@ func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
 		return out, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return store.Counts{}, fmt.Errorf("redisstore: %w", err)
+		return store.Counts{}, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	for _, c := range cards {
 		if c.runs {

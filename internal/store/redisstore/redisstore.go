@@ -198,11 +198,11 @@ func (s *Store) Close() error {
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	cmd := redis.NewTimeCmd(ctx, "time")
 	if err := s.batch.do(ctx, cmd); err != nil {
-		return time.Time{}, fmt.Errorf("redisstore: %w", err)
+		return time.Time{}, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	t, err := cmd.Result()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("redisstore: %w", err)
+		return time.Time{}, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	return t.UTC(), nil
 }

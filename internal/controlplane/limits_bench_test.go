@@ -1,0 +1,36 @@
+package controlplane
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/examples"
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+)
+
+// BenchmarkValueLimits is what the API server's size checks add to one
+// GetRun of graph-ask-demo: the request's values checked, the response
+// measured (it fits, so nothing is copied).
+func BenchmarkValueLimits(b *testing.B) {
+	src, _ := embeddedSkills{}.Skill("graph-ask-demo")
+	cat, _ := compiler.ParseCatalog(examples.Catalog)
+	res := compiler.Compile(src, compiler.Options{Catalog: cat, Name: "graph-ask-demo"})
+	m, err := engine.New(res.Plan, engine.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := m.Start("r_bench", "alice", time.Now()).Run
+	req := &tollgatev1.GetRunRequest{RunId: run.ID}
+	resp := &tollgatev1.GetRunResponse{Run: runToProto(run, m, "graph-ask-demo")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkValues(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := fitResponse(resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
