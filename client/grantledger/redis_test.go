@@ -23,7 +23,7 @@ func signed(t *testing.T, ttl time.Duration) (*grant.Grant, []byte, map[string]e
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &grant.Grant{RunID: "r_1", StepID: "commit", AskID: "commit", PayloadDigest: d, Fence: 3, ExpiresAt: time.Now().Add(ttl)}
+	g := &grant.Grant{RunID: "r_1", StepID: "commit", Action: "gate.commit", AskID: "commit", PayloadDigest: d, Fence: 3, ExpiresAt: time.Now().Add(ttl)}
 	grant.Sign(g, "grant", priv)
 	return g, args, map[string]ed25519.PublicKey{"grant": pub}
 }
@@ -45,10 +45,10 @@ func TestItem17_RedisLedgerIsSharedByVerifiers(t *testing.T) {
 	g, args, keys := signed(t, time.Minute)
 	a := grant.NewVerifierWithLedger(keys, open(t, r.URL()))
 	b := grant.NewVerifierWithLedger(keys, open(t, r.URL()))
-	if err := a.VerifyPayload(g, args, time.Now()); err != nil {
+	if err := a.VerifyPayload(g, "gate.commit", args, time.Now()); err != nil {
 		t.Fatalf("first use: %v", err)
 	}
-	if err := b.VerifyPayload(g, args, time.Now()); !errors.Is(err, grant.ErrReused) {
+	if err := b.VerifyPayload(g, "gate.commit", args, time.Now()); !errors.Is(err, grant.ErrReused) {
 		t.Fatalf("a replay at another verifier: %v, want ErrReused", err)
 	}
 	// The entry lives as long as the grant (plus the skew margin), no more.
@@ -74,7 +74,7 @@ func TestItem17_RacingVerifiersAcceptAGrantOnce(t *testing.T) {
 		v := grant.NewVerifierWithLedger(keys, open(t, r.URL()))
 		wg.Go(func() {
 			<-start
-			switch err := v.VerifyPayload(g, args, time.Now()); {
+			switch err := v.VerifyPayload(g, "gate.commit", args, time.Now()); {
 			case err == nil:
 				accepted.Add(1)
 			case errors.Is(err, grant.ErrReused):
@@ -99,7 +99,7 @@ func TestItem17_RedisLedgerFailsClosed(t *testing.T) {
 	g, args, keys := signed(t, time.Minute)
 	v := grant.NewVerifierWithLedger(keys, open(t, r.URL()))
 	r.Stop()
-	if err := v.VerifyPayload(g, args, time.Now()); !errors.Is(err, grant.ErrLedger) {
+	if err := v.VerifyPayload(g, "gate.commit", args, time.Now()); !errors.Is(err, grant.ErrLedger) {
 		t.Fatalf("Redis down: %v, want ErrLedger", err)
 	}
 	vol := redistest.Start(t, redistest.Volatile())

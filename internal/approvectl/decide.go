@@ -39,17 +39,43 @@ func (g *globals) decide(cmd *cobra.Command, req *tollgatev1.DecideRequest) erro
 	return nil
 }
 
+// shownEvidence is the evidence digest an approval binds: the one the
+// caller reviewed (--evidence, as 'asks show' prints it), or else the
+// ask's as approvectl reads it now — never none, so the control plane
+// refuses the approval if the evidence changes in between (I6).
+func (g *globals) shownEvidence(cmd *cobra.Command, askID, reviewed string) (string, error) {
+	if reviewed != "" {
+		return reviewed, nil
+	}
+	c, err := g.dial()
+	if err != nil {
+		return "", err
+	}
+	defer c.conn.Close()
+	resp, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: askID})
+	if err != nil {
+		return "", rpcErr(err)
+	}
+	return resp.GetAsk().GetEvidenceDigest(), nil
+}
+
 func newApproveCmd(g *globals) *cobra.Command {
-	var option, reason, digest, until, scope string
+	var option, reason, digest, evidence, until, scope string
 	cmd := &cobra.Command{
 		Use:   "approve ASK",
 		Short: "Approve an ask (its first option, or --option N)",
 		Long: `Approve an ask as yourself. For a question, --option picks the answer by number.
 --payload binds the approval to the exact payload digest you reviewed
 (approvectl asks show): if the ask now binds anything else, it is refused.
+--evidence does the same for the evidence digest; without it, approvectl
+binds the evidence digest of the ask as it reads it before approving.
 A refusal exits 1 and says why: already decided, expired, permission denied.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ev, err := g.shownEvidence(cmd, args[0], evidence)
+			if err != nil {
+				return err
+			}
 			if until != "" || scope != "" {
 				if until == "" || scope == "" || strings.TrimSpace(reason) == "" {
 					return usageErr("a standing approval needs --until, --scope and --reason")
@@ -58,11 +84,11 @@ A refusal exits 1 and says why: already decided, expired, permission denied.`,
 				if err != nil {
 					return usageErr("%s", err)
 				}
-				return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0], ExpectedPayloadDigest: digest,
+				return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0], ExpectedPayloadDigest: digest, ExpectedEvidenceDigest: ev,
 					Decision: &tollgatev1.DecideRequest_ApproveException{ApproveException: &tollgatev1.ApproveException{
 						OptionId: option, Until: timestamppb.New(t), Scope: scope, Reason: reason}}})
 			}
-			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0], ExpectedPayloadDigest: digest,
+			return g.decide(cmd, &tollgatev1.DecideRequest{AskId: args[0], ExpectedPayloadDigest: digest, ExpectedEvidenceDigest: ev,
 				Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{OptionId: option, Reason: reason}}})
 		},
 	}
@@ -71,6 +97,7 @@ A refusal exits 1 and says why: already decided, expired, permission denied.`,
 	cmd.Flags().StringVar(&option, "option", "", "option number (default 1: Yes)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	cmd.Flags().StringVar(&digest, "payload", "", "the payload digest you reviewed")
+	cmd.Flags().StringVar(&evidence, "evidence", "", "the evidence digest you reviewed (default: the ask's as read now)")
 	return cmd
 }
 
@@ -322,8 +349,15 @@ Without TEXT, prompt for replies until one selects or drops.`,
 				return err
 			}
 			defer c.conn.Close()
+			// An answer that approves binds the evidence shown: the ask's
+			// as read before the first reply.
+			shown, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: args[0]})
+			if err != nil {
+				return rpcErr(err)
+			}
 			send := func(text string) (*tollgatev1.AnswerResponse, error) {
-				resp, err := c.approvals.Answer(cmd.Context(), &tollgatev1.AnswerRequest{AskId: args[0], Text: text})
+				resp, err := c.approvals.Answer(cmd.Context(), &tollgatev1.AnswerRequest{AskId: args[0], Text: text,
+					ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest()})
 				if err != nil {
 					return nil, rpcErr(err)
 				}

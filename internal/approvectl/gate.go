@@ -71,8 +71,10 @@ decision. An approved gate yields a grant for its payload (--payload, or the
 artifacts' digests); --grant-out FILE writes it for the service that acts,
 which checks it with 'approvectl grant verify'.
 
-Policy decides who may approve, as for any ask: the action is gate.NAME
-(or --action) and --approvers names roles or people within it.
+Policy decides who may approve, as for any ask, under the action gate.NAME
+(a gate no policy rule names is refused); --action SERVER.TOOL adds a bar
+(that action's policy must hold too) and --approvers names roles or people
+within it.
 
 Exit codes: 0 approved; 5 rejected; 6 expired; 7 cancelled; 8 --no-wait and
 still waiting; 1 refused (another gate waits, the run ended, no policy rule
@@ -130,7 +132,7 @@ reached.`,
 	cmd.Flags().StringVar(&onExpiry, "on-expiry", "", "what expiry does to the run: (default) expire, reject or cancel")
 	cmd.Flags().StringVar(&payload, "payload", "", "the action's args as a JSON object: what the grant binds (default: the artifacts' digests)")
 	cmd.Flags().StringVar(&payloadFile, "payload-file", "", "read --payload from this file")
-	cmd.Flags().StringVar(&action, "action", "", "the action policy routes on, SERVER.TOOL (default gate.NAME)")
+	cmd.Flags().StringVar(&action, "action", "", "a further action, SERVER.TOOL, whose policy must hold too (the gate is always decided under gate.NAME)")
 	cmd.Flags().StringVar(&grantOut, "grant-out", "", "when approved, write the grant (JSON) to this file")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "open the gate and return at once (exit 8 while it waits)")
 	return cmd
@@ -360,16 +362,18 @@ failed). Refused while a gate waits: cancel the run instead
 
 func newGrantCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "grant", Short: "Check grants where an effect is performed"}
-	var grantFile, payload, payloadFile, ledger string
+	var grantFile, payload, payloadFile, ledger, action string
 	var keys, artifacts []string
 	verify := &cobra.Command{
-		Use:   "verify --grant FILE --key PUB.pem (--payload JSON | --artifact FILE…)",
-		Short: "Refuse to act without a valid, unexpired, unused grant for this exact payload",
+		Use:   "verify --grant FILE --key PUB.pem [--action gate.NAME] (--payload JSON | --artifact FILE…)",
+		Short: "Refuse to act without a valid, unexpired, unused grant for this action and exact payload",
 		Long: `verify checks a grant (as 'approvectl gate --grant-out' wrote it) where the
-effect is performed: signed by the control plane's key, not expired, for this
-exact payload (--payload, or the artifacts, as the gate bound them), and not
-used before. An accepted grant is recorded in the ledger so a replay is
-refused.
+effect is performed: signed by the control plane's key, not expired, for the
+action you are about to perform (--action: gate.NAME of the gate that governs
+it; default gate.NAME of the gate the grant names — pass it, so a grant of
+another gate is refused), for this exact payload (--payload, or the
+artifacts, as the gate bound them), and not used before. An accepted grant
+is recorded in the ledger so a replay is refused.
 
 The ledger is the verifier's memory: a replay is refused only by verifiers
 that share it. The default, a file ($TOLLGATE_HOME/grant-ledger.json), is one
@@ -428,7 +432,10 @@ usage or unreadable files.`,
 			defer closeLedger()
 			v := grant.NewVerifierWithLedger(trusted, led)
 			gr := grantpb.FromProto(&pg)
-			if err := v.VerifyPayload(gr, args, g.cfg.Now()); err != nil {
+			if action == "" {
+				action = grant.GateAction(gr.StepID)
+			}
+			if err := v.VerifyPayload(gr, action, args, g.cfg.Now()); err != nil {
 				return &exitError{code: ExitRefused, err: fmt.Errorf("grant refused: %w", err)}
 			}
 			if g.json() {
@@ -444,6 +451,7 @@ usage or unreadable files.`,
 	verify.Flags().StringVar(&payloadFile, "payload-file", "", "read --payload from this file")
 	verify.Flags().StringArrayVar(&artifacts, "artifact", nil, "the artifact files you will act on (repeatable)")
 	verify.Flags().StringVar(&ledger, "ledger", "", "where used grants are remembered: a file (default $TOLLGATE_HOME/grant-ledger.json; this host only) or a Redis shared by every verifier, redis://HOST:PORT/DB")
+	verify.Flags().StringVar(&action, "action", "", "the action you will perform: gate.NAME of the gate that governs it (default: the grant's gate)")
 	cmd.AddCommand(verify)
 	return cmd
 }

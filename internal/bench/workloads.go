@@ -300,8 +300,12 @@ func approveOnce(ctx context.Context, w *world, calls *callTimes) (leased, calle
 	if len(parked.GetAsks()) == 0 {
 		return 0, 0, 0, fmt.Errorf("run %s parked with no ask", id)
 	}
+	shown, err := w.asks.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: parked.GetAsks()[0].GetId()}, w.as("alice"))
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("read the ask: %w", err)
+	}
 	sent := time.Now()
-	_, err = w.asks.Decide(ctx, &tollgatev1.DecideRequest{AskId: parked.GetAsks()[0].GetId(),
+	_, err = w.asks.Decide(ctx, &tollgatev1.DecideRequest{AskId: parked.GetAsks()[0].GetId(), ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest(),
 		Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}, w.as("alice"))
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("approve: %w", err)

@@ -167,7 +167,7 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 			_ = json.Unmarshal(rec.Payload, &p)
 			step, _ := p["step"].(string)
 			switch rec.Kind {
-			case "approval.consumed":
+			case engine.JournalApprovalConsumed:
 				consumed[fmt.Sprint(p["ask"])] = rec
 			case "step.dispatched":
 				grants[step], _ = p["grant"].(string)
@@ -176,7 +176,7 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 					continue
 				}
 				g := grants[step]
-				if _, ok := consumed[g]; ok || g == engine.GrantStart {
+				if engine.AttemptAuthorized(g, func(ask string) bool { _, ok := consumed[ask]; return ok }) {
 					continue
 				}
 				out.Violations = append(out.Violations, &tollgatev1.InvariantViolation{Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL,

@@ -319,7 +319,7 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		if ask == engine.GrantStart {
 			ask = ""
 		}
-		g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
+		g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, Action: o.d.Server + "." + o.d.Tool, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
 		grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
 		pl.Grant = grantpb.ToProto(g)
 	}

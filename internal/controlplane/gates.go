@@ -114,15 +114,18 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 	if ev.Title == "" {
 		return ev, fmt.Errorf("gate %s: a summary is required (what the approver decides): %w", ev.Gate, errInvalid)
 	}
-	action := req.GetAction()
-	if action == "" {
-		action = "gate." + ev.Gate
+	// The gate is decided under its own action, gate.NAME, whatever the
+	// request says: the requester does not choose the policy its gate is
+	// judged by. A named action raises the bar — its policy must hold too
+	// — and never replaces the gate's.
+	action := grant.GateAction(ev.Gate)
+	ev.Server, ev.Tool = "gate", ev.Gate
+	if also := req.GetAction(); also != "" && also != action {
+		if server, tool, ok := strings.Cut(also, "."); !ok || server == "" || tool == "" {
+			return ev, fmt.Errorf("action %q is not SERVER.TOOL: %w", also, errInvalid)
+		}
+		ev.Also = []string{also}
 	}
-	server, tool, ok := strings.Cut(action, ".")
-	if !ok || server == "" || tool == "" {
-		return ev, fmt.Errorf("action %q is not SERVER.TOOL: %w", action, errInvalid)
-	}
-	ev.Server, ev.Tool = server, tool
 	digests := map[string]string{}
 	for i, a := range req.GetArtifacts() {
 		if a.GetName() == "" {
@@ -166,6 +169,14 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 	if err != nil {
 		return ev, err
 	}
+	for _, also := range ev.Also {
+		if s.cfg.Authority == nil {
+			return ev, fmt.Errorf("gate %s: --action %s needs a policy to judge it, and none is loaded: %w", ev.Gate, also, errPrecondition)
+		}
+		if f, ok := s.cfg.Authority.Floor(s.cfg.Domain, also); !ok || len(f.Rules) == 0 {
+			return ev, fmt.Errorf("gate %s: no policy rule names the action %s in %s, so nobody could decide the gate under it too: %w", ev.Gate, also, s.cfg.Domain, errPrecondition)
+		}
+	}
 	ev.Audience, ev.Approvers = aud, approvers
 	return ev, nil
 }
@@ -191,7 +202,7 @@ func (s *Services) gateAudience(action string, names []string) (string, []string
 	}
 	floor, ok := s.cfg.Authority.Floor(s.cfg.Domain, action)
 	if !ok || len(floor.Rules) == 0 {
-		return "", nil, fmt.Errorf("no policy rule names the action %s in %s, so nobody could decide the gate; add `p, role:ROLE, %s, %s, -` and `p2, %s, %s, 1, requester, -` to the policy, or pass an action it names: %w",
+		return "", nil, fmt.Errorf("no policy rule names the action %s in %s, so nobody could decide the gate; add `p, role:ROLE, %s, %s, -` and `p2, %s, %s, 1, requester, -` to the policy: %w",
 			action, s.cfg.Domain, s.cfg.Domain, action, s.cfg.Domain, action, errPrecondition)
 	}
 	audience := ""
@@ -321,13 +332,14 @@ func (s *Services) gateToProto(ctx context.Context, run *engine.Run, a *engine.A
 }
 
 // gateGrant signs the grant for an approved gate's one action: step and
-// ask are the gate, fence 1 (a gate is approved once), valid for
-// GateGrantTTL from the approval. nil without a signing key.
+// ask are the gate, action gate.NAME (what it was decided under), fence 1
+// (a gate is approved once), valid for GateGrantTTL from the approval.
+// nil without a signing key.
 func (s *Services) gateGrant(run *engine.Run, a *engine.AskRun, approved time.Time) *tollgatev1.Grant {
 	if s.cfg.SigningKey == nil || len(a.Payload) != 1 {
 		return nil
 	}
-	g := &grant.Grant{RunID: run.ID, StepID: a.ID, AskID: a.ID, PayloadDigest: a.Payload[0].Digest, Fence: 1, ExpiresAt: approved.Add(s.cfg.GateGrantTTL)}
+	g := &grant.Grant{RunID: run.ID, StepID: a.ID, Action: grant.GateAction(a.ID), AskID: a.ID, PayloadDigest: a.Payload[0].Digest, Fence: 1, ExpiresAt: approved.Add(s.cfg.GateGrantTTL)}
 	grant.Sign(g, s.cfg.KeyID, s.cfg.SigningKey)
 	return grantpb.ToProto(g)
 }

@@ -96,16 +96,19 @@ func TestGateBlocksUntilDecided(t *testing.T) {
 	now := time.Now()
 	payload := grant.ArtifactsPayload(map[string]string{"claims.txt": grant.ContentDigest(artifact)})
 	other := grant.ArtifactsPayload(map[string]string{"claims.txt": grant.ContentDigest([]byte("something else"))})
-	if err := v.VerifyPayload(g.d.Grant, other, now); !errors.Is(err, grant.ErrPayload) {
+	if err := v.VerifyPayload(g.d.Grant, "notes.store", payload, now); !errors.Is(err, grant.ErrAction) {
+		t.Fatalf("a gate's grant for another action: %v", err)
+	}
+	if err := v.VerifyPayload(g.d.Grant, "gate.claims", other, now); !errors.Is(err, grant.ErrPayload) {
 		t.Fatalf("grant for another payload: %v", err)
 	}
-	if err := v.VerifyPayload(g.d.Grant, payload, g.d.Grant.ExpiresAt); !errors.Is(err, grant.ErrExpired) {
+	if err := v.VerifyPayload(g.d.Grant, "gate.claims", payload, g.d.Grant.ExpiresAt); !errors.Is(err, grant.ErrExpired) {
 		t.Fatalf("expired grant: %v", err)
 	}
-	if err := v.VerifyPayload(g.d.Grant, payload, now); err != nil {
+	if err := v.VerifyPayload(g.d.Grant, "gate.claims", payload, now); err != nil {
 		t.Fatalf("the approved payload: %v", err)
 	}
-	if err := v.VerifyPayload(g.d.Grant, payload, now); !errors.Is(err, grant.ErrReused) {
+	if err := v.VerifyPayload(g.d.Grant, "gate.claims", payload, now); !errors.Is(err, grant.ErrReused) {
 		t.Fatalf("replay: %v", err)
 	}
 

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate-dev/tollgate/examples"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -247,7 +248,43 @@ func (e *env) runs(user string) tollgatev1.RunServiceClient {
 	return tollgatev1.NewRunServiceClient(e.conn(user))
 }
 func (e *env) approvals(user string) tollgatev1.ApprovalServiceClient {
+	return surface{tollgatev1.NewApprovalServiceClient(e.conn(user))}
+}
+
+// rawApprovals sends requests exactly as written.
+func (e *env) rawApprovals(user string) tollgatev1.ApprovalServiceClient {
 	return tollgatev1.NewApprovalServiceClient(e.conn(user))
+}
+
+// surface is an approver's client as approvectl is one: a decision or an
+// answer that names no evidence digest binds the ask's as read just
+// before (tests of the check itself use rawApprovals).
+type surface struct {
+	tollgatev1.ApprovalServiceClient
+}
+
+func (c surface) shown(ctx context.Context, id string) string {
+	a, err := c.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: id})
+	if err != nil {
+		return ""
+	}
+	return a.GetAsk().GetEvidenceDigest()
+}
+
+func (c surface) Decide(ctx context.Context, req *tollgatev1.DecideRequest, opts ...grpc.CallOption) (*tollgatev1.DecideResponse, error) {
+	if req.GetExpectedEvidenceDigest() == "" {
+		req = proto.CloneOf(req)
+		req.ExpectedEvidenceDigest = c.shown(ctx, req.GetAskId())
+	}
+	return c.ApprovalServiceClient.Decide(ctx, req, opts...)
+}
+
+func (c surface) Answer(ctx context.Context, req *tollgatev1.AnswerRequest, opts ...grpc.CallOption) (*tollgatev1.AnswerResponse, error) {
+	if req.GetExpectedEvidenceDigest() == "" {
+		req = proto.CloneOf(req)
+		req.ExpectedEvidenceDigest = c.shown(ctx, req.GetAskId())
+	}
+	return c.ApprovalServiceClient.Answer(ctx, req, opts...)
 }
 func (e *env) audit(user string) tollgatev1.AuditServiceClient {
 	return tollgatev1.NewAuditServiceClient(e.conn(user))

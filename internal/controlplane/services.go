@@ -356,46 +356,6 @@ type authority struct {
 	delegated bool
 }
 
-// mayDecide checks the caller's authority over an ask now, at decision
-// time. An ask that governs actions is decided by policy for every one of
-// them (role, limit, separation of duties, delegation windows), within
-// whom the recipe asked; a question or an in-doubt ask by its audience
-// alone. A policy error denies.
-func (s *Services) mayDecide(ctx context.Context, who string, run *engine.Run, a *engine.AskRun) (authority, error) {
-	me := a.Audience == "" || a.Audience == plan.AudienceRequester
-	if a.Type == engine.InDoubt || len(a.Payload) == 0 || s.cfg.Authority == nil {
-		switch {
-		case me && who == run.Requester:
-			return authority{ok: true, why: "you started the run and the ask is for the requester"}, nil
-		case me:
-			return authority{why: fmt.Sprintf("the ask is for the requester, %s", run.Requester)}, nil
-		case s.cfg.Authority != nil && s.cfg.Authority.Holds(who, a.Audience, s.cfg.Domain):
-			return authority{ok: true, why: "you hold the role " + a.Audience, policy: s.cfg.Authority.Version()}, nil
-		}
-		return authority{why: "the ask is for the role " + a.Audience + ", which you do not hold"}, nil
-	}
-	var whys []string
-	policy, delegated := "", false
-	for _, p := range a.Payload {
-		m, err := s.matter(run, p)
-		if err != nil {
-			return authority{why: err.Error()}, nil
-		}
-		d, err := s.cfg.Authority.Authorize(ctx, authz.Request{Actor: who, Matter: m,
-			Ask: authz.RecipeAsk{Audience: a.Audience, Approvers: a.Approvers, Quorum: a.Quorum}})
-		if err != nil {
-			return authority{why: d.Reason}, fmt.Errorf("authorize %s on %s: %w", who, m.Action, err)
-		}
-		if !d.Allowed {
-			return authority{why: d.Reason, policy: d.PolicyVersion}, nil
-		}
-		whys = append(whys, d.Reason)
-		policy = d.PolicyVersion
-		delegated = delegated || d.Via != ""
-	}
-	return authority{ok: true, why: strings.Join(slices.Compact(whys), "; "), policy: policy, delegated: delegated}, nil
-}
-
 // matter is the policy's view of one governed action: its type, and the
 // amount and currency its args carry (fields "amount", in minor units,
 // and "currency").
@@ -544,8 +504,11 @@ func (s *Services) authorityRequired(ctx context.Context, run *engine.Run, a *en
 		req.Roles = []string{a.Audience}
 	}
 	r, ok := s.cfg.Authority.(Router)
-	if !ok || len(a.Payload) == 0 || a.Type == engine.InDoubt {
+	if !ok || len(a.Payload) == 0 {
 		return req
+	}
+	if a.Type == engine.InDoubt {
+		req.Description += " (it ran, stop); a retry needs what approving it did"
 	}
 	seen := map[string]bool{}
 	for _, p := range a.Payload {
@@ -577,32 +540,55 @@ func (s *Services) authorityRequired(ctx context.Context, run *engine.Run, a *en
 }
 
 // decidable loads an ask for the caller to act on: authenticated, allowed
-// by its audience now (authority is checked at decision time, not when the
-// ask was routed), and — when the caller says what they reviewed — still
-// binding that exact payload (I6).
-func (s *Services) decidable(ctx context.Context, askID, reviewed string) (string, *engine.Run, *engine.AskRun, authority, error) {
+// now to make the decision kindOf says (authority is checked at decision
+// time, not when the ask was routed), and — for a decision that lets an
+// action run — still binding the exact payload and evidence the caller
+// was shown (I6): the payload digest when the caller quotes one, the
+// evidence digest always when the ask has evidence.
+func (s *Services) decidable(ctx context.Context, askID string, kindOf func(*engine.AskRun) decisionKind, reviewed, evidence string) (string, *engine.Run, *engine.AskRun, authority, error) {
 	who, run, a, err := s.callerAsk(ctx, askID)
 	if err != nil {
 		return "", nil, nil, authority{}, err
 	}
-	auth, err := s.mayDecide(ctx, who, run, a)
+	kind := kindOf(a)
+	auth, err := s.authorize(ctx, who, run, a, kind)
 	if err != nil {
 		return "", nil, nil, auth, fmt.Errorf("%s: %w: %w", auth.why, errDenied, err)
 	}
 	if !auth.ok {
 		return "", nil, nil, auth, fmt.Errorf("%s: %w", auth.why, errDenied)
 	}
-	if reviewed != "" && reviewed != a.PayloadDigest() {
-		return "", nil, nil, auth, fmt.Errorf("you reviewed %s, the ask now binds %s: %w", reviewed, a.PayloadDigest(), errStalePayload)
+	if err := checkReviewed(a, kind, reviewed, evidence); err != nil {
+		return "", nil, nil, auth, err
 	}
 	return who, run, a, auth, nil
+}
+
+// checkReviewed refuses a decision made on another packet than the ask
+// binds now: a quoted payload digest must match; an approving decision on
+// an ask with evidence must quote its evidence digest, and it must match.
+func checkReviewed(a *engine.AskRun, kind decisionKind, reviewed, evidence string) error {
+	if reviewed != "" && reviewed != a.PayloadDigest() {
+		return fmt.Errorf("you reviewed %s, the ask now binds %s: %w", reviewed, a.PayloadDigest(), errStalePayload)
+	}
+	if want := a.EvidenceDigest(); kind.approves() && want != "" && evidence != want {
+		if evidence == "" {
+			evidence = "no evidence digest"
+		}
+		return fmt.Errorf("you reviewed evidence %s, the ask now shows %s (send the evidence digest you were shown): %w", evidence, want, errStalePayload)
+	}
+	return nil
 }
 
 // Decide records a typed decision by the caller. Authority is checked now,
 // at decision time; the deadline is checked by the engine and again by the
 // store's commit.
 func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
-	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), req.GetExpectedPayloadDigest())
+	if req.GetDecision() == nil {
+		return nil, fmt.Errorf("no decision given: %w", errInvalid)
+	}
+	kindOf := func(a *engine.AskRun) decisionKind { return decisionOf(req, a) }
+	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
 	if err != nil {
 		return nil, err
 	}
@@ -689,9 +675,22 @@ var answerKindToProto = map[answer.Kind]tollgatev1.AnswerKind{
 // Answer interprets a free-text reply with the one matcher (package
 // answer). Every reply gets a typed, non-empty response.
 func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*tollgatev1.AnswerResponse, error) {
-	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), req.GetExpectedPayloadDigest())
+	// The reply is judged as the decision it makes (the same matcher the
+	// engine applies).
+	kindOf := func(a *engine.AskRun) decisionKind {
+		if r := a.Reply(req.GetText(), false); r.Kind == answer.Selected {
+			return askDecisionKind(a, r.Option.ID)
+		}
+		return decideReply
+	}
+	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
 	if err != nil {
 		return nil, err
+	}
+	if kindOf(a) == decideRetry {
+		if err := s.recheckVotes(ctx, run, a, who); err != nil {
+			return nil, err
+		}
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
 		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, At: now}
@@ -722,7 +721,7 @@ func (s *Services) recheckVotes(ctx context.Context, run *engine.Run, a *engine.
 		if v.Actor == who {
 			continue
 		}
-		auth, err := s.mayDecide(ctx, v.Actor, run, a)
+		auth, err := s.authorize(ctx, v.Actor, run, a, askDecisionKind(a, v.Option))
 		if err == nil && auth.ok {
 			continue
 		}
@@ -801,14 +800,12 @@ func (s *Services) mayStartUnasked(ctx context.Context, who string, st plan.Step
 	if refs, _ := plan.ObjectRefs(st.Args); len(refs) > 0 {
 		return "its args depend on earlier steps, so what it would do is not known at the start", false
 	}
+	// Judged as an approval the recipe asked of the starter (`ask me`).
 	run := &engine.Run{Requester: who}
-	m, err := s.matter(run, engine.Payload{Step: st.ID, Server: st.Server, Tool: st.Tool, Args: st.Args})
-	if err != nil {
-		return err.Error(), false
-	}
-	d, err := s.cfg.Authority.Authorize(ctx, authz.Request{Actor: who, Matter: m, Ask: authz.RecipeAsk{Audience: authz.AudienceMe}})
-	if err != nil || !d.Allowed {
-		return d.Reason, false
+	a := &engine.AskRun{Type: plan.StopMenu, Audience: plan.AudienceRequester, Payload: []engine.Payload{{Step: st.ID, Server: st.Server, Tool: st.Tool, Args: st.Args}}}
+	auth, err := s.authorize(ctx, who, run, a, decideApprove)
+	if err != nil || !auth.ok {
+		return auth.why, false
 	}
 	return "", true
 }

@@ -79,22 +79,22 @@ func (s *Services) withinAuthority(ctx context.Context, who string, run *engine.
 	if s.cfg.Authority == nil {
 		return fmt.Errorf("no policy is loaded, so nobody may grant standing approvals: %w", errDenied)
 	}
-	for _, p := range a.Payload {
-		m, err := s.matter(run, p)
-		if err != nil {
-			return fmt.Errorf("%w: %w", err, errInvalid)
+	ms := s.matters(run, a)
+	for i, m := range ms {
+		if m.err != nil {
+			return fmt.Errorf("%w: %w", m.err, errInvalid)
 		}
 		if m.Amount != nil {
 			ceiling, ok := sc.AtMost["amount"]
 			if !ok {
 				return fmt.Errorf("%s carries an amount: bound it in the scope (amount<=N): %w", m.Action, errInvalid)
 			}
-			m.Amount = &ceiling
+			ms[i].Amount = &ceiling
 		}
-		d, err := s.cfg.Authority.Authorize(ctx, authz.Request{Actor: who, Matter: m})
-		if err != nil || !d.Allowed {
-			return fmt.Errorf("the scope is wider than your authority: %s: %w", d.Reason, errDenied)
-		}
+	}
+	// Policy alone, with no recipe narrowing: the scope covers later asks.
+	if auth, err := s.judge(ctx, who, ms, authz.RecipeAsk{}); err != nil || !auth.ok {
+		return fmt.Errorf("the scope is wider than your authority: %s: %w", auth.why, errDenied)
 	}
 	return nil
 }
@@ -135,7 +135,7 @@ func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID str
 		if !covered {
 			continue
 		}
-		auth, err := s.mayDecide(ctx, x.GrantedBy, run, a)
+		auth, err := s.authorize(ctx, x.GrantedBy, run, a, decideStanding)
 		if err != nil || !auth.ok {
 			continue // the granter may not decide this one (e.g. they requested it)
 		}

@@ -346,7 +346,7 @@ var grantReasons = map[error]tollgatev1.RefusalReason{
 	grant.ErrMissing: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_MISSING, grant.ErrUnknownKey: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY,
 	grant.ErrBadSignature: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_BAD_SIGNATURE, grant.ErrExpired: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_EXPIRED,
 	grant.ErrMismatch: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_MISMATCH, grant.ErrPayload: tollgatev1.RefusalReason_REFUSAL_REASON_PAYLOAD_DIGEST_MISMATCH,
-	grant.ErrReused: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_REUSED,
+	grant.ErrReused: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_REUSED, grant.ErrAction: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_MISMATCH,
 }
 
 // run executes one lease and reports its result.
@@ -501,7 +501,7 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 		if c.cfg.Grants == nil {
 			return c.ungranted(l, why, tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY, errors.New("this executor trusts no grant key"))
 		}
-		err := c.cfg.Grants.Verify(grantpb.FromProto(l.GetGrant()), grant.Lease{RunID: l.GetRunId(), StepID: l.GetStepId(), Fence: l.GetFence(), Args: []byte(l.GetArgsJson())}, c.cfg.Now())
+		err := c.cfg.Grants.Verify(grantpb.FromProto(l.GetGrant()), grant.Lease{RunID: l.GetRunId(), StepID: l.GetStepId(), Action: l.GetServer() + "." + l.GetTool(), Fence: l.GetFence(), Args: []byte(l.GetArgsJson())}, c.cfg.Now())
 		if err != nil {
 			reason := tollgatev1.RefusalReason_REFUSAL_REASON_UNSPECIFIED
 			for kind, r := range grantReasons {

@@ -86,9 +86,9 @@ func TestExecutorChecksGrants(t *testing.T) {
 	args := `{"amount":485000,"bank_account":"XXXX2048"}`
 	digest, _ := grant.PayloadDigest([]byte(args))
 	signed := func(fence uint64) *tollgatev1.Grant {
-		g := &grant.Grant{RunID: "r", StepID: "pay", AskID: "ask_1", PayloadDigest: digest, Fence: fence, ExpiresAt: time.Now().Add(time.Minute)}
+		g := &grant.Grant{RunID: "r", StepID: "pay", Action: "payments.pay", AskID: "ask_1", PayloadDigest: digest, Fence: fence, ExpiresAt: time.Now().Add(time.Minute)}
 		grant.Sign(g, "cp", priv)
-		return &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
+		return &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, Action: g.Action, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
 			ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
 	}
 	lease := func(fence uint64, args string, g *tollgatev1.Grant) {

@@ -113,7 +113,7 @@ func TestItem4_ExecutorRefusesASideEffectTheLeaseCallsReadOnly(t *testing.T) {
 	}
 
 	digest, _ := grant.PayloadDigest([]byte(args))
-	g := &grant.Grant{RunID: "r", StepID: "m2", PayloadDigest: digest, Fence: 1, ExpiresAt: time.Now().Add(time.Minute)}
+	g := &grant.Grant{RunID: "r", StepID: "m2", Action: "test.mark", PayloadDigest: digest, Fence: 1, ExpiresAt: time.Now().Add(time.Minute)}
 	grant.Sign(g, "cp", priv)
 	lease("m2", "mark", false, g)
 	if next().GetAck() == nil {

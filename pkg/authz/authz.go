@@ -237,17 +237,19 @@ type RoleRule struct {
 	Limit *int64
 }
 
-// Floor returns the policy's floor for an action type, and false when the
-// policy says nothing about it (then nobody may decide it).
+// Floor returns the policy's floor for an action type — its own, or that
+// of the longest pattern row covering it (Floor.Action says which) — and
+// false when the policy says nothing about it (then nobody may decide it).
 func (a *Authorizer) Floor(domain, action string) (Floor, bool) {
 	return a.cur.Load().floor(domain, action)
 }
 
 func (s *snapshot) floor(domain, action string) (Floor, bool) {
-	f, ok := s.pol.floors[floorKey{domain, action}]
+	f, ok := s.pol.lookup(domain, action)
 	if !ok {
 		return Floor{}, false
 	}
+	action = f.action
 	out := Floor{Domain: domain, Action: action, Quorum: f.quorum, SeparateFrom: slices.Clone(f.separate), Currency: f.currency}
 	for _, r := range s.pol.rules {
 		if r.domain != domain || r.action != action {

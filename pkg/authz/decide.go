@@ -115,6 +115,7 @@ func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error)
 		}
 		return d, err
 	}
+	req.Matter.Action = f.action // the row it falls under: itself or a pattern
 	d, err = s.enforce(req.Actor, req.Matter, f)
 	if err != nil || !d.Allowed {
 		return d, err
@@ -165,7 +166,7 @@ func (s *snapshot) checkMatter(m Matter) (f floorRow, refusal string, err error)
 		}
 		return f, "", inv("missing currency for amount %d", *m.Amount)
 	}
-	f, ok := s.pol.floors[floorKey{m.Domain, m.Action}]
+	f, ok := s.pol.lookup(m.Domain, m.Action)
 	switch {
 	case !ok:
 		return f, fmt.Sprintf("no policy for %s in %s: nobody may decide it", m.Action, m.Domain), nil
@@ -410,6 +411,7 @@ func (s *snapshot) route(ctx context.Context, m Matter, ask RecipeAsk) (Route, e
 		r.Escalate, r.Reason = true, refusal
 		return r, nil
 	}
+	m.Action = f.action // the row it falls under: itself or a pattern
 	r.Floor, _ = s.floor(m.Domain, m.Action)
 	r.Quorum = max(f.quorum, ask.Quorum, 1)
 	for _, p := range s.pol.people[m.Domain] {

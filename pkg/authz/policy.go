@@ -153,7 +153,7 @@ func (p *policy) addRow(rec []string) error {
 		if !isRole(ru.role) || len(ru.role) == len(RolePrefix) {
 			return fmt.Errorf("permissions are granted to roles only: %q does not start with %q", ru.role, RolePrefix)
 		}
-		if err := checkAction(ru.action); err != nil {
+		if err := checkRowAction(ru.action); err != nil {
 			return err
 		}
 		switch lim := rec[4]; lim {
@@ -172,7 +172,7 @@ func (p *policy) addRow(rec []string) error {
 		p.defineRole(ru.domain, ru.role)
 	case "p2":
 		f := floorRow{domain: rec[1], action: rec[2]}
-		if err := checkAction(f.action); err != nil {
+		if err := checkRowAction(f.action); err != nil {
 			return err
 		}
 		q, err := strconv.Atoi(rec[3])
@@ -272,6 +272,37 @@ func (p *policy) defineRole(domain, role string) {
 		p.roles[domain] = map[string]bool{}
 	}
 	p.roles[domain][role] = true
+}
+
+// checkRowAction accepts what a policy row names: an action, or a
+// pattern "server.prefix*" (one '*', last) covering every action of the
+// server whose tool starts with prefix — e.g. gate.* for every gate.
+func checkRowAction(a string) error {
+	if pre, ok := strings.CutSuffix(a, "*"); ok {
+		if srv, _, found := strings.Cut(pre, "."); found && srv != "" && !strings.ContainsAny(pre, " \t*") {
+			return nil
+		}
+		return fmt.Errorf("action pattern %q is not server.prefix*", a)
+	}
+	return checkAction(a)
+}
+
+// lookup finds the floor an action falls under: its own row, else the
+// longest pattern that covers it. The floor's action is the row's, which
+// casbin matches as written.
+func (p *policy) lookup(domain, action string) (floorRow, bool) {
+	if f, ok := p.floors[floorKey{domain, action}]; ok {
+		return f, true
+	}
+	var best floorRow
+	found := false
+	for k, f := range p.floors {
+		pre, ok := strings.CutSuffix(k.action, "*")
+		if ok && k.domain == domain && strings.HasPrefix(action, pre) && (!found || len(k.action) > len(best.action)) {
+			best, found = f, true
+		}
+	}
+	return best, found
 }
 
 // checkAction accepts "server.tool": both parts non-empty, no spaces.

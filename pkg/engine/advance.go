@@ -213,10 +213,10 @@ func (t *tx) grant(st *plan.Step) (string, bool) {
 	switch a.State {
 	case AskApproved:
 		a.State = AskConsumed
-		t.record("approval.consumed", "system", map[string]any{"ask": a.ID, "step": st.ID, "option": a.Option})
+		t.record(JournalApprovalConsumed, "system", map[string]any{"ask": a.ID, "step": st.ID, "option": a.Option})
 	case AskRejected:
 		// The No option's own steps: choosing No approved exactly them.
-		t.record("approval.consumed", "system", map[string]any{"ask": a.ID, "step": st.ID, "option": a.Option})
+		t.record(JournalApprovalConsumed, "system", map[string]any{"ask": a.ID, "step": st.ID, "option": a.Option})
 	}
 	return a.ID, true
 }

@@ -232,6 +232,12 @@ func (t *tx) pendingAsk(id, actor string, expired bool) (*AskRun, error) {
 	if a.State != AskPending {
 		return nil, fmt.Errorf("%w: %q is %s", ErrAlreadyDecided, a.Title, a.State)
 	}
+	if a.Type == InDoubt && actor == t.run.Requester {
+		// The requester may always say what happened ("it ran", "stop");
+		// a retry is an approval, checked by the control plane against
+		// the authority copied from the governing ask (openDoubt).
+		return a, nil
+	}
 	if a.Audience == plan.AudienceRequester && actor != t.run.Requester {
 		return nil, fmt.Errorf("%w: %q asks the requester (%s)", ErrForbidden, a.Title, t.run.Requester)
 	}
@@ -475,15 +481,7 @@ func (t *tx) answer(e Answer, expired bool) error {
 	if err != nil {
 		return err
 	}
-	q := answer.Ask{Title: a.Title, FreeText: a.Type == plan.StopText}
-	for _, o := range a.Options {
-		q.Options = append(q.Options, answer.Option{ID: o.ID, Label: o.Label})
-	}
-	r := answer.Match(q, e.Text, a.Misses)
-	if e.Literal && a.Type == plan.StopText {
-		// A typed answer is taken as given: no control words.
-		r = answer.Reply{Kind: answer.Selected, Text: strings.TrimSpace(e.Text), Message: "Answered."}
-	}
+	r := a.Reply(e.Text, e.Literal)
 	if r.Kind == answer.Dropped && e.Actor != t.run.Requester {
 		return fmt.Errorf("%w: only the requester (%s) can drop the run; reject the ask instead", ErrForbidden, t.run.Requester)
 	}
@@ -509,6 +507,29 @@ func (t *tx) answer(e Answer, expired bool) error {
 		return t.cancel(e.Actor, fmt.Sprintf("dropped while %q was asked", a.Title))
 	}
 	return nil
+}
+
+// Reply is what text does to the ask now, by the one matcher (package
+// answer): the engine applies it, and the control plane reads it first to
+// know which decision the text makes (and so which authority it needs).
+// literal: a typed answer to a free-text question, taken as given.
+func (a *AskRun) Reply(text string, literal bool) answer.Reply {
+	if literal && a.Type == plan.StopText {
+		return answer.Reply{Kind: answer.Selected, Text: strings.TrimSpace(text), Message: "Answered."}
+	}
+	q := answer.Ask{Title: a.Title, FreeText: a.Type == plan.StopText}
+	for _, o := range a.Options {
+		q.Options = append(q.Options, answer.Option{ID: o.ID, Label: o.Label})
+	}
+	return answer.Match(q, text, a.Misses)
+}
+
+// Rejects reports whether choosing option id of an approval gate (a
+// recipe's menu or an external gate) is its No: a rejection, not an
+// approval.
+func (a *AskRun) Rejects(id string) bool {
+	opt, ok := findOption(a, id)
+	return ok && (a.Type == plan.StopMenu || a.Type == Gate) && isNo(a, opt)
 }
 
 func findOption(a *AskRun, id string) (plan.Option, bool) {
@@ -804,14 +825,32 @@ func (t *tx) blockedAll(e StepsBlocked) error {
 	return nil
 }
 
-// openDoubt asks the requester what happened to a side effect whose
-// executor was lost after Start.
+// openDoubt asks what happened to a side effect whose executor was lost
+// after Start. Answering "retry" performs the effect again, so the ask
+// carries the authority that approved the attempt: the governing ask's
+// payload for this step, audience, approvers and quorum (a `without
+// asking` step: the step's args, asking the requester, as the start
+// approved it). It is routed to that audience; the requester may always
+// answer "it ran" or "stop".
 func (t *tx) openDoubt(step string, attempt int) {
 	st := t.m.steps[step].step
 	a := &AskRun{ID: fmt.Sprintf("doubt_%s_%d", step, attempt), Type: InDoubt, Step: step, Audience: plan.AudienceRequester,
 		Title: fmt.Sprintf("did %s (%s·%s) happen? Its executor was lost after it started, so nobody knows", step, st.Server, st.Tool),
 		State: AskPending, OpenedAt: t.at, ExpiresAt: t.at.Add(t.m.cfg.DefaultExpiry),
 		Options: []plan.Option{{ID: DoubtRetry, Label: "retry"}, {ID: DoubtRan, Label: "it ran"}, {ID: DoubtStop, Label: "stop"}}}
+	if gov := t.run.Asks[t.run.Steps[step].Grant]; gov != nil {
+		a.Audience, a.Approvers, a.Quorum = gov.Audience, slices.Clone(gov.Approvers), gov.Quorum
+		for _, p := range gov.Payload {
+			if p.Step == step {
+				a.Payload = append(a.Payload, p)
+			}
+		}
+	}
+	if len(a.Payload) == 0 {
+		d := t.dispatchFor(step, t.run.Steps[step])
+		sum := sha256.Sum256(d.Args)
+		a.Payload = []Payload{{Step: step, Server: st.Server, Tool: st.Tool, Args: d.Args, Digest: "sha256:" + hex.EncodeToString(sum[:])}}
+	}
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
 	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "in_doubt": step, "expires_at": a.ExpiresAt})
@@ -824,12 +863,36 @@ func (t *tx) resolveDoubt(a *AskRun, actor, option, reason string) error {
 		return fmt.Errorf("%w: %q has options %s", ErrBadOption, a.Title, optionList(a))
 	}
 	s := t.stepW(a.Step)
+	if opt.ID == DoubtRetry && len(a.Approvers) > 0 && !slices.Contains(a.Approvers, actor) {
+		// The requester passed pendingAsk to say what happened; a retry
+		// is an approval, and the recipe asks only its approvers.
+		return fmt.Errorf("%w: retrying %q is for %s", ErrForbidden, a.Title, strings.Join(a.Approvers, ", "))
+	}
+	if opt.ID == DoubtRetry && a.Quorum > 1 {
+		// A retry is an approval: it needs the governing ask's quorum of
+		// distinct people, like the approval it repeats.
+		for _, v := range a.Votes {
+			if v.Actor == actor {
+				return fmt.Errorf("%w: %s chose retry for %q at %s; it needs %d distinct people", ErrAlreadyVoted, actor, a.Title, v.At.UTC().Format(time.RFC3339), a.Quorum)
+			}
+		}
+		a.Votes = append(a.Votes, Vote{Actor: actor, Option: opt.ID, At: t.at, Digest: a.PayloadDigest()})
+		t.record("ask.voted", actor, map[string]any{"ask": a.ID, "option": opt.ID, "votes": len(a.Votes), "quorum": a.Quorum, "digest": a.PayloadDigest()})
+		if len(a.Votes) < a.Quorum {
+			a.Decisions = append(a.Decisions, Decision{Kind: "answer", Actor: actor, At: t.at, Option: opt.ID, Reason: reason})
+			return nil
+		}
+	}
 	a.Option, a.Label = opt.ID, opt.Label
 	t.closeAsk(a, AskAnswered, Decision{Kind: "answer", Actor: actor, At: t.at, Option: opt.ID, Reason: reason})
 	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": "in_doubt", "option": opt.ID, "label": opt.Label})
 	switch opt.ID {
 	case DoubtRetry:
-		s.Grant = a.ID // a person's explicit decision is the approval of the second try
+		// The decided retry is the approval of the next attempt, consumed
+		// by its dispatch (I1): journaled as any consumed approval, so the
+		// audit reads it as one (AttemptAuthorized).
+		s.Grant = a.ID
+		t.record(JournalApprovalConsumed, "system", map[string]any{"ask": a.ID, "step": a.Step, "option": opt.ID})
 		t.queue(a.Step, s, "retry after doubt")
 	case DoubtRan:
 		s.Status, s.Output = StatusSucceeded, []byte("null")

@@ -52,7 +52,8 @@ func CheckName(what, s string) error {
 
 // OpenGate opens a gate on an external run: the run parks until a person
 // decides. The gate governs one action, Server.Tool with Args: that is
-// what policy routes and what the grant an approval yields binds.
+// what policy routes and what the grant an approval yields binds. Also
+// are further actions whose policy must hold as well (AskRun.Also).
 type OpenGate struct {
 	Gate      string
 	Actor     string // the authenticated caller; must be the requester
@@ -65,6 +66,7 @@ type OpenGate struct {
 	Evidence  []Evidence    // artifacts, content and digest
 	Server    string
 	Tool      string
+	Also      []string
 	Args      plan.Object
 	At        time.Time
 }
@@ -167,7 +169,7 @@ func (t *tx) openGateEvent(e OpenGate) error {
 	sum := sha256.Sum256(args)
 	a := &AskRun{ID: e.Gate, Type: Gate, Title: e.Title, Audience: audience, State: AskPending,
 		OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: e.OnExpiry, Quorum: e.Quorum, Approvers: slices.Clone(e.Approvers),
-		Options: []plan.Option{{ID: GateApprove, Label: "Approve"}, {ID: GateNo, Label: "No"}},
+		Options: []plan.Option{{ID: GateApprove, Label: "Approve"}, {ID: GateNo, Label: "No"}}, Also: slices.Clone(e.Also),
 		Payload: []Payload{{Step: e.Gate, Server: e.Server, Tool: e.Tool, Args: args, Digest: "sha256:" + hex.EncodeToString(sum[:])}}}
 	for _, ev := range e.Evidence {
 		ev.AttachedBy, ev.Ref, ev.Round = e.Actor, "", 0
@@ -176,7 +178,7 @@ func (t *tx) openGateEvent(e OpenGate) error {
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
 	t.record("ask.opened", e.Actor, map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": 0,
-		"digest": a.PayloadDigest(), "evidence": a.EvidenceDigest(), "action": e.Server + "." + e.Tool})
+		"digest": a.PayloadDigest(), "evidence": a.EvidenceDigest(), "action": e.Server + "." + e.Tool, "also": a.Also})
 	return nil
 }
 

@@ -59,6 +59,13 @@ const (
 // plan; its options are retry, it ran, stop.
 const InDoubt plan.StopType = "in_doubt"
 
+// AskTypes is every type of ask the engine opens: the plan's stopping
+// points, external runs' gates and in-doubt asks. Whoever judges
+// decisions must know each (the control plane refuses a type it does not).
+func AskTypes() []plan.StopType {
+	return []plan.StopType{plan.StopMenu, plan.StopChoice, plan.StopText, Gate, InDoubt}
+}
+
 // In-doubt ask options.
 const (
 	DoubtRetry = "1" // run it again, knowing it may run twice
@@ -148,6 +155,20 @@ type StepRun struct {
 // approval, with the requester as the actor.
 const GrantStart = "start"
 
+// JournalApprovalConsumed is the journal kind recording that an approval
+// (a gate's, or a decided in-doubt retry) was used by a dispatch.
+const JournalApprovalConsumed = "approval.consumed"
+
+// AttemptAuthorized is the one rule for what authorizes an attempt of a
+// side-effecting step dispatched under grant (StepRun.Grant): the start,
+// for a `without asking` step, or an approval consumed before it — a
+// gate's, or an in-doubt ask answered "retry" by someone with authority.
+// The engine records consumption under JournalApprovalConsumed; the
+// audit replays the journal through this function.
+func AttemptAuthorized(grant string, consumed func(ask string) bool) bool {
+	return grant == GrantStart || (grant != "" && consumed(grant))
+}
+
 // Attempt records one try of a step.
 type Attempt struct {
 	N          int       `json:"n"`
@@ -174,11 +195,15 @@ type AskRun struct {
 	OnExpiry  string        `json:"on_expiry,omitempty"`
 	Options   []plan.Option `json:"options,omitempty"` // labels only
 	Payload   []Payload     `json:"payload,omitempty"` // the governed steps' exact args, fixed when the ask opened
-	Option    string        `json:"option,omitempty"`  // the chosen option id
-	Label     string        `json:"label,omitempty"`   // the chosen option label
-	Text      string        `json:"text,omitempty"`    // a free-text answer
-	Misses    int           `json:"misses,omitempty"`  // consecutive replies that were not answers
-	Decisions []Decision    `json:"decisions,omitempty"`
+	// Also are actions ("server.tool") a gate's requester added to the
+	// gate's own: policy for each must hold too, with the gate's args (a
+	// requester raises the bar, never replaces it).
+	Also      []string   `json:"also,omitempty"`
+	Option    string     `json:"option,omitempty"` // the chosen option id
+	Label     string     `json:"label,omitempty"`  // the chosen option label
+	Text      string     `json:"text,omitempty"`   // a free-text answer
+	Misses    int        `json:"misses,omitempty"` // consecutive replies that were not answers
+	Decisions []Decision `json:"decisions,omitempty"`
 	// Quorum is how many distinct people must approve a gate (0 or 1:
 	// one). Approvers, when set, are the only people the recipe asks.
 	// Votes are the approvals so far, each bound to the payload it saw:

@@ -70,7 +70,9 @@ type Options struct {
 	// Payload is the action's args as a JSON object: what the grant
 	// binds. Empty: the artifacts' digests (grant.ArtifactsPayload).
 	Payload []byte
-	// Action is "server.tool" for policy; empty: "gate.NAME".
+	// Action is a further "server.tool" whose policy must hold too: the
+	// gate is always decided under "gate.NAME", and its grant permits
+	// that (grant.GateAction); Action only raises the bar.
 	Action    string
 	Approvers []string
 	Quorum    int

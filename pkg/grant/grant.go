@@ -21,8 +21,12 @@ import (
 
 // Grant is one permission.
 type Grant struct {
-	RunID         string
-	StepID        string
+	RunID  string
+	StepID string
+	// Action is what the grant permits: "server.tool" of a step, or
+	// "gate.NAME" of a gate. A verifier names the action it is about to
+	// perform, so a grant for one action never authorizes another.
+	Action        string
 	AskID         string // empty for a `without asking` step
 	PayloadDigest string // "sha256:<hex>" of the canonical args
 	Fence         uint64
@@ -38,20 +42,23 @@ var (
 	ErrBadSignature = errors.New("grant signature does not verify")
 	ErrExpired      = errors.New("grant expired")
 	ErrMismatch     = errors.New("grant is for another run, step or fence")
+	ErrAction       = errors.New("grant is for another action")
 	ErrPayload      = errors.New("args differ from the payload the grant approved")
 	ErrReused       = errors.New("grant already used")
 	ErrLedger       = errors.New("cannot tell whether the grant was used")
 )
 
-// message is the signed byte string.
+// message is the signed byte string (v2: v1 with the action after the
+// step; a v1 grant, which bound no action, no longer verifies).
 func (g *Grant) message() []byte {
-	b := []byte("tollgate-grant-v1\x00")
+	b := []byte("tollgate-grant-v2\x00")
 	lp := func(s string) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 		b = append(b, s...)
 	}
 	lp(g.RunID)
 	lp(g.StepID)
+	lp(g.Action)
 	lp(g.AskID)
 	lp(g.PayloadDigest)
 	b = binary.BigEndian.AppendUint64(b, g.Fence)
@@ -80,10 +87,13 @@ func Sign(g *Grant, keyID string, key ed25519.PrivateKey) {
 }
 
 // Lease is what the grant must match: the lease as the verifier received
-// it.
+// it, and the action the verifier is about to perform ("server.tool" of
+// the tool it will call, or "gate.NAME" of the gate that governs it) —
+// what the verifier itself knows, never what the grant says.
 type Lease struct {
 	RunID  string
 	StepID string
+	Action string
 	Fence  uint64
 	Args   []byte
 }
@@ -151,14 +161,15 @@ func NewVerifierWithLedger(keys map[string]ed25519.PublicKey, ledger Ledger) *Ve
 // Key is how a ledger names a grant: its run, step and fence.
 func (g *Grant) Key() string { return fmt.Sprintf("%s\x00%s\x00%d", g.RunID, g.StepID, g.Fence) }
 
-// VerifyPayload accepts g for whatever it names, provided args are the
-// payload it approved: for a service that performs the effect of a gate
-// and holds the args, not a lease. Same checks and ledger as Verify.
-func (v *Verifier) VerifyPayload(g *Grant, args []byte, now time.Time) error {
+// VerifyPayload accepts g for whichever run and step it names, provided
+// it permits action and args are the payload it approved: for a service
+// that performs the effect of a gate and holds the args, not a lease.
+// Same checks and ledger as Verify.
+func (v *Verifier) VerifyPayload(g *Grant, action string, args []byte, now time.Time) error {
 	if g == nil {
 		return ErrMissing
 	}
-	return v.Verify(g, Lease{RunID: g.RunID, StepID: g.StepID, Fence: g.Fence, Args: args}, now)
+	return v.Verify(g, Lease{RunID: g.RunID, StepID: g.StepID, Action: action, Fence: g.Fence, Args: args}, now)
 }
 
 // ArtifactsPayload is the payload a gate binds when it names no action
@@ -171,6 +182,10 @@ func ArtifactsPayload(digests map[string]string) []byte {
 	}
 	return plan.AppendCanonical(nil, map[string]any{"artifacts": m})
 }
+
+// GateAction is the action a gate is decided under and its grant
+// permits: "gate." + its name (policy names it like any action).
+func GateAction(gate string) string { return "gate." + gate }
 
 // ContentDigest is "sha256:<hex>" of bytes (an artifact's content).
 func ContentDigest(b []byte) string {
@@ -197,6 +212,9 @@ func (v *Verifier) Verify(g *Grant, lease Lease, now time.Time) error {
 	}
 	if g.RunID != lease.RunID || g.StepID != lease.StepID || g.Fence != lease.Fence {
 		return fmt.Errorf("%w: grant %s/%s@%d, lease %s/%s@%d", ErrMismatch, g.RunID, g.StepID, g.Fence, lease.RunID, lease.StepID, lease.Fence)
+	}
+	if lease.Action == "" || g.Action != lease.Action {
+		return fmt.Errorf("%w: the grant permits %q, not %q", ErrAction, g.Action, lease.Action)
 	}
 	d, err := PayloadDigest(lease.Args)
 	if err != nil || d != g.PayloadDigest {

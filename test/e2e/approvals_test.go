@@ -64,6 +64,7 @@ func TestVendorPaymentEndToEnd(t *testing.T) {
 		t.Fatalf("pay ran once, amended, to the new account:\n%s", b)
 	}
 	_ = r
+	auditClean(t, c.plane, "dave", id)
 }
 
 // approvectl watch shows the inbox live, one JSON object per line.

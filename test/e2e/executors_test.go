@@ -65,6 +65,9 @@ type clusterSpec struct {
 	planeArgs    []string
 	testCatalog  string
 	start, later []string
+	// markFloor is test.mark's p2 row (default: quorum 1, separate from
+	// nobody).
+	markFloor string
 }
 
 func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
@@ -72,6 +75,9 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	planeArgs, executors := spec.planeArgs, spec.start
 	if spec.testCatalog == "" {
 		spec.testCatalog = testCatalog
+	}
+	if spec.markFloor == "" {
+		spec.markFloor = "p2, acme, test.mark, 1, none, -\n"
 	}
 	redis := redistest.Start(t)
 	home := t.TempDir()
@@ -82,10 +88,10 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	jwtKey := filepath.Join(home, "dev.pem")
 	os.WriteFile(jwtKey, pub, 0o644)
 	// The example policy, and members may mark (the test server's side
-	// effect) without asking.
+	// effect), by default without asking.
 	pol, _ := os.ReadFile(examplePolicy(t))
 	policy := filepath.Join(home, "policy.csv")
-	os.WriteFile(policy, append(pol, "p,  role:member, acme, test.mark, -\np2, acme, test.mark, 1, none, -\n"...), 0o644)
+	os.WriteFile(policy, append(pol, "p,  role:member, acme, test.mark, -\n"+spec.markFloor...), 0o644)
 	cat, _ := os.ReadFile("../../examples/catalog.yaml")
 	catalog := filepath.Join(home, "catalog.yaml")
 	os.WriteFile(catalog, append(cat, spec.testCatalog...), 0o644)
@@ -212,6 +218,7 @@ func TestTwoExecutorsOnRedis(t *testing.T) {
 	if _, other, attempts := stepOf(r, "s"); attempts != 2 || other == holder {
 		t.Fatalf("re-leased to the other executor with fence 2: %s after %s, %d attempts", other, holder, attempts)
 	}
+	auditClean(t, c.plane, "alice")
 }
 
 // killAfterStart starts a side-effecting step, kills its executor with
@@ -262,6 +269,7 @@ func TestKilledExecutorAfterStartIsInDoubt(t *testing.T) {
 	if n := c.mark("effect"); n != 1 {
 		t.Fatalf("the marker count stays 1, got %d", n)
 	}
+	auditClean(t, c.plane, "alice", id)
 }
 
 // "retry" on an in-doubt step is a person's decision to run the effect
@@ -288,6 +296,8 @@ func TestInDoubtRetryRunsAgainOnce(t *testing.T) {
 	if n := c.mark("effect"); n != 2 {
 		t.Fatalf("retry ran the effect once more: marker %d, want 2", n)
 	}
+	// Item 6: the decided retry is the approval of the second attempt.
+	auditClean(t, c.plane, "alice", id)
 }
 
 // mark reads a counter of the test MCP server's file.
@@ -331,4 +341,5 @@ func TestStoppedExecutorsLateResultIsRefused(t *testing.T) {
 	if before != after {
 		t.Fatalf("a late result changed the run:\n%s\n---\n%s", before, after)
 	}
+	auditClean(t, c.plane, "alice", id)
 }

@@ -210,9 +210,7 @@ func TestScriptWithFourGates(t *testing.T) {
 			t.Fatalf("gate %s decisions: %+v", a.AskID, a.Decisions)
 		}
 	}
-	if res := p.ctl(t, "", "--as", "bob", "audit", "--run", run); res.code != 0 {
-		t.Fatalf("journal audit: %d\n%s%s", res.code, res.stdout, res.stderr)
-	}
+	auditClean(t, p, "bob", run)
 	for _, step := range []string{"extract", "adjudicate", "fix-plan", "commit"} {
 		if n := count(t, filepath.Join(work, step+".log")); n != 1 {
 			t.Fatalf("%s ran %d times", step, n)
@@ -222,7 +220,7 @@ func TestScriptWithFourGates(t *testing.T) {
 	// The service that pushes the commit checks the grant.
 	key := filepath.Join(p.home, "dev", "grant.pub")
 	verify := func(artifact string) result {
-		return p.ctl(t, "", "grant", "verify", "--grant", filepath.Join(work, "grant.json"), "--key", key, "--artifact", artifact,
+		return p.ctl(t, "", "grant", "verify", "--grant", filepath.Join(work, "grant.json"), "--key", key, "--action", "gate.commit", "--artifact", artifact,
 			"--ledger", filepath.Join(work, "ledger.json"))
 	}
 	other := filepath.Join(t.TempDir(), "commit.diff")
@@ -238,6 +236,7 @@ func TestScriptWithFourGates(t *testing.T) {
 	if res := verify(filepath.Join(work, "commit.diff")); res.code != 1 || !strings.Contains(res.stderr, "already used") {
 		t.Fatalf("a replayed grant: %d %s", res.code, res.stderr)
 	}
+	auditClean(t, p, "bob", run)
 }
 
 // Rejecting the third gate ends the script with the rejected code and the
@@ -274,6 +273,7 @@ func TestScriptGateRejected(t *testing.T) {
 	if n := count(t, filepath.Join(work, "commit.log")); n != 0 {
 		t.Fatalf("commit ran %d times after the rejection", n)
 	}
+	auditClean(t, p, "bob", run)
 }
 
 // A gate nobody decides in time ends the script with the expired code and

@@ -34,7 +34,7 @@ func grantFiles(t *testing.T, dir, run string) (grantPath, keyPath, artifact str
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &grant.Grant{RunID: run, StepID: "commit", AskID: "commit", PayloadDigest: d, ExpiresAt: time.Now().Add(10 * time.Minute)}
+	g := &grant.Grant{RunID: run, StepID: "commit", Action: "gate.commit", AskID: "commit", PayloadDigest: d, ExpiresAt: time.Now().Add(10 * time.Minute)}
 	grant.Sign(g, "grant", priv)
 	b, err := protojson.Marshal(grantpb.ToProto(g))
 	if err != nil {

@@ -1273,8 +1273,12 @@ type AnswerRequest struct {
 	// ask's payload has changed since, a selection is refused with
 	// FAILED_PRECONDITION. Surfaces should always send it.
 	ExpectedPayloadDigest string `protobuf:"bytes,3,opt,name=expected_payload_digest,json=expectedPayloadDigest,proto3" json:"expected_payload_digest,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Evidence digest of the packet the surface showed (Ask.evidence_digest).
+	// Required when the text selects an approving option of an ask that has
+	// evidence; must match, else FAILED_PRECONDITION.
+	ExpectedEvidenceDigest string `protobuf:"bytes,4,opt,name=expected_evidence_digest,json=expectedEvidenceDigest,proto3" json:"expected_evidence_digest,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *AnswerRequest) Reset() {
@@ -1324,6 +1328,13 @@ func (x *AnswerRequest) GetText() string {
 func (x *AnswerRequest) GetExpectedPayloadDigest() string {
 	if x != nil {
 		return x.ExpectedPayloadDigest
+	}
+	return ""
+}
+
+func (x *AnswerRequest) GetExpectedEvidenceDigest() string {
+	if x != nil {
+		return x.ExpectedEvidenceDigest
 	}
 	return ""
 }
@@ -2004,11 +2015,12 @@ const file_tollgate_v1_approval_service_proto_rawDesc = "" +
 	"\x0eDecideResponse\x121\n" +
 	"\bdecision\x18\x01 \x01(\v2\x15.tollgate.v1.DecisionR\bdecision\x12\"\n" +
 	"\x03ask\x18\x02 \x01(\v2\x10.tollgate.v1.AskR\x03ask\x122\n" +
-	"\trun_state\x18\x03 \x01(\x0e2\x15.tollgate.v1.RunStateR\brunState\"r\n" +
+	"\trun_state\x18\x03 \x01(\x0e2\x15.tollgate.v1.RunStateR\brunState\"\xac\x01\n" +
 	"\rAnswerRequest\x12\x15\n" +
 	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x126\n" +
-	"\x17expected_payload_digest\x18\x03 \x01(\tR\x15expectedPayloadDigest\"\xc7\x02\n" +
+	"\x17expected_payload_digest\x18\x03 \x01(\tR\x15expectedPayloadDigest\x128\n" +
+	"\x18expected_evidence_digest\x18\x04 \x01(\tR\x16expectedEvidenceDigest\"\xc7\x02\n" +
 	"\x0eAnswerResponse\x12+\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x17.tollgate.v1.AnswerKindR\x04kind\x12#\n" +
 	"\rresponse_text\x18\x02 \x01(\tR\fresponseText\x12,\n" +

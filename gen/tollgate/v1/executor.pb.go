@@ -106,7 +106,8 @@ const (
 	RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY RefusalReason = 3
 	// The grant's expires_at has passed.
 	RefusalReason_REFUSAL_REASON_GRANT_EXPIRED RefusalReason = 4
-	// The grant's run id, step id or fence differs from the lease's.
+	// The grant's run id, step id or fence differs from the lease's, or its
+	// action from the lease's server "." tool.
 	RefusalReason_REFUSAL_REASON_GRANT_MISMATCH RefusalReason = 5
 	// The SHA-256 of the lease's canonical args differs from the grant's
 	// payload digest.
@@ -1708,13 +1709,14 @@ func (x *Lease) GetGrant() *Grant {
 }
 
 // Grant is the control plane's signed permission to run one side-effecting
-// step once, with one exact payload, under one fence (I1, I2, I6).
+// step (or act on one approved gate) once, for one action, with one exact
+// payload, under one fence (I1, I2, I6).
 //
 // The signature is Ed25519 (RFC 8032, pure, 64 bytes) over this byte string,
 // built from the other fields (never from the protobuf encoding):
 //
-//	"tollgate-grant-v1" 0x00
-//	|| lp(run_id) || lp(step_id) || lp(ask_id) || lp(payload_digest)
+//	"tollgate-grant-v2" 0x00
+//	|| lp(run_id) || lp(step_id) || lp(action) || lp(ask_id) || lp(payload_digest)
 //	|| u64be(fence)
 //	|| i64be(expires_at.seconds) || u32be(expires_at.nanos)
 //	|| lp(key_id)
@@ -1723,8 +1725,12 @@ func (x *Lease) GetGrant() *Grant {
 // u64be / i64be are big-endian fixed-width integers (i64be is two's
 // complement). An unset expires_at is invalid.
 //
-// The executor accepts a grant only if: key_id names a configured public key
+// (v1, without action, is no longer accepted.)
+//
+// A verifier accepts a grant only if: key_id names a configured public key
 // and the signature verifies; run_id, step_id and fence equal the lease's;
+// action equals the action the verifier is about to perform (the executor:
+// the lease's server "." tool; a service acting on a gate: "gate." NAME);
 // payload_digest equals "sha256:" + hex SHA-256 of the lease's args_json
 // (re-canonicalized); expires_at is in the future; and it has not used a grant
 // with the same (run_id, step_id, fence) before. Otherwise it sends a Result
@@ -1735,6 +1741,9 @@ type Grant struct {
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Step id.
 	StepId string `protobuf:"bytes,2,opt,name=step_id,json=stepId,proto3" json:"step_id,omitempty"`
+	// The action permitted: "server.tool" of the step, or "gate.NAME" of an
+	// approved gate.
+	Action string `protobuf:"bytes,9,opt,name=action,proto3" json:"action,omitempty"`
 	// Ask whose consumed approval this grant carries; for a `without asking`
 	// step, empty (the starter's approval is recorded on the run).
 	AskId string `protobuf:"bytes,3,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
@@ -1793,6 +1802,13 @@ func (x *Grant) GetRunId() string {
 func (x *Grant) GetStepId() string {
 	if x != nil {
 		return x.StepId
+	}
+	return ""
+}
+
+func (x *Grant) GetAction() string {
+	if x != nil {
+		return x.Action
 	}
 	return ""
 }
@@ -2246,10 +2262,11 @@ const file_tollgate_v1_executor_proto_rawDesc = "" +
 	"tracestate\x18\x10 \x01(\tR\n" +
 	"tracestate\x12'\n" +
 	"\x0fidempotency_key\x18\x11 \x01(\tR\x0eidempotencyKey\x12(\n" +
-	"\x05grant\x18\x12 \x01(\v2\x12.tollgate.v1.GrantR\x05grant\"\xfb\x01\n" +
+	"\x05grant\x18\x12 \x01(\v2\x12.tollgate.v1.GrantR\x05grant\"\x93\x02\n" +
 	"\x05Grant\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
-	"\astep_id\x18\x02 \x01(\tR\x06stepId\x12\x15\n" +
+	"\astep_id\x18\x02 \x01(\tR\x06stepId\x12\x16\n" +
+	"\x06action\x18\t \x01(\tR\x06action\x12\x15\n" +
 	"\x06ask_id\x18\x03 \x01(\tR\x05askId\x12%\n" +
 	"\x0epayload_digest\x18\x04 \x01(\tR\rpayloadDigest\x12\x14\n" +
 	"\x05fence\x18\x05 \x01(\x04R\x05fence\x129\n" +

@@ -108,7 +108,10 @@ type OpenGateRequest struct {
 	// The action's args as a JSON object: what the grant binds. Empty: the
 	// artifacts, as {"artifacts": {NAME: DIGEST, …}}.
 	PayloadJson string `protobuf:"bytes,7,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
-	// The action type policy routes on, "server.tool"; empty: "gate.GATE".
+	// A further action type, "server.tool", whose policy must hold too. The
+	// gate is always decided under "gate.GATE" (policy must name it, else
+	// FAILED_PRECONDITION); this only raises the bar, never replaces it. The
+	// grant permits "gate.GATE".
 	Action string `protobuf:"bytes,8,opt,name=action,proto3" json:"action,omitempty"`
 	// Who may decide: role names and people. The first name that is a role
 	// of the action's policy rules is the audience; the others narrow it.

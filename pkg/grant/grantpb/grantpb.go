@@ -15,7 +15,7 @@ func ToProto(g *grant.Grant) *tollgatev1.Grant {
 	if g == nil {
 		return nil
 	}
-	return &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
+	return &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, Action: g.Action, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
 		ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
 }
 
@@ -25,6 +25,6 @@ func FromProto(pg *tollgatev1.Grant) *grant.Grant {
 	if pg == nil {
 		return nil
 	}
-	return &grant.Grant{RunID: pg.GetRunId(), StepID: pg.GetStepId(), AskID: pg.GetAskId(), PayloadDigest: pg.GetPayloadDigest(),
+	return &grant.Grant{RunID: pg.GetRunId(), StepID: pg.GetStepId(), Action: pg.GetAction(), AskID: pg.GetAskId(), PayloadDigest: pg.GetPayloadDigest(),
 		Fence: pg.GetFence(), ExpiresAt: pg.GetExpiresAt().AsTime(), KeyID: pg.GetKeyId(), Signature: pg.GetSignature()}
 }
