@@ -71,9 +71,7 @@ func TestExecutorRefusalBeforeAckFailsTheStep(t *testing.T) {
 			}})
 	}()
 	runs, id := approvedSideEffect(t, w, ctx)
-	r := waitRun(t, runs, id, func(r *tollgatev1.Run) bool {
-		return r.GetState() != tollgatev1.RunState_RUN_STATE_RUNNING && r.GetState() != tollgatev1.RunState_RUN_STATE_PARKED
-	})
+	r := waitRun(t, runs, id, func(r *tollgatev1.Run) bool { return terminal(r.GetState()) })
 	if r.GetState() != tollgatev1.RunState_RUN_STATE_FAILED {
 		t.Fatalf("run %v (%s), want failed", r.GetState(), r.GetStateReason())
 	}
@@ -85,8 +83,8 @@ func TestExecutorRefusalBeforeAckFailsTheStep(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(why, "executor") || !strings.Contains(why, grant.ErrUnknownKey.Error()) {
-		t.Fatalf("step w fails with %q, want the executor's refusal (%q)", why, grant.ErrUnknownKey)
+	if !strings.Contains(why, "executor edge-x refused") || !strings.Contains(why, grant.ErrBadSignature.Error()) {
+		t.Fatalf("step w fails with %q, want the executor's refusal (%q)", why, grant.ErrBadSignature)
 	}
 	if n := w.tools.Count("notes.store"); n != 0 {
 		t.Fatalf("the refused effect ran %d times", n)
@@ -110,9 +108,7 @@ func TestLeaseAckStoreBlipRunsSideEffectOnce(t *testing.T) {
 			defer cancel()
 			w.executor(t, ctx, "edge-1")
 			runs, id := approvedSideEffect(t, w, ctx)
-			r := waitRun(t, runs, id, func(r *tollgatev1.Run) bool {
-				return r.GetState() != tollgatev1.RunState_RUN_STATE_RUNNING && r.GetState() != tollgatev1.RunState_RUN_STATE_PARKED
-			})
+			r := waitRun(t, runs, id, func(r *tollgatev1.Run) bool { return terminal(r.GetState()) })
 			if !st.fired.Load() {
 				t.Fatal("the store never failed the lease's commit: the test tested nothing")
 			}
