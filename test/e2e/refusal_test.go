@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -121,4 +125,35 @@ func TestLeaseAckStoreBlipRunsSideEffectOnce(t *testing.T) {
 			auditRun(t, w, ctx, id)
 		})
 	}
+}
+
+// Review finding 3a with real processes: an executor binary configured
+// with a grant key that is not the control plane's (the operator copied
+// the wrong grant.pub) is leased an approved side effect. It refuses it
+// before acking; the control plane records the refusal, the step fails
+// with the executor's reason, the run ends failed, the mark never runs,
+// and the audit is clean.
+func TestExecutorWrongGrantKeyProcessFailsTheStep(t *testing.T) {
+	c := newClusterSpec(t, clusterSpec{later: []string{"edge-bad"}})
+	other, _, _ := ed25519.GenerateKey(rand.Reader)
+	der, err := x509.MarshalPKIXPublicKey(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// startExecutor configures the executor with the key in grant.pub,
+	// read once when it starts; the control plane signs with grant.key,
+	// loaded already.
+	if err := os.WriteFile(filepath.Join(c.home, "grant.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.startExecutor("edge-bad", os.Stderr)
+	id := c.start("m: test.mark {\"name\": \"refused\"} without asking\n")
+	c.until(id, "failed", func(r runOut) bool { return r.State == "failed" })
+	if why := c.stepErrors(id)["m"]; !strings.Contains(why, "executor edge-bad refused") || !strings.Contains(why, grant.ErrBadSignature.Error()) {
+		t.Fatalf("step m fails with %q, want the executor's refusal (%q)", why, grant.ErrBadSignature)
+	}
+	if n := c.mark("refused"); n != 0 {
+		t.Fatalf("the refused effect ran %d times", n)
+	}
+	c.audit()
 }
