@@ -358,3 +358,21 @@ func TestItem7_StandingApprovalsAreNotListedToStrangers(t *testing.T) {
 		}
 	}
 }
+
+// A principal whose name is the requester placeholder (`me`) or a role's
+// name is not the ask's audience: names are compared with people, roles
+// are held (the review found a token for "me" reading every `ask me` run).
+func TestItem7_NamesThatLookLikeAudiencesSeeNothing(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	for _, skill := range []string{"graph-ask-demo", "vendor-payment"} {
+		r := e.start("alice", skill)
+		for _, who := range []string{"me", "member", "finance", "finance-100k", "requester"} {
+			if _, err := e.runs(who).GetRun(bg, &tollgatev1.GetRunRequest{RunId: r.GetId()}); status.Code(err) != codes.NotFound {
+				t.Errorf("%s: a principal named %q reads the run: %v", skill, who, err)
+			}
+			if _, err := e.approvals(who).GetAsk(bg, &tollgatev1.GetAskRequest{AskId: r.GetId() + "/ask_1"}); status.Code(err) != codes.NotFound {
+				t.Errorf("%s: a principal named %q reads ask_1: %v", skill, who, err)
+			}
+		}
+	}
+}
