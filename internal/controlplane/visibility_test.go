@@ -120,7 +120,8 @@ type readCall struct {
 	mutates bool
 	// lists: a list call; a run not visible is left out, never refused.
 	// inbox: a list of what the caller may decide, which need not hold
-	// every run they may see.
+	// every run they may see; so is an audit of "every run" by someone
+	// who is no auditor (it covers the runs they requested).
 	lists, inbox bool
 	call         func(w *visWorld, who, run, ask string) (listed bool, err error)
 }
@@ -189,7 +190,7 @@ func readCalls() []readCall {
 			_, err := w.e.audit(who).VerifyJournal(ctx, &tollgatev1.VerifyJournalRequest{RunId: run})
 			return false, err
 		}},
-		{name: "VerifyJournal(all)", lists: true, call: func(w *visWorld, who, run, _ string) (bool, error) {
+		{name: "VerifyJournal(all)", lists: true, inbox: true, call: func(w *visWorld, who, run, _ string) (bool, error) {
 			resp, err := w.e.audit(who).VerifyJournal(ctx, &tollgatev1.VerifyJournalRequest{})
 			return slices.ContainsFunc(resp.GetResults(), func(r *tollgatev1.JournalVerification) bool { return r.GetRunId() == run }), err
 		}},
@@ -315,6 +316,18 @@ func TestItem7_ListsPageOverVisibleRunsOnly(t *testing.T) {
 	inv, err := w.e.audit("mallory").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{})
 	if err != nil || inv.GetRunsChecked() != 0 || len(inv.GetViolations()) != 0 {
 		t.Fatalf("a stranger's audit covers no run and counts none: %v %v", inv, err)
+	}
+	// Without a run id, anyone but an auditor or operator audits the runs
+	// they requested: the store's requester index, not a walk of every
+	// run to find the few they may see.
+	for who, want := range map[string]uint64{"alice": 3, "dave": 0} {
+		inv, err := w.e.audit(who).CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{})
+		if err != nil || inv.GetRunsChecked() != want {
+			t.Fatalf("%s's audit of every run checks %d runs (%v), want %d", who, inv.GetRunsChecked(), err, want)
+		}
+	}
+	if inv, err := w.e.audit("dave").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{RunId: w.paid}); err != nil || inv.GetRunsChecked() != 1 {
+		t.Fatalf("dave audits the run he decided, by its id: %v %v", inv, err)
 	}
 	inv, err = w.e.audit("audrey").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{})
 	if err != nil || inv.GetRunsChecked() != 3 {
