@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -79,14 +80,7 @@ func TestExecutorRefusalBeforeAckFailsTheStep(t *testing.T) {
 	if r.GetState() != tollgatev1.RunState_RUN_STATE_FAILED {
 		t.Fatalf("run %v (%s), want failed", r.GetState(), r.GetStateReason())
 	}
-	var why string
-	for _, s := range r.GetSteps() {
-		if s.GetStepId() == "w" {
-			for _, a := range s.GetAttempts() {
-				why += a.GetError().GetMessage()
-			}
-		}
-	}
+	why := stepMessages(r, "w")
 	if !strings.Contains(why, "executor edge-x refused") || !strings.Contains(why, grant.ErrBadSignature.Error()) {
 		t.Fatalf("step w fails with %q, want the executor's refusal (%q)", why, grant.ErrBadSignature)
 	}
@@ -156,4 +150,114 @@ func TestExecutorWrongGrantKeyProcessFailsTheStep(t *testing.T) {
 		t.Fatalf("the refused effect ran %d times", n)
 	}
 	c.audit()
+}
+
+// Review finding 3a, as a hostile (or broken) executor plays it over its
+// own stream: it is leased an approved side effect, sends a Start with no
+// Ack before it, then a refusal, then an Ack. The Start is answered not
+// durable (nothing may run) instead of waiting for an ack that never came;
+// the refusal is recorded (the step fails with it, the run ends) and
+// answered with ResultAck; the late Ack records nothing.
+func TestExecutorStartWithoutAckIsNotDurableAndRefusalEndsTheRun(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	w := newWorld(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := tollgatev1.NewExecutorServiceClient(w.execConn(t, "edge-h")).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := make(chan *tollgatev1.ControlMessage, 64)
+	go func() {
+		defer close(down)
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			down <- m
+		}
+	}()
+	next := func(what string, pick func(*tollgatev1.ControlMessage) bool) *tollgatev1.ControlMessage {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case m, ok := <-down:
+				if !ok {
+					t.Fatalf("the stream ended before %s", what)
+				}
+				if pick(m) {
+					return m
+				}
+			case <-timeout:
+				t.Fatalf("no %s within 10s", what)
+			}
+		}
+	}
+	send := func(m *tollgatev1.ExecutorMessage) {
+		t.Helper()
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Hello{Hello: &tollgatev1.Hello{ExecutorId: "edge-h", CapacityCredits: 4,
+		Tools: []*tollgatev1.Tool{{Server: "notes", Tool: "store", Annotations: &tollgatev1.ToolAnnotations{}}}}}})
+	next("welcome", func(m *tollgatev1.ControlMessage) bool { return m.GetWelcome() != nil })
+
+	runs := tollgatev1.NewRunServiceClient(w.conn(t, "alice"))
+	resp, err := runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: "ask me:\n  go?\nw: notes.store {\"text\": \"once\"}\n"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetRun().GetId()
+	waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_PARKED))
+	if _, err := tollgatev1.NewApprovalServiceClient(w.conn(t, "alice")).Decide(ctx, &tollgatev1.DecideRequest{AskId: id + "/ask_1",
+		Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); err != nil {
+		t.Fatal(err)
+	}
+	l := next("lease", func(m *tollgatev1.ControlMessage) bool { return m.GetLease() != nil }).GetLease()
+	ref := func(lid string, fence uint64) bool { return lid == l.GetLeaseId() && fence == l.GetFence() }
+
+	send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Start{Start: &tollgatev1.Start{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}})
+	sa := next("answer to a Start sent without an Ack", func(m *tollgatev1.ControlMessage) bool {
+		return m.GetStartAck() != nil && ref(m.GetStartAck().GetLeaseId(), m.GetStartAck().GetFence())
+	}).GetStartAck()
+	if sa.GetDurable() {
+		t.Fatal("a Start with no Ack before it was answered durable: the side effect may run")
+	}
+
+	send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: &tollgatev1.Result{LeaseId: l.GetLeaseId(), Fence: l.GetFence(),
+		Outcome: &tollgatev1.Result_Refusal{Refusal: &tollgatev1.Refusal{Reason: tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_BAD_SIGNATURE, Message: "no thanks"}}}}})
+	next("ResultAck of the refusal", func(m *tollgatev1.ControlMessage) bool {
+		return m.GetResultAck() != nil && ref(m.GetResultAck().GetLeaseId(), m.GetResultAck().GetFence())
+	})
+	send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Ack{Ack: &tollgatev1.Ack{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}})
+
+	r := waitRun(t, runs, id, func(r *tollgatev1.Run) bool { return terminal(r.GetState()) })
+	if r.GetState() != tollgatev1.RunState_RUN_STATE_FAILED || !strings.Contains(r.GetStateReason()+stepMessages(r, "w"), "executor edge-h refused the lease before starting it: no thanks") {
+		t.Fatalf("run %v (%s; w: %s), want failed with the refusal", r.GetState(), r.GetStateReason(), stepMessages(r, "w"))
+	}
+	if n := w.tools.Count("notes.store"); n != 0 {
+		t.Fatalf("the effect ran %d times", n)
+	}
+	auditRun(t, w, ctx, id)
+	_ = stream.CloseSend()
+	cancel()
+	for range down {
+	}
+}
+
+// stepMessages joins the errors of step's attempts.
+func stepMessages(r *tollgatev1.Run, step string) string {
+	var why string
+	for _, s := range r.GetSteps() {
+		if s.GetStepId() == step {
+			for _, a := range s.GetAttempts() {
+				why += a.GetError().GetMessage()
+			}
+		}
+	}
+	return why
 }
