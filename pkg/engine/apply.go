@@ -252,6 +252,9 @@ func (t *tx) decide(e Decide, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	if a.Type == InDoubt {
 		opt := e.Option
 		if e.Reject {
@@ -319,6 +322,9 @@ func (t *tx) amend(e Amend, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	var bound *plan.AmendBound
 	var allowed []string
 	for i, b := range a.Amend {
@@ -371,6 +377,9 @@ func (t *tx) amend(e Amend, expired bool) error {
 func (t *tx) requestEvidence(e RequestEvidence, expired bool) error {
 	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
 	if err != nil {
+		return err
+	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
 		return err
 	}
 	if a.Type != plan.StopMenu {
@@ -428,6 +437,9 @@ func (t *tx) delegate(e Delegate, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	if e.To == "" || e.To == e.Actor {
 		return fmt.Errorf("%w: delegate to whom?", ErrWrongTransition)
 	}
@@ -461,6 +473,9 @@ func (t *tx) revoke(e Revoke, expired bool) error {
 	} else if a.State != AskPending {
 		return fmt.Errorf("%w: %q is %s", ErrAlreadyDecided, a.Title, a.State)
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	by := e.By
 	if by == "" {
 		by = e.Actor
@@ -479,6 +494,9 @@ func (t *tx) revoke(e Revoke, expired bool) error {
 func (t *tx) answer(e Answer, expired bool) error {
 	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
 	if err != nil {
+		return err
+	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
 		return err
 	}
 	r := a.Reply(e.Text, e.Literal)
