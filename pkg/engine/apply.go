@@ -496,10 +496,14 @@ func (t *tx) answer(e Answer, expired bool) error {
 	if err != nil {
 		return err
 	}
-	if err := a.StillAsJudged(e.Judged); err != nil {
-		return err
-	}
 	r := a.Reply(e.Text, e.Literal)
+	// A reply that selects is a decision, judged on the ask as read; one
+	// that re-shows the menu or drops the run is the same on any ask.
+	if r.Kind == answer.Selected {
+		if err := a.StillAsJudged(e.Judged); err != nil {
+			return err
+		}
+	}
 	if r.Kind == answer.Dropped && e.Actor != t.run.Requester {
 		return fmt.Errorf("%w: only the requester (%s) can drop the run; reject the ask instead", ErrForbidden, t.run.Requester)
 	}
