@@ -252,6 +252,9 @@ func (t *tx) decide(e Decide, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	if a.Type == InDoubt {
 		opt := e.Option
 		if e.Reject {
@@ -319,6 +322,9 @@ func (t *tx) amend(e Amend, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	var bound *plan.AmendBound
 	var allowed []string
 	for i, b := range a.Amend {
@@ -371,6 +377,9 @@ func (t *tx) amend(e Amend, expired bool) error {
 func (t *tx) requestEvidence(e RequestEvidence, expired bool) error {
 	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
 	if err != nil {
+		return err
+	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
 		return err
 	}
 	if a.Type != plan.StopMenu {
@@ -428,6 +437,9 @@ func (t *tx) delegate(e Delegate, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	if e.To == "" || e.To == e.Actor {
 		return fmt.Errorf("%w: delegate to whom?", ErrWrongTransition)
 	}
@@ -461,6 +473,9 @@ func (t *tx) revoke(e Revoke, expired bool) error {
 	} else if a.State != AskPending {
 		return fmt.Errorf("%w: %q is %s", ErrAlreadyDecided, a.Title, a.State)
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	by := e.By
 	if by == "" {
 		by = e.Actor
@@ -482,6 +497,13 @@ func (t *tx) answer(e Answer, expired bool) error {
 		return err
 	}
 	r := a.Reply(e.Text, e.Literal)
+	// A reply that selects is a decision, judged on the ask as read; one
+	// that re-shows the menu or drops the run is the same on any ask.
+	if r.Kind == answer.Selected {
+		if err := a.StillAsJudged(e.Judged); err != nil {
+			return err
+		}
+	}
 	if r.Kind == answer.Dropped && e.Actor != t.run.Requester {
 		return fmt.Errorf("%w: only the requester (%s) can drop the run; reject the ask instead", ErrForbidden, t.run.Requester)
 	}
