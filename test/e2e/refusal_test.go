@@ -32,7 +32,7 @@ func approvedSideEffect(t *testing.T, w *world, ctx context.Context) (tollgatev1
 	id := resp.GetRun().GetId()
 	waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_PARKED))
 	approvals := tollgatev1.NewApprovalServiceClient(w.conn(t, "alice"))
-	if _, err := approvals.Decide(ctx, &tollgatev1.DecideRequest{AskId: id + "/ask_1", Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); err != nil {
+	if err := approveAsShown(t, ctx, approvals, id+"/ask_1"); err != nil {
 		t.Fatal(err)
 	}
 	return runs, id
@@ -213,8 +213,7 @@ func TestExecutorStartWithoutAckIsNotDurableAndRefusalEndsTheRun(t *testing.T) {
 	}
 	id := resp.GetRun().GetId()
 	waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_PARKED))
-	if _, err := tollgatev1.NewApprovalServiceClient(w.conn(t, "alice")).Decide(ctx, &tollgatev1.DecideRequest{AskId: id + "/ask_1",
-		Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); err != nil {
+	if err := approveAsShown(t, ctx, tollgatev1.NewApprovalServiceClient(w.conn(t, "alice")), id+"/ask_1"); err != nil {
 		t.Fatal(err)
 	}
 	l := next("lease", func(m *tollgatev1.ControlMessage) bool { return m.GetLease() != nil }).GetLease()
