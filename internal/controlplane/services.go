@@ -354,6 +354,10 @@ type authority struct {
 	why       string
 	policy    string
 	delegated bool
+	// quorum is the quorum policy sets now for the ask's actions (0 when
+	// policy was not asked): the decision carries it and the engine counts
+	// toward it (I9: policy wins, even raised after the ask opened).
+	quorum int
 }
 
 // matter is the policy's view of one governed action: its type, and the
@@ -603,7 +607,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, err
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, At: now}
 		}
 	case *tollgatev1.DecideRequest_Reject:
 		build = func(now time.Time) engine.Event {
@@ -693,7 +697,7 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 		}
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, At: now}
+		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, At: now}
 	})
 	if err != nil {
 		return nil, err

@@ -55,7 +55,7 @@ func (s *Services) approveException(ctx context.Context, who string, run *engine
 	}
 	why := fmt.Sprintf("%s; and granted standing approval %s (%s) until %s", auth.why, x.ID, x.Scope, x.Until.Format(time.RFC3339))
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.GetReason(), Why: why, Policy: auth.policy, At: now}
+		return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.GetReason(), Why: why, Policy: auth.policy, Quorum: auth.quorum, At: now}
 	})
 	if err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID str
 		}
 		why := fmt.Sprintf("automatically, by standing approval %s (%s) granted by %s until %s; %s", x.ID, x.Scope, x.GrantedBy, x.Until.Format(time.RFC3339), auth.why)
 		_, err = s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: auth.policy, At: now}
+			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: auth.policy, Quorum: auth.quorum, At: now}
 		})
 		if err != nil && !errors.Is(err, engine.ErrAlreadyDecided) {
 			s.log().Warn("standing approval not applied", "ask", askID, "exception", x.ID, "error", err)

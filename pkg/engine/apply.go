@@ -252,6 +252,7 @@ func (t *tx) decide(e Decide, expired bool) error {
 	if err != nil {
 		return err
 	}
+	t.raiseQuorum(a, e.Quorum, e.Actor)
 	if a.Type == InDoubt {
 		opt := e.Option
 		if e.Reject {
@@ -481,6 +482,7 @@ func (t *tx) answer(e Answer, expired bool) error {
 	if err != nil {
 		return err
 	}
+	t.raiseQuorum(a, e.Quorum, e.Actor)
 	r := a.Reply(e.Text, e.Literal)
 	if r.Kind == answer.Dropped && e.Actor != t.run.Requester {
 		return fmt.Errorf("%w: only the requester (%s) can drop the run; reject the ask instead", ErrForbidden, t.run.Requester)
@@ -851,6 +853,7 @@ func (t *tx) openDoubt(step string, attempt int) {
 		sum := sha256.Sum256(d.Args)
 		a.Payload = []Payload{{Step: step, Server: st.Server, Tool: st.Tool, Args: d.Args, Digest: "sha256:" + hex.EncodeToString(sum[:])}}
 	}
+	t.floorQuorum(a)
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
 	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "in_doubt": step, "expires_at": a.ExpiresAt})

@@ -24,12 +24,16 @@ type Decide struct {
 	Reason string
 	Why    string
 	Policy string
+	Quorum int // the policy's quorum at decision time (I9); see below
 	At     time.Time
 }
 
 // Decide's Why and Policy, when set, record the authority the control
 // plane checked the actor against at decision time (I9); the engine
-// stores them with the decision.
+// stores them with the decision. Quorum is the quorum that policy sets
+// for the ask's actions now: the engine raises the ask's to it before
+// counting the decision, so a policy that raised the bar after the ask
+// opened is met (never lowered).
 
 // Amend changes an integer field of the ask's governed payloads within the
 // recipe's `amend:` bounds. The payload digest is recomputed and every
@@ -110,6 +114,7 @@ type Answer struct {
 	Literal bool
 	Why     string
 	Policy  string
+	Quorum  int // as Decide.Quorum
 	At      time.Time
 }
 
