@@ -28,8 +28,8 @@ func TestPolicyQuorumIsEnforcedForInDoubtRetry(t *testing.T) {
 		t.Fatalf("bob approves: %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	r := c.until(id, "read", func(runOut) bool { return true })
-	if st, _, _ := stepOf(r, "m"); askState(r, "ask_1") != "pending" || st == "queued" || st == "started" {
-		t.Fatalf("policy quorum 2: bob's approval alone released test.mark: ask %s, step %q", askState(r, "ask_1"), st)
+	if st, _, _ := stepOf(r, "m"); askState(r, id+"/ask_1") != "pending" || st == "queued" || st == "started" {
+		t.Fatalf("policy quorum 2: bob's approval alone released test.mark: ask %s, step %q", askState(r, id+"/ask_1"), st)
 	}
 	if res := c.plane.ctl(t, "", "--as", "carol", "approve", id+"/ask_1"); res.code != 0 {
 		t.Fatalf("carol approves: %d\n%s%s", res.code, res.stdout, res.stderr)
@@ -44,8 +44,8 @@ func TestPolicyQuorumIsEnforcedForInDoubtRetry(t *testing.T) {
 		t.Fatalf("bob retries: %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	r = c.until(id, "read", func(runOut) bool { return true })
-	if st, _, attempts := stepOf(r, "m"); askState(r, "doubt_m_1") != "pending" || st != "in_doubt" || attempts != 1 {
-		t.Fatalf("policy quorum 2: bob's retry alone ran the effect again: ask %s, step %q, attempts %d", askState(r, "doubt_m_1"), st, attempts)
+	if st, _, attempts := stepOf(r, "m"); askState(r, doubt) != "pending" || st != "in_doubt" || attempts != 1 {
+		t.Fatalf("policy quorum 2: bob's retry alone ran the effect again: ask %s, step %q, attempts %d", askState(r, doubt), st, attempts)
 	}
 	if res := c.plane.ctl(t, "", "--as", "carol", "answer", doubt, "retry"); res.code != 0 {
 		t.Fatalf("carol retries: %d\n%s%s", res.code, res.stdout, res.stderr)
