@@ -8,7 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/gates"
 )
@@ -191,5 +195,19 @@ func TestPolicyQuorumIsEnforcedForGateAlso(t *testing.T) {
 	}
 	if got.Outcome == gates.Approved || got.Grant != nil {
 		t.Fatalf("the gate raised notes.store (quorum 2): one reviewer approved it; grant=%v", got.Grant != nil)
+	}
+}
+
+// Starting a run approves its `without asking` steps: one person. Where
+// policy needs two, the start is refused and nothing runs.
+func TestPolicyQuorumRefusesWithoutAsking(t *testing.T) {
+	az, _ := quorumPolicy(t, storeQuorum("2"))
+	e := newEnvOn(t, nil, az, echoTools())
+	_, err := e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: `w: notes.store {"text":"x"} without asking` + "\n"}})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "2 distinct people") {
+		t.Fatalf("policy quorum 2 for notes.store: alice alone started it unasked: %v", err)
+	}
+	if runs, _, _ := e.store.ListRuns(bg, store.RunQuery{}); len(runs) != 0 {
+		t.Fatal("a run was created")
 	}
 }

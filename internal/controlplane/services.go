@@ -811,5 +811,9 @@ func (s *Services) mayStartUnasked(ctx context.Context, who string, st plan.Step
 	if err != nil || !auth.ok {
 		return auth.why, false
 	}
+	if auth.quorum > 1 {
+		// Starting the run is one person's approval; policy wins (I9).
+		return fmt.Sprintf("policy needs %d distinct people to approve %s.%s, and starting the run is one", auth.quorum, st.Server, st.Tool), false
+	}
 	return "", true
 }
