@@ -433,7 +433,10 @@ usage or unreadable files.`,
 			v := grant.NewVerifierWithLedger(trusted, led)
 			gr := grantpb.FromProto(&pg)
 			if action == "" {
-				action = grant.GateAction(gr.StepID)
+				// The verifier names what it is about to do; taking the
+				// grant's own word for it would accept a grant for any
+				// gate (one a looser policy row lets the script approve).
+				return usageErr("grant verify: --action is required: the action you will perform (gate.NAME of the gate that governs it, or SERVER.TOOL); this grant is for %s", gr.Action)
 			}
 			if err := v.VerifyPayload(gr, action, args, g.cfg.Now()); err != nil {
 				return &exitError{code: ExitRefused, err: fmt.Errorf("grant refused: %w", err)}
@@ -451,7 +454,7 @@ usage or unreadable files.`,
 	verify.Flags().StringVar(&payloadFile, "payload-file", "", "read --payload from this file")
 	verify.Flags().StringArrayVar(&artifacts, "artifact", nil, "the artifact files you will act on (repeatable)")
 	verify.Flags().StringVar(&ledger, "ledger", "", "where used grants are remembered: a file (default $TOLLGATE_HOME/grant-ledger.json; this host only) or a Redis shared by every verifier, redis://HOST:PORT/DB")
-	verify.Flags().StringVar(&action, "action", "", "the action you will perform: gate.NAME of the gate that governs it (default: the grant's gate)")
+	verify.Flags().StringVar(&action, "action", "", "the action you will perform (required): gate.NAME of the gate that governs it, or SERVER.TOOL")
 	cmd.AddCommand(verify)
 	return cmd
 }

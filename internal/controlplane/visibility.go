@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // Who may read (DESIGN.md §5 "Visibility", I9). This file is the one
@@ -118,16 +119,27 @@ func decided(who string, a *engine.AskRun) bool {
 }
 
 // addressed reports whether the ask is addressed to who: its audience
-// role (or a role among its approvers) is one who holds now, or who is
-// named among its approvers or as its escalation.
+// role, its escalation role, or a role among its approvers is one who
+// holds now, or who is a person named among its approvers (a delegate
+// sees it through mayDecide). An audience is a role (or `me`, the requester,
+// whom sees answers for by the run's requester, never by name): a caller
+// whose name happens to be "me" or a role's name is not its holder.
 func (s *Services) addressed(who string, a *engine.AskRun) bool {
-	names := append([]string{a.Audience, a.EscalatedTo, a.EscalatedFrom}, a.Approvers...)
-	for _, n := range names {
+	holds := func(role string) bool {
+		return role != "" && role != plan.AudienceRequester && s.cfg.Authority != nil &&
+			s.cfg.Authority.IsRole(role, s.cfg.Domain) && s.cfg.Authority.Holds(who, role, s.cfg.Domain)
+	}
+	if holds(a.Audience) || holds(a.EscalatedTo) || holds(a.EscalatedFrom) {
+		return true
+	}
+	for _, n := range a.Approvers {
 		switch {
-		case n == "":
+		case n == "" || n == plan.AudienceRequester:
+		case s.cfg.Authority != nil && s.cfg.Authority.IsRole(n, s.cfg.Domain):
+			if holds(n) {
+				return true
+			}
 		case n == who || n == "user:"+who:
-			return true
-		case s.cfg.Authority != nil && s.cfg.Authority.Holds(who, n, s.cfg.Domain):
 			return true
 		}
 	}

@@ -120,7 +120,8 @@ type readCall struct {
 	mutates bool
 	// lists: a list call; a run not visible is left out, never refused.
 	// inbox: a list of what the caller may decide, which need not hold
-	// every run they may see.
+	// every run they may see; so is an audit of "every run" by someone
+	// who is no auditor (it covers the runs they requested).
 	lists, inbox bool
 	call         func(w *visWorld, who, run, ask string) (listed bool, err error)
 }
@@ -189,7 +190,7 @@ func readCalls() []readCall {
 			_, err := w.e.audit(who).VerifyJournal(ctx, &tollgatev1.VerifyJournalRequest{RunId: run})
 			return false, err
 		}},
-		{name: "VerifyJournal(all)", lists: true, call: func(w *visWorld, who, run, _ string) (bool, error) {
+		{name: "VerifyJournal(all)", lists: true, inbox: true, call: func(w *visWorld, who, run, _ string) (bool, error) {
 			resp, err := w.e.audit(who).VerifyJournal(ctx, &tollgatev1.VerifyJournalRequest{})
 			return slices.ContainsFunc(resp.GetResults(), func(r *tollgatev1.JournalVerification) bool { return r.GetRunId() == run }), err
 		}},
@@ -316,6 +317,18 @@ func TestItem7_ListsPageOverVisibleRunsOnly(t *testing.T) {
 	if err != nil || inv.GetRunsChecked() != 0 || len(inv.GetViolations()) != 0 {
 		t.Fatalf("a stranger's audit covers no run and counts none: %v %v", inv, err)
 	}
+	// Without a run id, anyone but an auditor or operator audits the runs
+	// they requested: the store's requester index, not a walk of every
+	// run to find the few they may see.
+	for who, want := range map[string]uint64{"alice": 3, "dave": 0} {
+		inv, err := w.e.audit(who).CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{})
+		if err != nil || inv.GetRunsChecked() != want {
+			t.Fatalf("%s's audit of every run checks %d runs (%v), want %d", who, inv.GetRunsChecked(), err, want)
+		}
+	}
+	if inv, err := w.e.audit("dave").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{RunId: w.paid}); err != nil || inv.GetRunsChecked() != 1 {
+		t.Fatalf("dave audits the run he decided, by its id: %v %v", inv, err)
+	}
 	inv, err = w.e.audit("audrey").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{})
 	if err != nil || inv.GetRunsChecked() != 3 {
 		t.Fatalf("the auditor's audit covers every run: %v %v", inv, err)
@@ -355,6 +368,24 @@ func TestItem7_StandingApprovalsAreNotListedToStrangers(t *testing.T) {
 		list, err := e.approvals(who).ListExceptions(bg, &tollgatev1.ListExceptionsRequest{IncludeInactive: true})
 		if err != nil || len(list.GetExceptions()) != n {
 			t.Errorf("%s lists %d standing approvals, want %d: %v", who, len(list.GetExceptions()), n, err)
+		}
+	}
+}
+
+// A principal whose name is the requester placeholder (`me`) or a role's
+// name is not the ask's audience: names are compared with people, roles
+// are held (the review found a token for "me" reading every `ask me` run).
+func TestItem7_NamesThatLookLikeAudiencesSeeNothing(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	for _, skill := range []string{"graph-ask-demo", "vendor-payment"} {
+		r := e.start("alice", skill)
+		for _, who := range []string{"me", "member", "finance", "finance-100k", "requester"} {
+			if _, err := e.runs(who).GetRun(bg, &tollgatev1.GetRunRequest{RunId: r.GetId()}); status.Code(err) != codes.NotFound {
+				t.Errorf("%s: a principal named %q reads the run: %v", skill, who, err)
+			}
+			if _, err := e.approvals(who).GetAsk(bg, &tollgatev1.GetAskRequest{AskId: r.GetId() + "/ask_1"}); status.Code(err) != codes.NotFound {
+				t.Errorf("%s: a principal named %q reads ask_1: %v", skill, who, err)
+			}
 		}
 	}
 }

@@ -97,7 +97,12 @@ func TestItem1_ScriptCannotChooseGatePolicy(t *testing.T) {
 	if res := verify("--action", "notes.store"); res.code != 1 || !strings.Contains(res.stderr, "gate.claims") {
 		t.Fatalf("a gate.claims grant accepted for notes.store: %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
-	if res := verify(); res.code != 0 {
+	// The verifier names what it will do: the grant's own word is not
+	// taken for it (a grant for any gate would then pass).
+	if res := verify(); res.code != 2 || !strings.Contains(res.stderr, "--action is required") {
+		t.Fatalf("grant verify without --action: %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := verify("--action", "gate.claims"); res.code != 0 {
 		t.Fatalf("the grant for the gate it names: %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	auditClean(t, p, "bob", run)

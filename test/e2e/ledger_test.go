@@ -65,7 +65,7 @@ func verifyAt(t *testing.T, host, grantPath, keyPath, artifact, ledger string) r
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "approvectl"), "grant", "verify", "--grant", grantPath, "--key", keyPath,
-		"--artifact", artifact, "--ledger", ledger)
+		"--action", "gate.commit", "--artifact", artifact, "--ledger", ledger)
 	cmd.Dir = host
 	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+filepath.Join(host, ".tollgate"), "TOLLGATE_TOKEN=")
 	var out, errb bytes.Buffer

@@ -30,10 +30,12 @@ const (
 //
 // AuditService reads and checks the record (I8). Every call covers the runs
 // visible to the caller (RunService: visibility): holders of the auditor or
-// operator role audit every run, anyone else the runs they may see (their
-// own, those they decide or decided); a run_id the caller may not see is
-// NOT_FOUND, and runs_checked counts only what was checked. The actor is
-// always the authenticated caller.
+// operator role audit every run; anyone else, without a run_id, the runs
+// they requested (an audit of the whole store by a caller who sees little of
+// it would read every run to find that little), and with a run_id any run
+// they may see (their own, those they decide or decided). A run_id the
+// caller may not see is NOT_FOUND, and runs_checked counts only what was
+// checked. The actor is always the authenticated caller.
 type AuditServiceClient interface {
 	// VerifyJournal re-computes the hash chain of one run's journal, or of
 	// every run (paged).
@@ -91,10 +93,12 @@ func (c *auditServiceClient) ListJournal(ctx context.Context, in *ListJournalReq
 //
 // AuditService reads and checks the record (I8). Every call covers the runs
 // visible to the caller (RunService: visibility): holders of the auditor or
-// operator role audit every run, anyone else the runs they may see (their
-// own, those they decide or decided); a run_id the caller may not see is
-// NOT_FOUND, and runs_checked counts only what was checked. The actor is
-// always the authenticated caller.
+// operator role audit every run; anyone else, without a run_id, the runs
+// they requested (an audit of the whole store by a caller who sees little of
+// it would read every run to find that little), and with a run_id any run
+// they may see (their own, those they decide or decided). A run_id the
+// caller may not see is NOT_FOUND, and runs_checked counts only what was
+// checked. The actor is always the authenticated caller.
 type AuditServiceServer interface {
 	// VerifyJournal re-computes the hash chain of one run's journal, or of
 	// every run (paged).
