@@ -2,6 +2,7 @@ package approvectl
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"mime"
 	"os"
@@ -39,24 +40,24 @@ func (g *globals) decide(cmd *cobra.Command, req *tollgatev1.DecideRequest) erro
 	return nil
 }
 
-// shownEvidence is the evidence digest an approval binds: the one the
-// caller reviewed (--evidence, as 'asks show' prints it), or else the
-// ask's as approvectl reads it now — never none, so the control plane
-// refuses the approval if the evidence changes in between (I6).
-func (g *globals) shownEvidence(cmd *cobra.Command, askID, reviewed string) (string, error) {
-	if reviewed != "" {
-		return reviewed, nil
+// shown is the payload and evidence digests an approval binds: the ones
+// the caller reviewed (--payload, --evidence, as 'asks show' prints them),
+// or else the ask's as approvectl reads it now — never none, so the
+// control plane refuses the approval if the ask changes in between (I6).
+func (g *globals) shown(cmd *cobra.Command, askID, payload, evidence string) (string, string, error) {
+	if payload != "" && evidence != "" {
+		return payload, evidence, nil
 	}
 	c, err := g.dial()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer c.conn.Close()
 	resp, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: askID})
 	if err != nil {
-		return "", rpcErr(err)
+		return "", "", rpcErr(err)
 	}
-	return resp.GetAsk().GetEvidenceDigest(), nil
+	return cmp.Or(payload, resp.GetAsk().GetPayloadDigest()), cmp.Or(evidence, resp.GetAsk().GetEvidenceDigest()), nil
 }
 
 func newApproveCmd(g *globals) *cobra.Command {
@@ -67,12 +68,12 @@ func newApproveCmd(g *globals) *cobra.Command {
 		Long: `Approve an ask as yourself. For a question, --option picks the answer by number.
 --payload binds the approval to the exact payload digest you reviewed
 (approvectl asks show): if the ask now binds anything else, it is refused.
---evidence does the same for the evidence digest; without it, approvectl
-binds the evidence digest of the ask as it reads it before approving.
+--evidence does the same for the evidence digest. Without them, approvectl
+binds the digests of the ask as it reads it just before approving.
 A refusal exits 1 and says why: already decided, expired, permission denied.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ev, err := g.shownEvidence(cmd, args[0], evidence)
+			digest, ev, err := g.shown(cmd, args[0], digest, evidence)
 			if err != nil {
 				return err
 			}
@@ -96,7 +97,7 @@ A refusal exits 1 and says why: already decided, expired, permission denied.`,
 	cmd.Flags().StringVar(&scope, "scope", "", `the standing approval's scope, e.g. "payments.pay vendor=V-1187 amount<=500000"`)
 	cmd.Flags().StringVar(&option, "option", "", "option number (default 1: Yes)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
-	cmd.Flags().StringVar(&digest, "payload", "", "the payload digest you reviewed")
+	cmd.Flags().StringVar(&digest, "payload", "", "the payload digest you reviewed (default: the ask's as read now)")
 	cmd.Flags().StringVar(&evidence, "evidence", "", "the evidence digest you reviewed (default: the ask's as read now)")
 	return cmd
 }
@@ -349,15 +350,15 @@ Without TEXT, prompt for replies until one selects or drops.`,
 				return err
 			}
 			defer c.conn.Close()
-			// An answer that approves binds the evidence shown: the ask's
-			// as read before the first reply.
+			// An answer that approves binds the payload and evidence shown:
+			// the ask's as read before the first reply.
 			shown, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: args[0]})
 			if err != nil {
 				return rpcErr(err)
 			}
 			send := func(text string) (*tollgatev1.AnswerResponse, error) {
 				resp, err := c.approvals.Answer(cmd.Context(), &tollgatev1.AnswerRequest{AskId: args[0], Text: text,
-					ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest()})
+					ExpectedPayloadDigest: shown.GetAsk().GetPayloadDigest(), ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest()})
 				if err != nil {
 					return nil, rpcErr(err)
 				}

@@ -305,7 +305,7 @@ func approveOnce(ctx context.Context, w *world, calls *callTimes) (leased, calle
 		return 0, 0, 0, fmt.Errorf("read the ask: %w", err)
 	}
 	sent := time.Now()
-	_, err = w.asks.Decide(ctx, &tollgatev1.DecideRequest{AskId: parked.GetAsks()[0].GetId(), ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest(),
+	_, err = w.asks.Decide(ctx, &tollgatev1.DecideRequest{AskId: parked.GetAsks()[0].GetId(), ExpectedPayloadDigest: shown.GetAsk().GetPayloadDigest(), ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest(),
 		Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}, w.as("alice"))
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("approve: %w", err)

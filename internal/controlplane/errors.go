@@ -56,7 +56,7 @@ func toStatus(err error) error {
 	case errors.Is(err, errDenied), errors.Is(err, engine.ErrForbidden):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, engine.ErrAlreadyDecided), errors.Is(err, engine.ErrExpired), errors.Is(err, engine.ErrRunEnded),
-		errors.Is(err, errStalePayload), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
+		errors.Is(err, errStalePayload), errors.Is(err, engine.ErrStaleAsk), errors.Is(err, engine.ErrUnreviewed), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
 		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote),
 		errors.Is(err, errPrecondition), errors.Is(err, engine.ErrNotExternal), errors.Is(err, engine.ErrGateOpen):
 		return status.Error(codes.FailedPrecondition, err.Error())

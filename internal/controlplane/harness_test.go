@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -257,32 +258,36 @@ func (e *env) rawApprovals(user string) tollgatev1.ApprovalServiceClient {
 }
 
 // surface is an approver's client as approvectl is one: a decision or an
-// answer that names no evidence digest binds the ask's as read just
-// before (tests of the check itself use rawApprovals).
+// answer that names no payload or evidence digest binds the ask's as read
+// just before (tests of the check itself use rawApprovals).
 type surface struct {
 	tollgatev1.ApprovalServiceClient
 }
 
-func (c surface) shown(ctx context.Context, id string) string {
+func (c surface) shown(ctx context.Context, id string) (payload, evidence string) {
 	a, err := c.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: id})
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	return a.GetAsk().GetEvidenceDigest()
+	return a.GetAsk().GetPayloadDigest(), a.GetAsk().GetEvidenceDigest()
 }
 
 func (c surface) Decide(ctx context.Context, req *tollgatev1.DecideRequest, opts ...grpc.CallOption) (*tollgatev1.DecideResponse, error) {
-	if req.GetExpectedEvidenceDigest() == "" {
+	if req.GetExpectedPayloadDigest() == "" || req.GetExpectedEvidenceDigest() == "" {
 		req = proto.CloneOf(req)
-		req.ExpectedEvidenceDigest = c.shown(ctx, req.GetAskId())
+		p, ev := c.shown(ctx, req.GetAskId())
+		req.ExpectedPayloadDigest = cmp.Or(req.ExpectedPayloadDigest, p)
+		req.ExpectedEvidenceDigest = cmp.Or(req.ExpectedEvidenceDigest, ev)
 	}
 	return c.ApprovalServiceClient.Decide(ctx, req, opts...)
 }
 
 func (c surface) Answer(ctx context.Context, req *tollgatev1.AnswerRequest, opts ...grpc.CallOption) (*tollgatev1.AnswerResponse, error) {
-	if req.GetExpectedEvidenceDigest() == "" {
+	if req.GetExpectedPayloadDigest() == "" || req.GetExpectedEvidenceDigest() == "" {
 		req = proto.CloneOf(req)
-		req.ExpectedEvidenceDigest = c.shown(ctx, req.GetAskId())
+		p, ev := c.shown(ctx, req.GetAskId())
+		req.ExpectedPayloadDigest = cmp.Or(req.ExpectedPayloadDigest, p)
+		req.ExpectedEvidenceDigest = cmp.Or(req.ExpectedEvidenceDigest, ev)
 	}
 	return c.ApprovalServiceClient.Answer(ctx, req, opts...)
 }

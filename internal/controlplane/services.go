@@ -546,42 +546,29 @@ func (s *Services) authorityRequired(ctx context.Context, run *engine.Run, a *en
 // decidable loads an ask for the caller to act on: authenticated, allowed
 // now to make the decision kindOf says (authority is checked at decision
 // time, not when the ask was routed), and — for a decision that lets an
-// action run — still binding the exact payload and evidence the caller
-// was shown (I6): the payload digest when the caller quotes one, the
-// evidence digest always when the ask has evidence.
-func (s *Services) decidable(ctx context.Context, askID string, kindOf func(*engine.AskRun) decisionKind, reviewed, evidence string) (string, *engine.Run, *engine.AskRun, authority, error) {
+// action run — quoting the exact payload and evidence the caller was
+// shown (I6). The Judged it returns pins the decision to the copy of the
+// ask all this was judged on: the engine refuses the decision's event on
+// any other (engine.AskRun.StillAsJudged), so no check here is ever of
+// another state than the one the decision commits on.
+func (s *Services) decidable(ctx context.Context, askID string, kindOf func(*engine.AskRun) decisionKind, reviewed, evidence string) (string, *engine.Run, *engine.AskRun, authority, engine.Judged, error) {
 	who, run, a, err := s.callerAsk(ctx, askID)
 	if err != nil {
-		return "", nil, nil, authority{}, err
+		return "", nil, nil, authority{}, engine.Judged{}, err
 	}
 	kind := kindOf(a)
 	auth, err := s.authorize(ctx, who, run, a, kind)
 	if err != nil {
-		return "", nil, nil, auth, fmt.Errorf("%s: %w: %w", auth.why, errDenied, err)
+		return "", nil, nil, auth, engine.Judged{}, fmt.Errorf("%s: %w: %w", auth.why, errDenied, err)
 	}
 	if !auth.ok {
-		return "", nil, nil, auth, fmt.Errorf("%s: %w", auth.why, errDenied)
+		return "", nil, nil, auth, engine.Judged{}, fmt.Errorf("%s: %w", auth.why, errDenied)
 	}
-	if err := checkReviewed(a, kind, reviewed, evidence); err != nil {
-		return "", nil, nil, auth, err
+	judged := engine.JudgedOn(a, reviewed, evidence, kind.approves())
+	if err := a.StillAsJudged(judged); err != nil {
+		return "", nil, nil, auth, engine.Judged{}, err
 	}
-	return who, run, a, auth, nil
-}
-
-// checkReviewed refuses a decision made on another packet than the ask
-// binds now: a quoted payload digest must match; an approving decision on
-// an ask with evidence must quote its evidence digest, and it must match.
-func checkReviewed(a *engine.AskRun, kind decisionKind, reviewed, evidence string) error {
-	if reviewed != "" && reviewed != a.PayloadDigest() {
-		return fmt.Errorf("you reviewed %s, the ask now binds %s: %w", reviewed, a.PayloadDigest(), errStalePayload)
-	}
-	if want := a.EvidenceDigest(); kind.approves() && want != "" && evidence != want {
-		if evidence == "" {
-			evidence = "no evidence digest"
-		}
-		return fmt.Errorf("you reviewed evidence %s, the ask now shows %s (send the evidence digest you were shown): %w", evidence, want, errStalePayload)
-	}
-	return nil
+	return who, run, a, auth, judged, nil
 }
 
 // Decide records a typed decision by the caller. Authority is checked now,
@@ -592,7 +579,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 		return nil, fmt.Errorf("no decision given: %w", errInvalid)
 	}
 	kindOf := func(a *engine.AskRun) decisionKind { return decisionOf(req, a) }
-	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
+	who, run, a, auth, judged, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
 	if err != nil {
 		return nil, err
 	}
@@ -607,11 +594,11 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, err
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_Reject:
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Reject: true, Reason: d.Reject.GetReason(), Why: auth.why, Policy: auth.policy, At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Reject: true, Reason: d.Reject.GetReason(), Why: auth.why, Policy: auth.policy, Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_Amend:
 		v, err := parseMinorUnits(d.Amend.GetNewValueJson())
@@ -619,11 +606,11 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, fmt.Errorf("amend %s: %w: %w", d.Amend.GetField(), err, errInvalid)
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Amend{Ask: a.ID, Actor: who, Field: d.Amend.GetField(), Value: v, At: now}
+			return engine.Amend{Ask: a.ID, Actor: who, Field: d.Amend.GetField(), Value: v, Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_RequestEvidence:
 		build = func(now time.Time) engine.Event {
-			return engine.RequestEvidence{Ask: a.ID, Actor: who, What: d.RequestEvidence.GetWhat(), At: now}
+			return engine.RequestEvidence{Ask: a.ID, Actor: who, What: d.RequestEvidence.GetWhat(), Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_Delegate:
 		to := d.Delegate.GetTo()
@@ -631,16 +618,16 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, err
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Delegate{Ask: a.ID, Actor: who, To: to, Reason: d.Delegate.GetReason(), At: now}
+			return engine.Delegate{Ask: a.ID, Actor: who, To: to, Reason: d.Delegate.GetReason(), Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_ApproveException:
-		return s.approveException(ctx, who, run, a, auth, d.ApproveException)
+		return s.approveException(ctx, who, run, a, auth, judged, d.ApproveException)
 	case *tollgatev1.DecideRequest_Revoke:
 		if strings.TrimSpace(d.Revoke.GetReason()) == "" {
 			return nil, fmt.Errorf("revoke: a reason is required: %w", errInvalid)
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Revoke{Ask: a.ID, Actor: who, Reason: d.Revoke.GetReason(), At: now}
+			return engine.Revoke{Ask: a.ID, Actor: who, Reason: d.Revoke.GetReason(), Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_TextAnswer:
 		if a.Type != plan.StopText {
@@ -651,7 +638,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, fmt.Errorf("the answer is empty: %w", errInvalid)
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Answer{Ask: a.ID, Actor: who, Text: text, Literal: true, Why: auth.why, Policy: auth.policy, At: now}
+			return engine.Answer{Ask: a.ID, Actor: who, Text: text, Literal: true, Why: auth.why, Policy: auth.policy, Judged: judged, At: now}
 		}
 	case nil:
 		return nil, fmt.Errorf("no decision given: %w", errInvalid)
@@ -687,7 +674,7 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 		}
 		return decideReply
 	}
-	who, run, a, auth, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
+	who, run, a, auth, judged, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
 	if err != nil {
 		return nil, err
 	}
@@ -697,7 +684,7 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 		}
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, At: now}
+		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 	})
 	if err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ import (
 // its scope. The scope must contain this ask's payload, and must not be
 // wider than the granter's own authority now: an amount-bearing action
 // needs an amount ceiling the granter may approve.
-func (s *Services) approveException(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, auth authority, d *tollgatev1.ApproveException) (*tollgatev1.DecideResponse, error) {
+func (s *Services) approveException(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, auth authority, judged engine.Judged, d *tollgatev1.ApproveException) (*tollgatev1.DecideResponse, error) {
 	if a.Type != plan.StopMenu || len(a.Payload) == 0 {
 		return nil, fmt.Errorf("%q governs no action; a standing approval needs one: %w", a.Title, errInvalid)
 	}
@@ -55,7 +55,7 @@ func (s *Services) approveException(ctx context.Context, who string, run *engine
 	}
 	why := fmt.Sprintf("%s; and granted standing approval %s (%s) until %s", auth.why, x.ID, x.Scope, x.Until.Format(time.RFC3339))
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.GetReason(), Why: why, Policy: auth.policy, Quorum: auth.quorum, At: now}
+		return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.GetReason(), Why: why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 	})
 	if err != nil {
 		return nil, err
@@ -140,8 +140,11 @@ func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID str
 			continue // the granter may not decide this one (e.g. they requested it)
 		}
 		why := fmt.Sprintf("automatically, by standing approval %s (%s) granted by %s until %s; %s", x.ID, x.Scope, x.GrantedBy, x.Until.Format(time.RFC3339), auth.why)
+		// Pinned to the ask the scope and the granter's authority were
+		// judged on (the payload the scope matched).
+		judged := engine.JudgedOn(a, a.PayloadDigest(), a.EvidenceDigest(), true)
 		_, err = s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: auth.policy, Quorum: auth.quorum, At: now}
+			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 		})
 		if err != nil && !errors.Is(err, engine.ErrAlreadyDecided) {
 			s.log().Warn("standing approval not applied", "ask", askID, "exception", x.ID, "error", err)

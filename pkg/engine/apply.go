@@ -252,6 +252,9 @@ func (t *tx) decide(e Decide, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	t.raiseQuorum(a, e.Quorum, e.Actor)
 	if a.Type == InDoubt {
 		opt := e.Option
@@ -320,6 +323,9 @@ func (t *tx) amend(e Amend, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	var bound *plan.AmendBound
 	var allowed []string
 	for i, b := range a.Amend {
@@ -372,6 +378,9 @@ func (t *tx) amend(e Amend, expired bool) error {
 func (t *tx) requestEvidence(e RequestEvidence, expired bool) error {
 	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
 	if err != nil {
+		return err
+	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
 		return err
 	}
 	if a.Type != plan.StopMenu {
@@ -429,6 +438,9 @@ func (t *tx) delegate(e Delegate, expired bool) error {
 	if err != nil {
 		return err
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	if e.To == "" || e.To == e.Actor {
 		return fmt.Errorf("%w: delegate to whom?", ErrWrongTransition)
 	}
@@ -462,6 +474,9 @@ func (t *tx) revoke(e Revoke, expired bool) error {
 	} else if a.State != AskPending {
 		return fmt.Errorf("%w: %q is %s", ErrAlreadyDecided, a.Title, a.State)
 	}
+	if err := a.StillAsJudged(e.Judged); err != nil {
+		return err
+	}
 	by := e.By
 	if by == "" {
 		by = e.Actor
@@ -482,8 +497,15 @@ func (t *tx) answer(e Answer, expired bool) error {
 	if err != nil {
 		return err
 	}
-	t.raiseQuorum(a, e.Quorum, e.Actor)
 	r := a.Reply(e.Text, e.Literal)
+	// A reply that selects is a decision, judged on the ask as read; one
+	// that re-shows the menu or drops the run is the same on any ask.
+	if r.Kind == answer.Selected {
+		if err := a.StillAsJudged(e.Judged); err != nil {
+			return err
+		}
+		t.raiseQuorum(a, e.Quorum, e.Actor)
+	}
 	if r.Kind == answer.Dropped && e.Actor != t.run.Requester {
 		return fmt.Errorf("%w: only the requester (%s) can drop the run; reject the ask instead", ErrForbidden, t.run.Requester)
 	}

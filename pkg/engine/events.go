@@ -24,7 +24,8 @@ type Decide struct {
 	Reason string
 	Why    string
 	Policy string
-	Quorum int // the policy's quorum at decision time (I9); see below
+	Judged Judged // what it was judged against; the engine refuses it on another ask
+	Quorum int    // the policy's quorum at decision time (I9); see below
 	At     time.Time
 }
 
@@ -39,11 +40,12 @@ type Decide struct {
 // recipe's `amend:` bounds. The payload digest is recomputed and every
 // approval given so far is withdrawn: they approved something else (I6).
 type Amend struct {
-	Ask   string
-	Actor string
-	Field string
-	Value int64
-	At    time.Time
+	Ask    string
+	Actor  string
+	Field  string
+	Value  int64
+	Judged Judged
+	At     time.Time
 }
 
 // Escalate hands a pending ask to another audience (a role): the control
@@ -65,10 +67,11 @@ type Note struct {
 
 // RequestEvidence asks the requester for more evidence (What, in words).
 type RequestEvidence struct {
-	Ask   string
-	Actor string
-	What  string
-	At    time.Time
+	Ask    string
+	Actor  string
+	What   string
+	Judged Judged
+	At     time.Time
 }
 
 // AttachEvidence adds artifacts to an ask that asked for them; the ask is
@@ -89,6 +92,7 @@ type Delegate struct {
 	Actor  string
 	To     string
 	Reason string
+	Judged Judged
 	At     time.Time
 }
 
@@ -100,8 +104,9 @@ type Revoke struct {
 	Reason string
 	// By, when set, is who withdrew Actor's approval ("policy" when the
 	// actor's authority lapsed before the quorum was reached).
-	By string
-	At time.Time
+	By     string
+	Judged Judged
+	At     time.Time
 }
 
 // Answer is a free-text reply to an ask, interpreted by package answer.
@@ -114,6 +119,7 @@ type Answer struct {
 	Literal bool
 	Why     string
 	Policy  string
+	Judged  Judged
 	Quorum  int // as Decide.Quorum
 	At      time.Time
 }

@@ -131,16 +131,17 @@ func TestItem5_EvidenceDigestIsChecked(t *testing.T) {
 	}
 	real := ask.GetAsk().GetEvidenceDigest()
 	zero := "sha256:" + strings.Repeat("0", 64)
+	pd := ask.GetAsk().GetPayloadDigest() // the payload as shown: this is a test of the evidence
 	for _, req := range []*tollgatev1.DecideRequest{
-		{AskId: run + "/claims", ExpectedEvidenceDigest: zero, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}},
-		{AskId: run + "/claims", Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}},
+		{AskId: run + "/claims", ExpectedPayloadDigest: pd, ExpectedEvidenceDigest: zero, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}},
+		{AskId: run + "/claims", ExpectedPayloadDigest: pd, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}},
 	} {
 		_, err = approvals.Decide(ctx, req)
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), real) {
 			t.Fatalf("approve with evidence digest %q: %v, want FAILED_PRECONDITION naming %s", req.GetExpectedEvidenceDigest(), err, real)
 		}
 	}
-	if _, err := approvals.Answer(ctx, &tollgatev1.AnswerRequest{AskId: run + "/claims", Text: "approve", ExpectedEvidenceDigest: zero}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := approvals.Answer(ctx, &tollgatev1.AnswerRequest{AskId: run + "/claims", Text: "approve", ExpectedPayloadDigest: pd, ExpectedEvidenceDigest: zero}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("an answer that approves with a wrong evidence digest: %v", err)
 	}
 	var g struct {

@@ -74,7 +74,7 @@ func TestGraphAskDemoWithRealMCPServers(t *testing.T) {
 		t.Fatal("I1: the notes file was written before the approval")
 	}
 	approvals := tollgatev1.NewApprovalServiceClient(w.conn(t, "alice"))
-	if _, err := approvals.Decide(ctx, &tollgatev1.DecideRequest{AskId: id + "/ask_1", Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}); err != nil {
+	if err := approveAsShown(t, ctx, approvals, id+"/ask_1"); err != nil {
 		t.Fatal(err)
 	}
 	waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_COMPLETE))

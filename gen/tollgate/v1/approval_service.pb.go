@@ -544,7 +544,9 @@ type DecideRequest struct {
 	// Ask id.
 	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
 	// The payload digest the caller was shown (Ask.payload_digest; empty for
-	// an ask with no actions). Must match the ask's current digest.
+	// an ask with no actions). Required for approve, approve_exception and an
+	// in-doubt retry of an ask that governs actions (FAILED_PRECONDITION
+	// without it); when given, it must match the ask's current digest.
 	ExpectedPayloadDigest string `protobuf:"bytes,2,opt,name=expected_payload_digest,json=expectedPayloadDigest,proto3" json:"expected_payload_digest,omitempty"`
 	// The evidence digest the caller was shown (Ask.evidence_digest). Required
 	// for approve and approve_exception when the ask has evidence; must match.
@@ -1269,9 +1271,10 @@ type AnswerRequest struct {
 	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
 	// The text as the person typed it.
 	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// Payload digest of the packet the surface showed. When non-empty and the
-	// ask's payload has changed since, a selection is refused with
-	// FAILED_PRECONDITION. Surfaces should always send it.
+	// Payload digest of the packet the surface showed. Required when the text
+	// selects an approving option (or an in-doubt retry) of an ask that
+	// governs actions; when non-empty and the ask's payload has changed since,
+	// the answer is refused with FAILED_PRECONDITION. Surfaces always send it.
 	ExpectedPayloadDigest string `protobuf:"bytes,3,opt,name=expected_payload_digest,json=expectedPayloadDigest,proto3" json:"expected_payload_digest,omitempty"`
 	// Evidence digest of the packet the surface showed (Ask.evidence_digest).
 	// Required when the text selects an approving option of an ask that has

@@ -60,7 +60,9 @@ type ApprovalServiceClient interface {
 	// expected_payload_digest must equal the ask's current payload_digest
 	// (FAILED_PRECONDITION "payload changed" otherwise). PERMISSION_DENIED when
 	// the caller lacks authority now; FAILED_PRECONDITION when the ask is not
-	// open or has expired. When a decision completes quorum, the approval is
+	// open or has expired, or when it changed (amended, delegated, escalated,
+	// new evidence) between the authority check and the commit: the decision
+	// is applied only to the ask it was judged on. When a decision completes quorum, the approval is
 	// consumed (freshness re-check, grant) or made stale in one commit; the
 	// returned ask shows which. Repeating an identical decision by the same
 	// actor is idempotent and does not count twice.
@@ -219,7 +221,9 @@ type ApprovalServiceServer interface {
 	// expected_payload_digest must equal the ask's current payload_digest
 	// (FAILED_PRECONDITION "payload changed" otherwise). PERMISSION_DENIED when
 	// the caller lacks authority now; FAILED_PRECONDITION when the ask is not
-	// open or has expired. When a decision completes quorum, the approval is
+	// open or has expired, or when it changed (amended, delegated, escalated,
+	// new evidence) between the authority check and the commit: the decision
+	// is applied only to the ask it was judged on. When a decision completes quorum, the approval is
 	// consumed (freshness re-check, grant) or made stale in one commit; the
 	// returned ask shows which. Repeating an identical decision by the same
 	// actor is idempotent and does not count twice.

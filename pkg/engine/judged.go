@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Judged is what a person's decision was judged against: the payload and
+// evidence digests the decider says they reviewed, and the ask's Basis
+// when the control plane checked their authority. A decision event
+// carries it and the engine applies the event only to an ask that is
+// still that ask: the authority and digest checks the control plane made
+// on the copy it read are then checks of the state this transition
+// commits, whatever committed in between (I6, I9). The zero Judged pins
+// nothing (events the engine's own tests build; withdrawals by policy).
+type Judged struct {
+	Payload  string // the payload digest the decider was shown
+	Evidence string // the evidence digest the decider was shown
+	// Basis is AskRun.Basis of the ask authority was checked on.
+	Basis string
+	// Approves: the decision lets an action run (an approval, a standing
+	// approval, an in-doubt retry), so it must quote the payload digest
+	// of an ask that governs actions and the evidence digest of an ask
+	// that shows evidence.
+	Approves bool
+}
+
+// Refusals of a decision judged on another ask than the one it would
+// change: ErrStaleAsk when the ask changed since (or the decider reviewed
+// another packet), ErrUnreviewed when an approval does not say which
+// packet it reviewed.
+var (
+	ErrStaleAsk   = errors.New("the ask changed since the decision was judged")
+	ErrUnreviewed = errors.New("the approval does not say what it reviewed")
+)
+
+// JudgedOn pins a decision to a, the ask as read when authority was
+// checked, with the digests the decider quotes.
+func JudgedOn(a *AskRun, payload, evidence string, approves bool) Judged {
+	return Judged{Payload: payload, Evidence: evidence, Basis: a.Basis(), Approves: approves}
+}
+
+// Basis is one digest over everything of the ask that a decision on it
+// is judged by: its type and state, whom it asks (audience, approvers,
+// quorum), the actions it governs (the payload digest, and the actions a
+// gate's requester added) and the evidence and freshness it shows. Votes
+// and reply counters are not in it: another approver's vote does not
+// change what this one may decide.
+func (a *AskRun) Basis() string {
+	var b strings.Builder
+	for _, f := range []string{string(a.Type), string(a.State), a.Audience, strings.Join(a.Approvers, ","), strconv.Itoa(a.Quorum),
+		strings.Join(a.Also, ","), a.PayloadDigest(), a.EvidenceDigest(), strconv.Itoa(a.Round), a.ResourceVersion} {
+		b.WriteString(strconv.Quote(f))
+		b.WriteByte('\n')
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// StillAsJudged is the one check that a decision fits the ask as it is: it
+// quotes the packet the ask binds (required when it approves), and the ask
+// is the one its authority was judged on. The control plane asks it of the
+// copy it judged, to refuse early; the engine of the ask it commits.
+func (a *AskRun) StillAsJudged(j Judged) error {
+	if j == (Judged{}) {
+		return nil
+	}
+	payload, evidence := a.PayloadDigest(), a.EvidenceDigest()
+	if j.Approves && payload != "" && j.Payload == "" {
+		return fmt.Errorf("%w: %q binds payload %s; send the payload digest you were shown (expected_payload_digest, approvectl asks show)", ErrUnreviewed, a.Title, payload)
+	}
+	if j.Payload != "" && j.Payload != payload {
+		return fmt.Errorf("%w: you reviewed %s, the ask now binds %s", ErrStaleAsk, j.Payload, orNone(payload))
+	}
+	if j.Approves && evidence != "" && j.Evidence != evidence {
+		return fmt.Errorf("%w: you reviewed evidence %s, the ask now shows %s (send the evidence digest you were shown)", ErrStaleAsk, orNone(j.Evidence), evidence)
+	}
+	if j.Basis != "" && j.Basis != a.Basis() {
+		return fmt.Errorf("%w: %q is now %s for %s, binding %s; read it again and decide on what it is now", ErrStaleAsk, a.Title, a.State, whom(a), orNone(payload))
+	}
+	return nil
+}
+
+func orNone(digest string) string {
+	if digest == "" {
+		return "no digest"
+	}
+	return digest
+}
+
+func whom(a *AskRun) string {
+	w := cmp.Or(a.Audience, "the requester")
+	if len(a.Approvers) > 0 {
+		w += " (" + strings.Join(a.Approvers, ", ") + ")"
+	}
+	if a.Quorum > 1 {
+		w += fmt.Sprintf(", %d approvals", a.Quorum)
+	}
+	return w
+}

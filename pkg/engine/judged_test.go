@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// I6, I9: a decision judged on one state of the ask is refused by the
+// engine on another, whatever committed in between; the ask is left as
+// it was.
+func TestDecisionIsJudgedOnTheStateItCommits(t *testing.T) {
+	s := vendorPayment(t)
+	s.apply(Amend{Ask: "ask_1", Actor: "dave", Field: "amount", Value: 90000, At: s.tick(time.Second)})
+	seen := s.run.Asks["ask_1"]
+	judged := JudgedOn(seen, seen.PayloadDigest(), seen.EvidenceDigest(), true)
+	other := JudgedOn(seen, "", "", false) // a decision that approves nothing
+	if err := seen.StillAsJudged(judged); err != nil {
+		t.Fatalf("the ask as judged: %v", err)
+	}
+	s.apply(Amend{Ask: "ask_1", Actor: "dave", Field: "amount", Value: 485000, At: s.tick(time.Second)})
+	for name, ev := range map[string]Event{
+		"approve":  Decide{Ask: "ask_1", Actor: "bob", Option: "1", Judged: judged, At: s.tick(time.Second)},
+		"answer 1": Answer{Ask: "ask_1", Actor: "bob", Text: "1", Judged: judged, At: s.tick(time.Second)},
+		// Not only approvals: an amendment or a hand-over judged on the
+		// old ask is of another ask too.
+		"amend":    Amend{Ask: "ask_1", Actor: "bob", Field: "amount", Value: 1, Judged: other, At: s.tick(time.Second)},
+		"delegate": Delegate{Ask: "ask_1", Actor: "bob", To: "carol", Judged: other, At: s.tick(time.Second)},
+	} {
+		_, err := s.m.Apply(s.run, ev)
+		if !errors.Is(err, ErrStaleAsk) || !strings.Contains(err.Error(), s.run.Asks["ask_1"].PayloadDigest()) {
+			t.Errorf("%s judged at 90000, applied at 485000: %v, want ErrStaleAsk naming the digest now", name, err)
+		}
+	}
+	// Judged on the ask as it is, it applies.
+	now := s.run.Asks["ask_1"]
+	s.apply(Decide{Ask: "ask_1", Actor: "dave", Option: "1", Judged: JudgedOn(now, now.PayloadDigest(), now.EvidenceDigest(), true), At: s.tick(time.Second)})
+	if st := s.run.Asks["ask_1"].State; st == AskPending {
+		t.Fatalf("an approval judged on the ask as it is did not apply: %s", st)
+	}
+}
+
+// An approval pinned to the ask but quoting no payload digest approves
+// whatever the ask binds: refused.
+func TestApproveWithoutPayloadDigestIsRefused(t *testing.T) {
+	s := vendorPayment(t)
+	a := s.run.Asks["ask_1"]
+	_, err := s.m.Apply(s.run, Decide{Ask: "ask_1", Actor: "dave", Option: "1", Judged: JudgedOn(a, "", a.EvidenceDigest(), true), At: s.tick(time.Second)})
+	if !errors.Is(err, ErrUnreviewed) {
+		t.Fatalf("approve quoting no payload digest: %v, want ErrUnreviewed", err)
+	}
+	// A rejection lets nothing run.
+	s.apply(Decide{Ask: "ask_1", Actor: "dave", Reject: true, Reason: "no", Judged: JudgedOn(a, "", "", false), At: s.tick(time.Second)})
+}
+
+// Another approver's vote is not a change of the ask an approver is
+// judged on: concurrent votes toward a quorum both count.
+func TestConcurrentVotesAreJudgedOnTheSameAsk(t *testing.T) {
+	s := newSim(t, compile(t, `a: notes.search {"q": "x"}
+ask finance:
+  pay?
+  approvers: 2 of bob, carol
+b: payments.pay {"vendor": "V", "invoice": "I", "amount": 10, "currency": "INR", "bank_account": "{a}"}
+`))
+	s.succeed("a", "x")
+	ask := ""
+	for id := range s.run.Asks {
+		ask = id
+	}
+	a := s.run.Asks[ask]
+	j := JudgedOn(a, a.PayloadDigest(), a.EvidenceDigest(), true)
+	s.apply(Decide{Ask: ask, Actor: "bob", Option: "1", Judged: j, At: s.tick(time.Second)})
+	s.apply(Decide{Ask: ask, Actor: "carol", Option: "1", Judged: j, At: s.tick(time.Second)})
+	if st := s.run.Asks[ask].State; st == AskPending {
+		t.Fatalf("two votes judged on the same ask did not reach the quorum: %s", s.run.Asks[ask].State)
+	}
+}
