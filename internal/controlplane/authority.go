@@ -53,7 +53,8 @@ const (
 	// needPolicy: policy allows the actor to approve every action the ask
 	// governs, now — role, limit, separation of duties, delegation
 	// windows — within whom the ask asks (audience, approvers); quorum
-	// is counted by the engine over people who each passed this. An ask
+	// — the policy's now, if larger than the ask's — is counted by the
+	// engine over people who each passed this. An ask
 	// that governs no action: its audience (the requester, or holders of
 	// its role).
 	needPolicy need = "policy over the governed actions (role, limit, separation of duties, delegation window), within the ask's audience and approvers; quorum counted by the engine"
@@ -156,7 +157,7 @@ func (s *Services) policyOver(ctx context.Context, who string, run *engine.Run, 
 // unreadable matter denies.
 func (s *Services) judge(ctx context.Context, who string, matters []matterOrErr, ask authz.RecipeAsk) (authority, error) {
 	var whys []string
-	policy, delegated := "", false
+	policy, delegated, quorum := "", false, 0
 	for _, m := range matters {
 		if m.err != nil {
 			return authority{why: m.err.Error()}, nil
@@ -171,8 +172,9 @@ func (s *Services) judge(ctx context.Context, who string, matters []matterOrErr,
 		whys = append(whys, d.Reason)
 		policy = d.PolicyVersion
 		delegated = delegated || d.Via != ""
+		quorum = max(quorum, d.Quorum)
 	}
-	return authority{ok: true, why: strings.Join(slices.Compact(whys), "; "), policy: policy, delegated: delegated}, nil
+	return authority{ok: true, why: strings.Join(slices.Compact(whys), "; "), policy: policy, delegated: delegated, quorum: quorum}, nil
 }
 
 // matterOrErr is one matter of an ask, or why it could not be read.

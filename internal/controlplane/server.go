@@ -121,6 +121,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.Tracing.Enabled() {
 		observers = append(slices.Clip(observers), newRunTracer(cfg.Tracing))
 	}
+	if cfg.Engine.QuorumFloor == nil && cfg.Authority != nil {
+		cfg.Engine.QuorumFloor = policyQuorum(cfg.Authority, cfg.Domain)
+	}
 	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{

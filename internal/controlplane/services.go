@@ -354,6 +354,10 @@ type authority struct {
 	why       string
 	policy    string
 	delegated bool
+	// quorum is the quorum policy sets now for the ask's actions (0 when
+	// policy was not asked): the decision carries it and the engine counts
+	// toward it (I9: policy wins, even raised after the ask opened).
+	quorum int
 }
 
 // matter is the policy's view of one governed action: its type, and the
@@ -590,7 +594,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, err
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, Judged: judged, At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_Reject:
 		build = func(now time.Time) engine.Event {
@@ -680,7 +684,7 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 		}
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, Judged: judged, At: now}
+		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 	})
 	if err != nil {
 		return nil, err
@@ -793,6 +797,10 @@ func (s *Services) mayStartUnasked(ctx context.Context, who string, st plan.Step
 	auth, err := s.authorize(ctx, who, run, a, decideApprove)
 	if err != nil || !auth.ok {
 		return auth.why, false
+	}
+	if auth.quorum > 1 {
+		// Starting the run is one person's approval; policy wins (I9).
+		return fmt.Sprintf("policy needs %d distinct people to approve %s.%s, and starting the run is one", auth.quorum, st.Server, st.Tool), false
 	}
 	return "", true
 }

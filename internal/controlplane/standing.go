@@ -55,7 +55,7 @@ func (s *Services) approveException(ctx context.Context, who string, run *engine
 	}
 	why := fmt.Sprintf("%s; and granted standing approval %s (%s) until %s", auth.why, x.ID, x.Scope, x.Until.Format(time.RFC3339))
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.GetReason(), Why: why, Policy: auth.policy, Judged: judged, At: now}
+		return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.GetReason(), Why: why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 	})
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID str
 		// judged on (the payload the scope matched).
 		judged := engine.JudgedOn(a, a.PayloadDigest(), a.EvidenceDigest(), true)
 		_, err = s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: auth.policy, Judged: judged, At: now}
+			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 		})
 		if err != nil && !errors.Is(err, engine.ErrAlreadyDecided) {
 			s.log().Warn("standing approval not applied", "ask", askID, "exception", x.ID, "error", err)

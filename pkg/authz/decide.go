@@ -79,6 +79,12 @@ type Decision struct {
 	Reason string
 	// PolicyVersion is the version of the policy this was evaluated by.
 	PolicyVersion string
+	// Quorum is how many distinct people must approve the matter, by this
+	// policy version: the larger of the policy's and the recipe's (≥ 1),
+	// as Route.Quorum. An Authorize caller counts this decision toward it
+	// (I9: policy wins; the recipe can only raise it). 0 when the matter
+	// could not be judged.
+	Quorum int
 }
 
 // Authorize decides, at decision time and by the current policy, whether
@@ -117,8 +123,12 @@ func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error)
 	}
 	req.Matter.Action = f.action // the row it falls under: itself or a pattern
 	d, err = s.enforce(req.Actor, req.Matter, f)
-	if err != nil || !d.Allowed {
+	if err != nil {
 		return d, err
+	}
+	d.Quorum = max(f.quorum, req.Ask.Quorum, 1)
+	if !d.Allowed {
+		return d, nil
 	}
 	if ok, why := s.admits(req.Actor, req.Matter, req.Ask); !ok {
 		d.Allowed, d.Role, d.Via, d.Reason = false, "", "", why

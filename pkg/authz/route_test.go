@@ -111,3 +111,24 @@ func TestRouteErrorsEscalate(t *testing.T) {
 		t.Fatalf("negative quorum: route = %+v, %v", r, err)
 	}
 }
+
+// Authorize says the quorum its decision counts toward: the policy's,
+// raised (never lowered) by the recipe's, as Route does (I9: policy
+// wins). A caller that counts approvals toward the recipe's number alone
+// would let one person decide a two-person action.
+func TestAuthorizeSaysThePolicyQuorum(t *testing.T) {
+	a := newAuthz(t, "rules.csv", newClock(t0)) // payments.pay: quorum 2
+	m := Matter{Domain: "acme", Action: "payments.pay", Amount: amount(400000), Currency: "INR", Requester: "bob", AgentOwner: "bob"}
+	for _, c := range []struct {
+		recipe, want int
+	}{{0, 2}, {1, 2}, {3, 3}} {
+		d, err := a.Authorize(context.Background(), Request{Actor: "alice", Matter: m, Ask: RecipeAsk{Quorum: c.recipe}})
+		if err != nil || !d.Allowed {
+			t.Fatalf("alice: %v %+v", err, d)
+		}
+		r, _ := a.Route(context.Background(), m, RecipeAsk{Quorum: c.recipe})
+		if d.Quorum != c.want || r.Quorum != c.want {
+			t.Fatalf("recipe quorum %d: Authorize says %d, Route %d; want %d", c.recipe, d.Quorum, r.Quorum, c.want)
+		}
+	}
+}

@@ -271,6 +271,7 @@ func (t *tx) open(sp *stopInfo) bool {
 		t.end(Failed, fmt.Sprintf("%q cannot be asked: %v", a.Title, err))
 		return true
 	}
+	t.floorQuorum(a)
 	a.Round = round
 	for _, ref := range sp.sp.Show {
 		// What the approver reads, bound by digest: the referenced output

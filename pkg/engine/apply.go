@@ -255,6 +255,7 @@ func (t *tx) decide(e Decide, expired bool) error {
 	if err := a.StillAsJudged(e.Judged); err != nil {
 		return err
 	}
+	t.raiseQuorum(a, e.Quorum, e.Actor)
 	if a.Type == InDoubt {
 		opt := e.Option
 		if e.Reject {
@@ -503,6 +504,7 @@ func (t *tx) answer(e Answer, expired bool) error {
 		if err := a.StillAsJudged(e.Judged); err != nil {
 			return err
 		}
+		t.raiseQuorum(a, e.Quorum, e.Actor)
 	}
 	if r.Kind == answer.Dropped && e.Actor != t.run.Requester {
 		return fmt.Errorf("%w: only the requester (%s) can drop the run; reject the ask instead", ErrForbidden, t.run.Requester)
@@ -873,6 +875,7 @@ func (t *tx) openDoubt(step string, attempt int) {
 		sum := sha256.Sum256(d.Args)
 		a.Payload = []Payload{{Step: step, Server: st.Server, Tool: st.Tool, Args: d.Args, Digest: "sha256:" + hex.EncodeToString(sum[:])}}
 	}
+	t.floorQuorum(a)
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
 	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "in_doubt": step, "expires_at": a.ExpiresAt})

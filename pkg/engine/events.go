@@ -25,12 +25,16 @@ type Decide struct {
 	Why    string
 	Policy string
 	Judged Judged // what it was judged against; the engine refuses it on another ask
+	Quorum int    // the policy's quorum at decision time (I9); see below
 	At     time.Time
 }
 
 // Decide's Why and Policy, when set, record the authority the control
 // plane checked the actor against at decision time (I9); the engine
-// stores them with the decision.
+// stores them with the decision. Quorum is the quorum that policy sets
+// for the ask's actions now: the engine raises the ask's to it before
+// counting the decision, so a policy that raised the bar after the ask
+// opened is met (never lowered).
 
 // Amend changes an integer field of the ask's governed payloads within the
 // recipe's `amend:` bounds. The payload digest is recomputed and every
@@ -116,6 +120,7 @@ type Answer struct {
 	Why     string
 	Policy  string
 	Judged  Judged
+	Quorum  int // as Decide.Quorum
 	At      time.Time
 }
 

@@ -175,6 +175,7 @@ func (t *tx) openGateEvent(e OpenGate) error {
 		ev.AttachedBy, ev.Ref, ev.Round = e.Actor, "", 0
 		a.Evidence = append(a.Evidence, ev)
 	}
+	t.floorQuorum(a)
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
 	t.record("ask.opened", e.Actor, map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": 0,

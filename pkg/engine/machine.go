@@ -14,6 +14,13 @@ import (
 type Config struct {
 	// DefaultExpiry is an ask's deadline when the recipe sets none.
 	DefaultExpiry time.Duration
+	// QuorumFloor, when set, is the quorum policy sets for an ask over
+	// actions ("server.tool"): how many distinct people must approve. An
+	// approval ask's quorum is fixed when it opens at the larger of this
+	// and what the recipe or the gate request asked (I9: policy wins; a
+	// decision may raise it further, Decide.Quorum). It must do no I/O:
+	// it is called while events are applied. nil: no floor.
+	QuorumFloor func(actions []string) int
 }
 
 // DefaultAskExpiry is used when Config.DefaultExpiry is zero.
