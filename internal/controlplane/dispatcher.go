@@ -133,6 +133,7 @@ const (
 	ackFolded              // the result records the lease with itself
 	ackRecording           // the lease is being recorded on its own
 	ackUnrecorded          // folded, but the store was unavailable: the result's next copy folds again
+	ackRefused             // never acked: the executor refused it before it started (see refusedBeforeAck)
 )
 
 // leaseRecordDelay is how long a read-only step's lease may wait to be
@@ -595,6 +596,11 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 			}()
 		case *tollgatev1.ExecutorMessage_Start:
 			l, ok := d.take(s, x.Start.GetLeaseId(), x.Start.GetFence())
+			if ok && !d.ackHeard(l) {
+				// A Start with no ack before it (or after a refusal) has no
+				// ackDone that will close: not durable, so nothing runs.
+				ok = false
+			}
 			handlers.Add(1)
 			d.handle(func() {
 				defer handlers.Done()
@@ -668,6 +674,14 @@ func (d *ExecDispatcher) claimAck(l *lease, state ackState, at time.Time) bool {
 	return true
 }
 
+// ackHeard reports whether l's ack was heard (and so its ackDone closes
+// once the ack is handled).
+func (d *ExecDispatcher) ackHeard(l *lease) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return l.ack != ackNone && l.ack != ackRefused
+}
+
 // leasedEvent is the engine event for an executor's ack of l.
 func (d *ExecDispatcher) leasedEvent(s *session, l *lease, at time.Time) func(now time.Time) engine.Event {
 	return func(now time.Time) engine.Event {
@@ -678,10 +692,43 @@ func (d *ExecDispatcher) leasedEvent(s *session, l *lease, at time.Time) func(no
 	}
 }
 
-// recordAck commits an executor's ack of l on its own.
+// Bounds of the wait before an ack the store could not record is tried
+// again.
+const (
+	ackRetryMin = 50 * time.Millisecond
+	ackRetryMax = time.Second
+)
+
+// recordAck commits an executor's ack of l on its own. An ack the store
+// cannot record now (unavailable, busy) is recorded again while the lease
+// lives: its executor holds it (heartbeats keep it) and waits for its
+// Start's answer. Offering it again instead would send the same fence and
+// grant a second time, which the executor refuses (a grant is used once,
+// I7) and the step would never run. The lease gone (expired, its session
+// over) or the dispatcher closed ends the retries: lost has then offered
+// the unacknowledged lease again. ackDone is closed in every case, so no
+// Start or result waits for it forever.
 func (d *ExecDispatcher) recordAck(ctx context.Context, s *session, l *lease) {
 	defer close(l.ackDone)
-	_, err := d.runner.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
+	var err error
+	for backoff := ackRetryMin; ; backoff = min(2*backoff, ackRetryMax) {
+		_, err = d.runner.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
+		if err != nil && engineRefusal(err) && d.leasedBefore(ctx, s, l) {
+			err = nil // an earlier try was written, its answer lost
+		}
+		if err == nil || !retryable(err) {
+			break
+		}
+		if !d.holding(l) {
+			return // lost meanwhile: offered again already
+		}
+		d.cfg.Log.Warn("lease ack not recorded yet; trying again", "executor", s.executor, "lease", l.id, "in", backoff, "error", err)
+		select {
+		case <-time.After(backoff):
+		case <-d.stop:
+			return
+		}
+	}
 	if err != nil {
 		d.drop(l)
 		d.refuse(s, l.id, uint64(l.offer.d.Attempt), clientText(err))
@@ -696,6 +743,28 @@ func (d *ExecDispatcher) recordAck(ctx context.Context, s *session, l *lease) {
 	l.acked = true
 	l.deadline = d.cfg.Now().Add(d.cfg.LeaseTTL)
 	d.mu.Unlock()
+}
+
+// holding reports whether l is still this dispatcher's live lease.
+func (d *ExecDispatcher) holding(l *lease) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.leases[l.id] == l
+}
+
+// leasedBefore reports whether l's attempt is recorded as leased to s's
+// executor under l's id (by an earlier try whose answer was lost).
+func (d *ExecDispatcher) leasedBefore(ctx context.Context, s *session, l *lease) bool {
+	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	if err != nil {
+		return false
+	}
+	st, ok := run.Steps[l.offer.d.Step]
+	if !ok || st.Attempt != l.offer.d.Attempt || st.Status != engine.StatusLeased || len(st.Attempts) == 0 {
+		return false
+	}
+	a := st.Attempts[len(st.Attempts)-1]
+	return a.LeaseID == l.id && a.Executor == s.executor
 }
 
 func (d *ExecDispatcher) reoffer(o offer) {
@@ -728,6 +797,14 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 		// A copy of a result being recorded: the first copy's answer
 		// answers the executor.
 		d.mu.Unlock()
+		return
+	}
+	if l.ack == ackNone || l.ack == ackRefused {
+		// No ack came first (an executor acks before it starts anything).
+		l.recording = true
+		l.ack = ackRefused // an ack sent after this is not recorded
+		d.mu.Unlock()
+		d.refusedBeforeAck(ctx, s, l, r)
 		return
 	}
 	l.recording = true
@@ -856,4 +933,27 @@ func (d *ExecDispatcher) answer(s *session, m *tollgatev1.ControlMessage) {
 func engineRefusal(err error) bool {
 	return errors.Is(err, engine.ErrStaleAttempt) || errors.Is(err, engine.ErrWrongTransition) ||
 		errors.Is(err, engine.ErrUnknownStep) || errors.Is(err, engine.ErrRunEnded)
+}
+
+// refusedBeforeAck records the result of a lease its executor never
+// acknowledged. An executor acks a lease before it starts anything, and
+// refuses one it will not run (a grant that does not verify, a tool it
+// takes as side-effecting that the plan did not) before acking it: nothing
+// ran, so this is no lost lease to offer again (the refusal would come
+// back, or the used grant would be refused as reused), and no side effect
+// can be in doubt (its Start, which needs the ack, was never recorded).
+// The still-queued step fails with the executor's reason, in one commit
+// (StepRefused), and the run goes on as its on_fail says. Any other
+// outcome without an ack breaks the protocol and fails the step the same
+// way. Copies of the result are answered like any result's (settle).
+func (d *ExecDispatcher) refusedBeforeAck(ctx context.Context, s *session, l *lease, r *tollgatev1.Result) {
+	why := "sent a result without acknowledging the lease"
+	if ref := r.GetRefusal(); ref != nil {
+		why = "refused the lease before starting it: " + ref.GetMessage()
+	}
+	why = limits.Truncate("executor "+s.executor+" "+why, limits.MaxErrorBytes)
+	_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+		return engine.StepRefused{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Reason: why, At: now}
+	})
+	d.settle(ctx, s, l, r.GetFence(), false, err)
 }
