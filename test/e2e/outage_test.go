@@ -154,17 +154,7 @@ func TestItem8_FrameTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			w.executor(t, ctx, "edge-1")
-			runs := tollgatev1.NewRunServiceClient(w.conn(t, "alice"))
-			resp, err := runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: "ask me:\n  go?\nw: notes.store {\"text\": \"once\"}\nr: summarise {w}\n"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := resp.GetRun().GetId()
-			waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_PARKED))
-			approvals := tollgatev1.NewApprovalServiceClient(w.conn(t, "alice"))
-			if err := approveAsShown(t, ctx, approvals, id+"/ask_1"); err != nil {
-				t.Fatal(err)
-			}
+			runs, id := approvedSideEffect(t, w, ctx)
 			waitRun(t, runs, id, state(tollgatev1.RunState_RUN_STATE_COMPLETE))
 			if !st.fired.Load() {
 				t.Fatal("the store never lost the result's commit: the test tested nothing")
