@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
@@ -267,7 +268,7 @@ func (d *ExecDispatcher) assign(o offer) bool {
 		return false
 	}
 	msg, l, err := d.leaseFor(o, best)
-	if errors.Is(err, errUndeliverable) {
+	if errors.Is(err, errkind.Undeliverable) {
 		d.cfg.Log.Error("lease not sent", "run", o.runID, "step", o.d.Step, "error", err)
 		d.refuseStep(o, err.Error())
 		return true // handled: its step fails; the stream is untouched
@@ -377,7 +378,7 @@ func (d *ExecDispatcher) lost(ctx context.Context, ls []*lease) {
 // retryable reports whether err says the store could not record a fact
 // now, though it may later: the fact is kept and recorded again.
 func retryable(err error) bool {
-	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, errBusy)
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, errkind.Busy)
 }
 
 func (d *ExecDispatcher) reap() {
@@ -423,10 +424,10 @@ func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer
 	ctx := stream.Context()
 	p, ok := identity.FromContext(ctx)
 	if !ok {
-		return fmt.Errorf("no authenticated executor: %w", errUnauthenticated)
+		return fmt.Errorf("no authenticated executor: %w", errkind.Unauthenticated)
 	}
 	if p.Kind != identity.KindExecutor {
-		return fmt.Errorf("%s %s may not open an executor stream: %w", p.Kind, p.Subject, errDenied)
+		return fmt.Errorf("%s %s may not open an executor stream: %w", p.Kind, p.Subject, errkind.Denied)
 	}
 	who := p.Subject
 	first, err := stream.Recv()
@@ -435,10 +436,10 @@ func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer
 	}
 	hello := first.GetHello()
 	if hello == nil {
-		return fmt.Errorf("the first message must be hello: %w", errInvalid)
+		return fmt.Errorf("the first message must be hello: %w", errkind.Invalid)
 	}
 	if id := hello.GetExecutorId(); id != "" && id != who {
-		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", limits.Short(id), who, errDenied)
+		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", limits.Short(id), who, errkind.Denied)
 	}
 	d.mu.Lock()
 	d.seq++

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -228,11 +229,6 @@ func randomToken() string {
 	return string(b)
 }
 
-// Errors the Runner adds to the engine's and the store's.
-var (
-	errBusy = errors.New("the run is changing too fast; try again")
-)
-
 // machine returns the engine for a plan, loading it from the store once.
 func (r *Runner) machine(ctx context.Context, digest string) (*engine.Machine, error) {
 	if m, ok := r.machines.Get(digest); ok {
@@ -297,7 +293,7 @@ func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Ma
 // Start verifies the plan (engine.New), stores it, and creates the run.
 // A repeated RequestID returns the run it first created, and created =
 // false, when the request is the same one (sameRequest); a different
-// request under a used RequestID is errRequestReused, naming that run.
+// request under a used RequestID is errkind.RequestReused, naming that run.
 func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, created bool, err error) {
 	m, err := r.startMachine(ctx, req)
 	if err != nil {
@@ -332,7 +328,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 
 // repeated answers a start whose RequestID already made run id: that run
 // if it started the same request — the same plan (digest: source, name,
-// catalog), skill and inputs — else errRequestReused naming it.
+// catalog), skill and inputs — else errkind.RequestReused naming it.
 func (r *Runner) repeated(ctx context.Context, id, digest string, req StartRequest) (*engine.Run, bool, error) {
 	sr, err := r.store.GetRun(ctx, id)
 	if err != nil {
@@ -343,7 +339,7 @@ func (r *Runner) repeated(ctx context.Context, id, digest string, req StartReque
 		return nil, false, err
 	}
 	if sr.PlanDigest != digest || sr.Skill != req.Skill || !maps.Equal(run.Inputs, req.Inputs) {
-		return nil, false, fmt.Errorf("this request_id started run %s with another request (another recipe, skill, name or inputs); use a new request_id for a new run: %w", id, errRequestReused)
+		return nil, false, fmt.Errorf("this request_id started run %s with another request (another recipe, skill, name or inputs); use a new request_id for a new run: %w", id, errkind.RequestReused)
 	}
 	return run, false, nil
 }
@@ -696,7 +692,7 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 			return
 		}
 	}
-	fail(errBusy)
+	fail(errkind.Busy)
 }
 
 func (r *Runner) observe(ctx context.Context, m *engine.Machine, before, after *engine.Run, records []engine.Record) {
@@ -1001,7 +997,7 @@ func (r *Runner) Sweep(ctx context.Context, every time.Duration) error {
 func splitAskID(id string) (run, stop string, err error) {
 	run, stop, ok := strings.Cut(id, "/")
 	if !ok || run == "" || stop == "" {
-		return "", "", fmt.Errorf("ask id %q is not RUN/ASK: %w", limits.Short(id), errInvalid)
+		return "", "", fmt.Errorf("ask id %q is not RUN/ASK: %w", limits.Short(id), errkind.Invalid)
 	}
 	return run, stop, nil
 }
