@@ -158,7 +158,7 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 		if err != nil {
 			return err
 		}
-		m, err := s.cfg.Runner.machine(ctx, sr.PlanDigest)
+		m, err := s.cfg.Runner.Machine(ctx, sr.PlanDigest)
 		if err != nil {
 			return err
 		}

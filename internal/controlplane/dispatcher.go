@@ -16,6 +16,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
@@ -36,9 +37,8 @@ import (
 // in the store are offered again at start-up (Recover).
 type ExecDispatcher struct {
 	tollgatev1.UnimplementedExecutorServiceServer
-	cfg    DispatcherConfig
-	runner *Runner
-	views  *toolViews
+	cfg   DispatcherConfig
+	views *toolViews
 
 	mu       sync.Mutex
 	sessions map[*session]bool
@@ -103,7 +103,10 @@ type DispatcherConfig struct {
 	Catalog *compiler.Catalog
 }
 
+// offer is a dispatch in hand, with the Recorder its lease and result
+// are reported to.
 type offer struct {
+	rec   runner.Recorder
 	runID string
 	d     engine.Dispatch
 }
@@ -220,12 +223,12 @@ func (s *session) takes(o offer) bool {
 // Offer implements Dispatcher. It never blocks: the lease is queued to the
 // executor's send loop. It reports false when no connected executor offers
 // the tool at all (the run is then blocked until one connects).
-func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispatch) bool {
-	o := offer{runID: runID, d: dsp}
+func (d *ExecDispatcher) Offer(_ context.Context, rec runner.Recorder, runID string, dsp engine.Dispatch) bool {
+	o := offer{rec: rec, runID: runID, d: dsp}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.holds(o) {
-		return true // offered again (Runner.Resettle): it is in hand
+		return true // offered again (runner.Resettle): it is in hand
 	}
 	if d.assign(o) {
 		return true
@@ -359,7 +362,7 @@ func (d *ExecDispatcher) lost(ctx context.Context, ls []*lease) {
 			d.mu.Unlock()
 			continue
 		}
-		_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+		_, err := l.offer.rec.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
 			return engine.LeaseLost{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
 		})
 		switch {
@@ -404,16 +407,12 @@ func (d *ExecDispatcher) reap() {
 		}
 		again := d.unrecorded
 		d.unrecorded = nil
-		runner := d.runner
 		d.mu.Unlock()
 		if len(gone) > 0 {
 			d.cfg.Log.Info("leases expired without heartbeat", "count", len(gone))
 		}
 		if len(gone)+len(again) > 0 {
 			d.lost(context.Background(), append(gone, again...))
-		}
-		if runner != nil {
-			runner.Resettle(context.Background())
 		}
 	}
 }
@@ -559,7 +558,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				})
 				continue
 			}
-			if !d.claimAck(l, ackDeferred, d.runner.storeTime()) {
+			if !d.claimAck(l, ackDeferred, l.offer.rec.StoreTime()) {
 				continue // acked again: the first ack records it
 			}
 			handlers.Add(1)
@@ -608,7 +607,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				durable := false
 				if ok {
 					<-l.ackDone
-					_, err := d.runner.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
+					_, err := l.offer.rec.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
 						return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
 					})
 					if err != nil && engineRefusal(err) && d.startedBefore(rec, l) {
@@ -713,7 +712,7 @@ func (d *ExecDispatcher) recordAck(ctx context.Context, s *session, l *lease) {
 	defer close(l.ackDone)
 	var err error
 	for backoff := ackRetryMin; ; backoff = min(2*backoff, ackRetryMax) {
-		_, err = d.runner.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
+		_, err = l.offer.rec.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
 		if err != nil && engineRefusal(err) && d.leasedBefore(ctx, s, l) {
 			err = nil // an earlier try was written, its answer lost
 		}
@@ -756,7 +755,7 @@ func (d *ExecDispatcher) holding(l *lease) bool {
 // leasedBefore reports whether l's attempt is recorded as leased to s's
 // executor under l's id (by an earlier try whose answer was lost).
 func (d *ExecDispatcher) leasedBefore(ctx context.Context, s *session, l *lease) bool {
-	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	run, _, err := l.offer.rec.Get(ctx, l.offer.runID)
 	if err != nil {
 		return false
 	}
@@ -855,7 +854,7 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 	}
 	var err error
 	if len(builds) > 0 {
-		_, err = d.runner.Events(ctx, l.offer.runID, builds...)
+		_, err = l.offer.rec.Events(ctx, l.offer.runID, builds...)
 	}
 	if first {
 		close(l.ackDone)
@@ -905,14 +904,14 @@ func (d *ExecDispatcher) settle(ctx context.Context, s *session, l *lease, fence
 // reported reports whether l's attempt already ended with a result its
 // executor reported (recorded by an earlier copy of the same result).
 func (d *ExecDispatcher) reported(ctx context.Context, l *lease) bool {
-	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	run, _, err := l.offer.rec.Get(ctx, l.offer.runID)
 	return err == nil && run.Reported(l.offer.d.Step, l.offer.d.Attempt)
 }
 
 // startedBefore reports whether l's attempt is recorded as started (by an
 // earlier copy of the same Start whose answer was lost).
 func (d *ExecDispatcher) startedBefore(ctx context.Context, l *lease) bool {
-	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	run, _, err := l.offer.rec.Get(ctx, l.offer.runID)
 	if err != nil {
 		return false
 	}
@@ -953,7 +952,7 @@ func (d *ExecDispatcher) refusedBeforeAck(ctx context.Context, s *session, l *le
 		why = "refused the lease before starting it: " + ref.GetMessage()
 	}
 	why = limits.Truncate("executor "+s.executor+" "+why, limits.MaxErrorBytes)
-	_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+	_, err := l.offer.rec.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
 		return engine.StepRefused{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Reason: why, At: now}
 	})
 	d.settle(ctx, s, l, r.GetFence(), false, err)

@@ -11,6 +11,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
@@ -92,7 +93,7 @@ func (s *Services) CreateRun(ctx context.Context, req *tollgatev1.CreateRunReque
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (s *Services) startExternal(ctx context.Context, who, requestID, name strin
 	if name == "" {
 		name = "script"
 	}
-	return s.cfg.Runner.Start(ctx, StartRequest{Plan: &plan.Plan{Name: name, External: true}, Requester: who, RequestID: requestID})
+	return s.cfg.Runner.Start(ctx, runner.StartRequest{Plan: &plan.Plan{Name: name, External: true}, Requester: who, RequestID: requestID})
 }
 
 // gateEvent checks a request and builds the event (without its time).
@@ -269,7 +270,7 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +297,7 @@ func (s *Services) FinishRun(ctx context.Context, req *tollgatev1.FinishRunReque
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}

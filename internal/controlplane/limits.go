@@ -206,7 +206,7 @@ func leaseFits(msg *tollgatev1.ControlMessage) error {
 // record worker: d.mu may be held). Its attempt never ran.
 func (d *ExecDispatcher) refuseStep(o offer, why string) {
 	d.handle(func() {
-		_, err := d.runner.Event(context.Background(), o.runID, func(now time.Time) engine.Event {
+		_, err := o.rec.Event(context.Background(), o.runID, func(now time.Time) engine.Event {
 			return engine.StepRefused{Step: o.d.Step, Attempt: o.d.Attempt, Reason: why, At: now}
 		})
 		if err != nil && !engineRefusal(err) {

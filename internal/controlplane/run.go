@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
@@ -187,7 +188,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	fs.StringVar(&o.ExecutorKey, "executor-key", "", "private key (PEM) of --executor-cert")
 	fs.StringVar(&o.ExecutorCA, "executor-ca", "", "CA bundle (PEM) executors' client certificates must chain to")
 	fs.StringVar(&o.TrustDomain, "trust-domain", identity.DefaultTrustDomain, "executors are spiffe://TRUST-DOMAIN/executor/NAME in their certificate's URI SAN")
-	fs.IntVar(&o.PlanCache, "plan-cache", DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations), least recently used evicted; an evicted plan is read from the store again")
+	fs.IntVar(&o.PlanCache, "plan-cache", runner.DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations), least recently used evicted; an evicted plan is read from the store again")
 	fs.IntVar(&o.MaxWatchesPerCaller, "max-watches-per-caller", DefaultMaxWatchesPerCaller, "watch streams (WatchRun, WatchAsks) one caller may hold open at once; more are refused with RESOURCE_EXHAUSTED")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -363,7 +364,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		return err
 	}
 	defer flushSpans(tracing, log)
-	var observers []Observer
+	var observers []runner.Observer
 	var met *metrics.Metrics
 	if o.AdminListen != "" {
 		// The server is built below; nothing scrapes before it serves.
@@ -390,13 +391,15 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	errc := make(chan error, 3)
-	// Background work owned here: the policy watch, the deadline pass and
-	// the webhook sender. Each ends with bg and is waited for.
+	// Background work owned here: the policy watch, the deadline pass,
+	// the pass that offers again what a commit of unknown outcome made
+	// runnable, and the webhook sender. Each ends with bg and is waited for.
 	bg, stopBG := context.WithCancel(ctx)
 	var bgWG sync.WaitGroup
 	defer func() { stopBG(); bgWG.Wait() }()
 	bgWG.Go(func() { _ = az.Watch(bg) })
 	bgWG.Go(func() { _ = srv.Runner.Sweep(bg, max(o.DeadlinePass, time.Second)) })
+	bgWG.Go(func() { _ = srv.Runner.Resettling(bg, max(o.LeaseTTL/4, 100*time.Millisecond)) })
 	if notifier != nil {
 		bgWG.Go(func() { _ = notifier.Run(bg) })
 	}

@@ -13,6 +13,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
@@ -31,7 +32,7 @@ type Skills interface {
 
 // ServiceConfig wires the run, approval and audit handlers.
 type ServiceConfig struct {
-	Runner  *Runner
+	Runner  *runner.Runner
 	Store   store.Store
 	Catalog func() *compiler.Catalog
 	Skills  Skills
@@ -121,7 +122,7 @@ func NewServices(cfg ServiceConfig) *Services {
 		cfg.GateGrantTTL = DefaultGateGrantTTL
 	}
 	if cfg.PlanCache <= 0 {
-		cfg.PlanCache = DefaultPlanCache
+		cfg.PlanCache = runner.DefaultPlanCache
 	}
 	return &Services{cfg: cfg, compiled: lru.NewWeighted(cfg.PlanCache, maxCompiledBytes,
 		func(k compileKey, _ compiler.Result) int64 { return int64(len(k.src) + len(k.name) + len(k.inputs)) }),
@@ -188,11 +189,11 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
 		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errkind.StalePayload)
 	}
-	run, created, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs()})
+	run, created, err := s.cfg.Runner.Start(ctx, runner.StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs()})
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +273,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -692,7 +693,7 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 	out := &tollgatev1.AnswerResponse{Kind: answerKindToProto[r.Kind], ResponseText: r.Message, SelectedOptionId: r.Option.ID,
 		MissCount: int32(r.Misses), Ask: askSummary(tr.Run, tr.Run.Asks[a.ID], ""), RunState: runStateToProto[tr.Run.State]}
 	if r.Kind == answer.Dropped {
-		m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+		m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 		if err != nil {
 			return nil, err
 		}

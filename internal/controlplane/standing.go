@@ -9,6 +9,8 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -48,7 +50,7 @@ func (s *Services) approveException(ctx context.Context, who string, run *engine
 	if err := s.withinAuthority(ctx, who, run, a, sc); err != nil {
 		return nil, err
 	}
-	x := store.Exception{ID: "sx_" + randomToken(), AskID: store.AskID(run.ID, a.ID), GrantedBy: who, GrantedAt: now, Until: until.UTC(),
+	x := store.Exception{ID: "sx_" + ids.Token(), AskID: store.AskID(run.ID, a.ID), GrantedBy: who, GrantedAt: now, Until: until.UTC(),
 		Scope: sc.String(), Reason: d.GetReason()}
 	opt := d.GetOptionId()
 	if opt == "" {
@@ -104,7 +106,7 @@ func (s *Services) withinAuthority(ctx context.Context, who string, run *engine.
 // one active standing approval — under the granter's authority as policy
 // judges it now, separation of duties included — and the decision names
 // the standing approval. It reports whether it did.
-func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID string) bool {
+func (s *Services) applyStanding(ctx context.Context, rec runner.Recorder, run *engine.Run, askID string) bool {
 	a := run.Asks[askID]
 	if a == nil || a.Type != plan.StopMenu || len(a.Payload) == 0 || s.cfg.Authority == nil {
 		return false
@@ -144,7 +146,7 @@ func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID str
 		// Pinned to the ask the scope and the granter's authority were
 		// judged on (the payload the scope matched).
 		judged := engine.JudgedOn(a, a.PayloadDigest(), a.EvidenceDigest(), true)
-		_, err = s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
+		_, err = rec.Event(ctx, run.ID, func(now time.Time) engine.Event {
 			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 		})
 		if err != nil && !errors.Is(err, engine.ErrAlreadyDecided) {
