@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -122,7 +123,7 @@ func (s *Services) notify(ctx context.Context, run *engine.Run, a *engine.AskRun
 	ev := webhook.Event{ID: fmt.Sprintf("%s/%s/%s/%d", run.ID, a.ID, kind, run.Version), Kind: kind, AskID: store.AskID(run.ID, a.ID), RunID: run.ID,
 		Title: a.Title, Audience: audience, People: people, ExpiresAt: a.ExpiresAt,
 		Payload: map[string]any{"state": string(a.State), "requester": run.Requester, "payload_digest": a.PayloadDigest(),
-			"answer_command": answerCommand(run, a)}}
+			"answer_command": wire.AnswerCommand(run, a)}}
 	if err := s.cfg.Notifier.Notify(ctx, ev); err != nil {
 		s.log().Warn("notice not queued", "ask", ev.AskID, "kind", kind, "error", err)
 	}

@@ -82,8 +82,8 @@ type Config struct {
 	// Tracing, when enabled, draws every run as a trace (tracing.go) and
 	// sets leases' sampled flags; nil: off.
 	Tracing *telemetry.Tracing
-	// PlanCache bounds each plan cache (engines, compilations) in
-	// entries; 0: DefaultPlanCache.
+	// PlanCache bounds each plan cache (engines, compilations, plan
+	// views) in entries; 0: DefaultPlanCache.
 	PlanCache int
 	// MaxWatchesPerCaller: see ServiceConfig.
 	MaxWatchesPerCaller int
@@ -248,7 +248,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 // events ("watch_events").
 func (s *Server) Caches() map[string]lru.Stats {
 	out := s.Runner.Caches()
-	out["compiled"], out["plan_views"], out["watch_events"] = s.svc.compiled.Stats(), planViews.Stats(), s.svc.events.Stats()
+	out["compiled"], out["plan_views"], out["watch_events"] = s.svc.compiled.Stats(), s.svc.views.Stats(), s.svc.events.Stats()
 	return out
 }
 

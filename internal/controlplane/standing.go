@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
@@ -69,7 +70,7 @@ func (s *Services) approveException(ctx context.Context, who string, run *engine
 		return nil, fmt.Errorf("the ask is approved, but the standing approval was not stored: %w", err)
 	}
 	na := tr.Run.Asks[a.ID]
-	out := &tollgatev1.DecideResponse{Ask: askToProto(tr.Run, na, ""), RunState: runStateToProto[tr.Run.State]}
+	out := &tollgatev1.DecideResponse{Ask: wire.Ask(tr.Run, na), RunState: wire.RunState(tr.Run.State)}
 	if n := len(out.Ask.Decisions); n > 0 {
 		out.Decision = out.Ask.Decisions[n-1]
 	}
@@ -239,6 +240,6 @@ func (s *Services) mayGovern(who, scope string) bool {
 }
 
 func exceptionToProto(x store.Exception) *tollgatev1.StandingException {
-	return &tollgatev1.StandingException{Id: x.ID, AskId: x.AskID, GrantedBy: x.GrantedBy, GrantedAt: ts(x.GrantedAt), Until: ts(x.Until),
-		Scope: x.Scope, Revoked: x.Revoked, RevokedBy: x.RevokedBy, RevokedAt: ts(x.RevokedAt), RevokeReason: x.RevokeReason}
+	return &tollgatev1.StandingException{Id: x.ID, AskId: x.AskID, GrantedBy: x.GrantedBy, GrantedAt: wire.Time(x.GrantedAt), Until: wire.Time(x.Until),
+		Scope: x.Scope, Revoked: x.Revoked, RevokedBy: x.RevokedBy, RevokedAt: wire.Time(x.RevokedAt), RevokeReason: x.RevokeReason}
 }
