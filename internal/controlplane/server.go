@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/internal/runtrace"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
@@ -79,7 +80,7 @@ type Config struct {
 	TrustDomain string
 	// Observers hear of every committed transition (metrics).
 	Observers []runner.Observer
-	// Tracing, when enabled, draws every run as a trace (tracing.go) and
+	// Tracing, when enabled, draws every run as a trace (package runtrace) and
 	// sets leases' sampled flags; nil: off.
 	Tracing *telemetry.Tracing
 	// PlanCache bounds each plan cache (engines, compilations, plan
@@ -120,7 +121,7 @@ func NewServer(cfg Config) *Server {
 	}
 	observers := cfg.Observers
 	if cfg.Tracing.Enabled() {
-		observers = append(slices.Clip(observers), newRunTracer(cfg.Tracing))
+		observers = append(slices.Clip(observers), runtrace.New(cfg.Tracing))
 	}
 	if cfg.Engine.QuorumFloor == nil && cfg.Authority != nil {
 		cfg.Engine.QuorumFloor = policyQuorum(cfg.Authority, cfg.Domain)
