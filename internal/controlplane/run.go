@@ -23,7 +23,6 @@ import (
 	"github.com/tollgate-dev/tollgate/examples"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
-	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
@@ -220,10 +219,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var observers []runner.Observer
 	var met *metrics.Metrics
 	if o.AdminListen != "" {
-		// The server is built below; nothing scrapes before it serves.
-		caches := func() map[string]lru.Stats { return srvRef.Caches() }
-		watches := func() (int, int64) { w := srvRef.Watches(); return w.Active, w.Refused }
-		if met, err = metrics.New(metrics.Config{Store: st, Log: log, Caches: caches, Watches: watches, Policy: az}); err != nil {
+		if met, err = metrics.New(metrics.Config{Store: st, Log: log, Policy: az}); err != nil {
 			return err
 		}
 		defer met.Shutdown(context.Background())
@@ -235,6 +231,12 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller})
 	srvRef = srv
+	if met != nil {
+		// Its caches and watch streams, read at scrape time.
+		if err := met.Report(srv); err != nil {
+			return err
+		}
+	}
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
 	}
