@@ -82,7 +82,7 @@ func (t *Tracer) Committed(ctx context.Context, m *engine.Machine, before, after
 	var phases []string
 	for _, rec := range records {
 		switch rec.Kind {
-		case "step.succeeded", "step.failed", "step.lease_lost", "step.cancelled":
+		case engine.JournalStepSucceeded, engine.JournalStepFailed, engine.JournalStepLeaseLost, engine.JournalStepCancelled:
 		default:
 			continue
 		}
@@ -196,7 +196,7 @@ func (t *Tracer) step(ctx context.Context, m *engine.Machine, run *engine.Run, i
 		}
 	}
 	fail := ""
-	if rec.Kind != "step.succeeded" && rec.Kind != "step.cancelled" {
+	if rec.Kind != engine.JournalStepSucceeded && rec.Kind != engine.JournalStepCancelled {
 		fail = a.Error
 		if fail == "" {
 			fail = outcome

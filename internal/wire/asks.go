@@ -86,7 +86,7 @@ func Ask(run *engine.Run, a *engine.AskRun) *tollgatev1.Ask {
 	}
 	for _, d := range a.Decisions {
 		out.Decisions = append(out.Decisions, &tollgatev1.Decision{Kind: decisionKindToProto[d.Kind], Actor: d.Actor, Time: Time(d.At),
-			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, PayloadDigest: a.PayloadDigest(), Counts: d.Kind != "expire" && d.Kind != "cancel",
+			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, PayloadDigest: a.PayloadDigest(), Counts: d.Kind != engine.DecisionExpire && d.Kind != engine.DecisionCancel,
 			Authority: d.Why, PolicyVersion: d.Policy, EvidenceRequest: evidenceRequest(d), DelegateTo: delegateTo(d)})
 	}
 	return out
@@ -134,14 +134,14 @@ func optionWords(a *engine.AskRun) string {
 }
 
 func evidenceRequest(d engine.Decision) string {
-	if d.Kind == "request_evidence" {
+	if d.Kind == engine.DecisionRequestEvidence {
 		return d.Reason
 	}
 	return ""
 }
 
 func delegateTo(d engine.Decision) string {
-	if d.Kind == "delegate" {
+	if d.Kind == engine.DecisionDelegate {
 		return d.Text
 	}
 	return ""

@@ -42,13 +42,13 @@ var askKindToProto = map[plan.StopType]tollgatev1.AskKind{
 	engine.InDoubt: tollgatev1.AskKind_ASK_KIND_IN_DOUBT, engine.Gate: tollgatev1.AskKind_ASK_KIND_GATE,
 }
 
-var decisionKindToProto = map[string]tollgatev1.DecisionKind{
-	"approve": tollgatev1.DecisionKind_DECISION_KIND_APPROVE, "reject": tollgatev1.DecisionKind_DECISION_KIND_REJECT,
-	"answer": tollgatev1.DecisionKind_DECISION_KIND_ANSWER, "amend": tollgatev1.DecisionKind_DECISION_KIND_AMEND,
-	"revoke": tollgatev1.DecisionKind_DECISION_KIND_REVOKE, "request_evidence": tollgatev1.DecisionKind_DECISION_KIND_REQUEST_EVIDENCE,
-	"delegate": tollgatev1.DecisionKind_DECISION_KIND_DELEGATE, "expire": tollgatev1.DecisionKind_DECISION_KIND_EXPIRE,
-	"cancel": tollgatev1.DecisionKind_DECISION_KIND_CANCEL, "stale": tollgatev1.DecisionKind_DECISION_KIND_STALE,
-	"escalate": tollgatev1.DecisionKind_DECISION_KIND_ESCALATE, "evidence": tollgatev1.DecisionKind_DECISION_KIND_EVIDENCE_ATTACHED,
+var decisionKindToProto = map[engine.DecisionKind]tollgatev1.DecisionKind{
+	engine.DecisionApprove: tollgatev1.DecisionKind_DECISION_KIND_APPROVE, engine.DecisionReject: tollgatev1.DecisionKind_DECISION_KIND_REJECT,
+	engine.DecisionAnswer: tollgatev1.DecisionKind_DECISION_KIND_ANSWER, engine.DecisionAmend: tollgatev1.DecisionKind_DECISION_KIND_AMEND,
+	engine.DecisionRevoke: tollgatev1.DecisionKind_DECISION_KIND_REVOKE, engine.DecisionRequestEvidence: tollgatev1.DecisionKind_DECISION_KIND_REQUEST_EVIDENCE,
+	engine.DecisionDelegate: tollgatev1.DecisionKind_DECISION_KIND_DELEGATE, engine.DecisionExpire: tollgatev1.DecisionKind_DECISION_KIND_EXPIRE,
+	engine.DecisionCancel: tollgatev1.DecisionKind_DECISION_KIND_CANCEL, engine.DecisionStale: tollgatev1.DecisionKind_DECISION_KIND_STALE,
+	engine.DecisionEscalate: tollgatev1.DecisionKind_DECISION_KIND_ESCALATE, engine.DecisionEvidence: tollgatev1.DecisionKind_DECISION_KIND_EVIDENCE_ATTACHED,
 }
 
 func invert[K, V comparable](m map[K]V) map[V]K {
