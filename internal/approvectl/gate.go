@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/gates"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
@@ -277,11 +278,11 @@ func runCommand(ctx context.Context, argv []string, cfg Config) (int, string, er
 		if code < 0 {
 			code = 128 // killed by a signal
 		}
-		return code, grant.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
+		return code, freshness.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
 	case err != nil:
 		return 0, "", err
 	}
-	return 0, grant.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
+	return 0, freshness.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
 }
 
 func newBeginCmd(g *globals) *cobra.Command {
@@ -411,7 +412,7 @@ usage or unreadable files.`,
 					if err != nil {
 						return usageErr("--artifact: %v", err)
 					}
-					digests[filepath.Base(path)] = grant.ContentDigest(b)
+					digests[filepath.Base(path)] = freshness.ContentDigest(b)
 				}
 				if len(digests) == 0 {
 					return usageErr("grant verify: give the payload you will act on: --payload JSON or --artifact FILE")

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
@@ -112,7 +113,7 @@ func TestItem4_ExecutorRefusesASideEffectTheLeaseCallsReadOnly(t *testing.T) {
 		t.Fatalf("a read-only tool runs with no Start: %v", m)
 	}
 
-	digest, _ := grant.PayloadDigest([]byte(args))
+	digest, _ := freshness.PayloadDigest([]byte(args))
 	g := &grant.Grant{RunID: "r", StepID: "m2", Action: "test.mark", PayloadDigest: digest, Fence: 1, ExpiresAt: time.Now().Add(time.Minute)}
 	grant.Sign(g, "cp", priv)
 	lease("m2", "mark", false, g)

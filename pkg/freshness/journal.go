@@ -32,7 +32,14 @@ type JournalRecord struct {
 // stack, without decoding a payload that is already canonical.
 func JournalDigest(r JournalRecord) string {
 	var buf [1024]byte
-	b := append(buf[:0], `{"actor":`...)
+	b := buf[:0]
+	// The keys, punctuation and time take under 128 bytes; a record that
+	// will not fit on the stack gets one allocation of about its size, not
+	// a doubling series.
+	if n := 128 + len(r.Actor) + len(r.Kind) + len(r.Payload) + len(r.PrevHash) + len(r.RunID); n > len(buf) {
+		b = make([]byte, 0, n+n/16)
+	}
+	b = append(b, `{"actor":`...)
 	b = plan.AppendCanonical(b, r.Actor)
 	b = append(b, `,"kind":`...)
 	b = plan.AppendCanonical(b, r.Kind)

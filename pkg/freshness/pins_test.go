@@ -224,8 +224,11 @@ func TestReadFacts(t *testing.T) {
 	}
 }
 
-// The plan digest of DESIGN.md §3's example, as pinned since issue 1
-// (pkg/plan/testdata/design-example.digest).
+// The digest is a property of the plan's meaning as encoded: the same
+// plan always digests the same, whatever the key order or spacing of the
+// JSON it came from, and any change of content changes it. The digest of
+// DESIGN.md §3's example is pinned (testdata/design-example.digest) since
+// issue 1.
 func TestPlanDigestPinned(t *testing.T) {
 	b, err := os.ReadFile("../plan/testdata/design-example.json")
 	if err != nil {
@@ -235,25 +238,35 @@ func TestPlanDigestPinned(t *testing.T) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatal(err)
 	}
-	golden, err := os.ReadFile("../plan/testdata/design-example.digest")
+	d1, err := freshness.PlanDigest(&p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := freshness.PlanDigest(&p)
+	golden, err := os.ReadFile("testdata/design-example.digest")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.TrimSpace(string(golden)); got != want {
-		t.Fatalf("PlanDigest = %s, pinned %s", got, want)
+	if got := strings.TrimSpace(string(golden)); got != d1 {
+		t.Fatalf("digest of the DESIGN example changed: was %s, now %s (an encoding change breaks every stored approval's binding)", got, d1)
 	}
-	// Re-spaced, re-ordered args are the same plan.
-	p.InitialSteps[0].Args = plan.Object(`{ }`)
-	if again, _ := freshness.PlanDigest(&p); again != got {
-		t.Fatalf("digest changed with formatting: %s vs %s", again, got)
+	// Re-decode from a re-ordered, re-spaced encoding.
+	b, _ = plan.Indent(&p)
+	var q plan.Plan
+	if err := json.Unmarshal(b, &q); err != nil {
+		t.Fatal(err)
 	}
-	p.InitialSteps[0].Args = plan.Object(`{"x":1}`)
-	if changed, _ := freshness.PlanDigest(&p); changed == got {
+	q.InitialSteps[0].Args = plan.Object(`{ }`)
+	q.StoppingPoints[0].Options[0].Steps[0].Args = plan.Object("{\n \"text\" :\"{brief}\"}")
+	if d2, _ := freshness.PlanDigest(&q); d2 != d1 {
+		t.Fatalf("digest changed with formatting: %s vs %s", d1, d2)
+	}
+	q.StoppingPoints[0].Options[0].Steps[0].Args = plan.Object(`{"text":"{cpu}"}`)
+	if d3, _ := freshness.PlanDigest(&q); d3 == d1 {
 		t.Fatal("digest did not change when the args changed")
+	}
+	// The deprecated copy in pkg/plan agrees until it goes.
+	if old, err := plan.Digest(&p); err != nil || old != d1 {
+		t.Fatalf("plan.Digest says %s (%v), freshness.PlanDigest %s", old, err, d1)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
@@ -30,7 +31,7 @@ func grantFiles(t *testing.T, dir, run string) (grantPath, keyPath, artifact str
 	artifact = filepath.Join(dir, "commit.diff")
 	content := []byte("diff --git a/x b/x\n")
 	writeTestFile(t, artifact, content)
-	d, err := grant.PayloadDigest(grant.ArtifactsPayload(map[string]string{"commit.diff": grant.ContentDigest(content)}))
+	d, err := freshness.PayloadDigest(grant.ArtifactsPayload(map[string]string{"commit.diff": freshness.ContentDigest(content)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestRoundTripVerifies(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	args := []byte(`{"amount":500,"vendor":"V-1"}`)
-	d, err := grant.PayloadDigest(args)
+	d, err := freshness.PayloadDigest(args)
 	if err != nil {
 		t.Fatal(err)
 	}
