@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/tollgate-dev/tollgate/client/gates"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/freshness"
-	"github.com/tollgate-dev/tollgate/pkg/gates"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // Exit codes of `gate` (and `grant verify`), beyond the common ones.
@@ -143,7 +143,7 @@ reached.`,
 // the grant, and exits with the outcome's code.
 func (g *globals) reportGate(d gates.Decision, grantOut string) error {
 	if grantOut != "" && d.Grant != nil {
-		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(grantpb.ToProto(d.Grant))
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(wire.GrantToProto(d.Grant))
 		if err != nil {
 			return err
 		}
@@ -432,7 +432,7 @@ usage or unreadable files.`,
 			}
 			defer closeLedger()
 			v := grant.NewVerifierWithLedger(trusted, led)
-			gr := grantpb.FromProto(&pg)
+			gr := wire.GrantFromProto(&pg)
 			if action == "" {
 				// The verifier names what it is about to do; taking the
 				// grant's own word for it would accept a grant for any

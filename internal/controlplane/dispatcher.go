@@ -18,10 +18,10 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -322,7 +322,7 @@ func (d *ExecDispatcher) leaseFor(o offer, s *session) (*tollgatev1.ControlMessa
 		}
 		g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, Action: o.d.Server + "." + o.d.Tool, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
 		grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
-		pl.Grant = grantpb.ToProto(g)
+		pl.Grant = wire.GrantToProto(g)
 	}
 	msg := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: pl}}
 	if err := leaseFits(msg); err != nil {
