@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 )
@@ -75,7 +76,7 @@ func TestMetricsObserveTheRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer met.Shutdown(context.Background())
-	e := newEnvOn(t, st, devPolicy(t), echoTools(), func(c *Config) { c.Observers = []Observer{met} })
+	e := newEnvOn(t, st, devPolicy(t), echoTools(), func(c *Config) { c.Observers = []runner.Observer{met} })
 	value := func(name, label, value string) float64 {
 		t.Helper()
 		fams, err := met.Gatherer().Gather()

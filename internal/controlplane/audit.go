@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
@@ -157,7 +158,7 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 		if err != nil {
 			return err
 		}
-		m, err := s.cfg.Runner.machine(ctx, sr.PlanDigest)
+		m, err := s.cfg.Runner.Machine(ctx, sr.PlanDigest)
 		if err != nil {
 			return err
 		}
@@ -213,7 +214,7 @@ func (s *Services) ListJournal(ctx context.Context, req *tollgatev1.ListJournalR
 		// The token is the seq of the last record of the previous page.
 		n, err := strconv.ParseInt(tok, 10, 64)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("page token %q: %w", tok, errInvalid)
+			return nil, fmt.Errorf("page token %q: %w", tok, errkind.Invalid)
 		}
 		after = max(after, n)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 )
 
@@ -73,7 +74,7 @@ func TestBadTokensAreRefusedEverywhere(t *testing.T) {
 // a listener ever authenticated one there.
 func TestCallerRefusesExecutors(t *testing.T) {
 	ctx := identity.WithPrincipal(context.Background(), identity.Principal{Subject: "edge-1", Kind: identity.KindExecutor})
-	if _, err := caller(ctx); !errors.Is(err, errDenied) {
+	if _, err := caller(ctx); !errors.Is(err, errkind.Denied) {
 		t.Fatalf("caller with an executor principal: %v, want permission denied", err)
 	}
 	ctx = identity.WithPrincipal(context.Background(), identity.Principal{Subject: "alice", Kind: identity.KindPerson})

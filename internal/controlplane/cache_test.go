@@ -28,7 +28,7 @@ func TestItem12_PlanCachesStayBoundedAndEvictedPlansStillWork(t *testing.T) {
 		ids = append(ids, resp.GetRun().GetId())
 	}
 	caches := e.srv.Caches()
-	for _, name := range []string{"plans", "compiled"} { // plan_views is process-wide, bound DefaultPlanCache
+	for _, name := range []string{"plans", "compiled"} { // plan_views is process-wide, bound runner.DefaultPlanCache
 		st := caches[name]
 		if st.Entries > bound || st.Bound != bound {
 			t.Errorf("cache %s holds %d entries (bound %d) after %d distinct plans; want at most %d", name, st.Entries, st.Bound, plans, bound)
@@ -66,12 +66,11 @@ func TestItem12_BoundsFromConfigFile(t *testing.T) {
 	}
 	var o Options
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.IntVar(&o.PlanCache, "plan-cache", DefaultPlanCache, "")
-	fs.IntVar(&o.MaxWatchesPerCaller, "max-watches-per-caller", DefaultMaxWatchesPerCaller, "")
+	o.register(fs)
 	if err := fs.Parse([]string{"--max-watches-per-caller", "5"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := loadConfig(path, &o, fs); err != nil {
+	if err := o.load(path, fs); err != nil {
 		t.Fatal(err)
 	}
 	if o.PlanCache != 7 || o.MaxWatchesPerCaller != 5 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
@@ -54,8 +55,8 @@ func (c *countingStore) counts() (int, int) {
 // reach "every step blocked".
 func startWide(t testing.TB, n int) (commits, bytes int) {
 	st := &countingStore{Store: memstore.New(memstore.Config{})}
-	r := NewRunner(RunnerConfig{Store: st})
-	run, _, err := r.Start(context.Background(), StartRequest{Plan: widePlan(n, "wide"), Requester: "alice"})
+	r := runner.New(runner.Config{Store: st})
+	run, _, err := r.Start(context.Background(), runner.StartRequest{Plan: widePlan(n, "wide"), Requester: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +97,10 @@ func TestItem11_StartRunIsLinearInSteps(t *testing.T) {
 func BenchmarkStartRun10kSteps(b *testing.B) {
 	p := widePlan(10000, "wide")
 	bench := func(b *testing.B, st store.Store) {
-		r := NewRunner(RunnerConfig{Store: st})
+		r := runner.New(runner.Config{Store: st})
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := r.Start(context.Background(), StartRequest{Plan: p, Requester: "alice"}); err != nil {
+			if _, _, err := r.Start(context.Background(), runner.StartRequest{Plan: p, Requester: "alice"}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -118,11 +119,11 @@ func BenchmarkStartRun10kSteps(b *testing.B) {
 
 // stubExec takes every offer and reports its lease, start and result in
 // one Events call, as an executor of instant read-only tools would.
-type stubExec struct{ r *Runner }
+type stubExec struct{}
 
-func (x *stubExec) Offer(ctx context.Context, runID string, d engine.Dispatch) bool {
+func (x *stubExec) Offer(ctx context.Context, rec runner.Recorder, runID string, d engine.Dispatch) bool {
 	go func() {
-		_, _ = x.r.Events(context.WithoutCancel(ctx), runID,
+		_, _ = rec.Events(context.WithoutCancel(ctx), runID,
 			func(now time.Time) engine.Event {
 				return engine.StepLeased{Step: d.Step, Attempt: d.Attempt, Executor: "stub", LeaseID: d.Step, At: now}
 			},
@@ -140,11 +141,10 @@ func (x *stubExec) Cancel(context.Context, string, engine.CancelStep) {}
 // executor and returns the commits and run bytes written.
 func runWide(t testing.TB, st *countingStore, n int) (commits, bytes int) {
 	x := &stubExec{}
-	r := NewRunner(RunnerConfig{Store: st, Dispatcher: x})
-	x.r = r
-	w := r.Follow(AnyRun)
+	r := runner.New(runner.Config{Store: st, Dispatcher: x})
+	w := r.Follow(runner.AnyRun)
 	defer w.Stop()
-	if _, _, err := r.Start(context.Background(), StartRequest{Plan: widePlan(n, "wide"), Requester: "alice"}); err != nil {
+	if _, _, err := r.Start(context.Background(), runner.StartRequest{Plan: widePlan(n, "wide"), Requester: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -174,15 +174,15 @@ func BenchmarkRun10kStepsToCompletion(b *testing.B) {
 // acceptAll takes every offer and reports nothing.
 type acceptAll struct{}
 
-func (acceptAll) Offer(context.Context, string, engine.Dispatch) bool { return true }
-func (acceptAll) Cancel(context.Context, string, engine.CancelStep)   {}
+func (acceptAll) Offer(context.Context, runner.Recorder, string, engine.Dispatch) bool { return true }
+func (acceptAll) Cancel(context.Context, string, engine.CancelStep)                    {}
 
 // leaseBytes starts a run of n queued steps and returns the bytes
 // allocated to commit k of their leases in one batch.
 func leaseBytes(t *testing.T, n, k int) uint64 {
-	r := NewRunner(RunnerConfig{Store: memstore.New(memstore.Config{}), Dispatcher: acceptAll{}})
+	r := runner.New(runner.Config{Store: memstore.New(memstore.Config{}), Dispatcher: acceptAll{}})
 	ctx := context.Background()
-	run, _, err := r.Start(ctx, StartRequest{Plan: widePlan(n, "wide"), Requester: "alice"})
+	run, _, err := r.Start(ctx, runner.StartRequest{Plan: widePlan(n, "wide"), Requester: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

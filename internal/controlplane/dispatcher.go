@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
@@ -35,9 +37,8 @@ import (
 // in the store are offered again at start-up (Recover).
 type ExecDispatcher struct {
 	tollgatev1.UnimplementedExecutorServiceServer
-	cfg    DispatcherConfig
-	runner *Runner
-	views  *toolViews
+	cfg   DispatcherConfig
+	views *toolViews
 
 	mu       sync.Mutex
 	sessions map[*session]bool
@@ -102,7 +103,10 @@ type DispatcherConfig struct {
 	Catalog *compiler.Catalog
 }
 
+// offer is a dispatch in hand, with the Recorder its lease and result
+// are reported to.
 type offer struct {
+	rec   runner.Recorder
 	runID string
 	d     engine.Dispatch
 }
@@ -219,12 +223,12 @@ func (s *session) takes(o offer) bool {
 // Offer implements Dispatcher. It never blocks: the lease is queued to the
 // executor's send loop. It reports false when no connected executor offers
 // the tool at all (the run is then blocked until one connects).
-func (d *ExecDispatcher) Offer(_ context.Context, runID string, dsp engine.Dispatch) bool {
-	o := offer{runID: runID, d: dsp}
+func (d *ExecDispatcher) Offer(_ context.Context, rec runner.Recorder, runID string, dsp engine.Dispatch) bool {
+	o := offer{rec: rec, runID: runID, d: dsp}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.holds(o) {
-		return true // offered again (Runner.Resettle): it is in hand
+		return true // offered again (runner.Resettle): it is in hand
 	}
 	if d.assign(o) {
 		return true
@@ -267,7 +271,7 @@ func (d *ExecDispatcher) assign(o offer) bool {
 		return false
 	}
 	msg, l, err := d.leaseFor(o, best)
-	if errors.Is(err, errUndeliverable) {
+	if errors.Is(err, errkind.Undeliverable) {
 		d.cfg.Log.Error("lease not sent", "run", o.runID, "step", o.d.Step, "error", err)
 		d.refuseStep(o, err.Error())
 		return true // handled: its step fails; the stream is untouched
@@ -358,7 +362,7 @@ func (d *ExecDispatcher) lost(ctx context.Context, ls []*lease) {
 			d.mu.Unlock()
 			continue
 		}
-		_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+		_, err := l.offer.rec.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
 			return engine.LeaseLost{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
 		})
 		switch {
@@ -377,7 +381,7 @@ func (d *ExecDispatcher) lost(ctx context.Context, ls []*lease) {
 // retryable reports whether err says the store could not record a fact
 // now, though it may later: the fact is kept and recorded again.
 func retryable(err error) bool {
-	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, errBusy)
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, errkind.Busy)
 }
 
 func (d *ExecDispatcher) reap() {
@@ -403,16 +407,12 @@ func (d *ExecDispatcher) reap() {
 		}
 		again := d.unrecorded
 		d.unrecorded = nil
-		runner := d.runner
 		d.mu.Unlock()
 		if len(gone) > 0 {
 			d.cfg.Log.Info("leases expired without heartbeat", "count", len(gone))
 		}
 		if len(gone)+len(again) > 0 {
 			d.lost(context.Background(), append(gone, again...))
-		}
-		if runner != nil {
-			runner.Resettle(context.Background())
 		}
 	}
 }
@@ -423,10 +423,10 @@ func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer
 	ctx := stream.Context()
 	p, ok := identity.FromContext(ctx)
 	if !ok {
-		return fmt.Errorf("no authenticated executor: %w", errUnauthenticated)
+		return fmt.Errorf("no authenticated executor: %w", errkind.Unauthenticated)
 	}
 	if p.Kind != identity.KindExecutor {
-		return fmt.Errorf("%s %s may not open an executor stream: %w", p.Kind, p.Subject, errDenied)
+		return fmt.Errorf("%s %s may not open an executor stream: %w", p.Kind, p.Subject, errkind.Denied)
 	}
 	who := p.Subject
 	first, err := stream.Recv()
@@ -435,10 +435,10 @@ func (d *ExecDispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer
 	}
 	hello := first.GetHello()
 	if hello == nil {
-		return fmt.Errorf("the first message must be hello: %w", errInvalid)
+		return fmt.Errorf("the first message must be hello: %w", errkind.Invalid)
 	}
 	if id := hello.GetExecutorId(); id != "" && id != who {
-		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", limits.Short(id), who, errDenied)
+		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", limits.Short(id), who, errkind.Denied)
 	}
 	d.mu.Lock()
 	d.seq++
@@ -558,7 +558,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				})
 				continue
 			}
-			if !d.claimAck(l, ackDeferred, d.runner.storeTime()) {
+			if !d.claimAck(l, ackDeferred, l.offer.rec.StoreTime()) {
 				continue // acked again: the first ack records it
 			}
 			handlers.Add(1)
@@ -607,7 +607,7 @@ func (d *ExecDispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorSe
 				durable := false
 				if ok {
 					<-l.ackDone
-					_, err := d.runner.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
+					_, err := l.offer.rec.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
 						return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
 					})
 					if err != nil && engineRefusal(err) && d.startedBefore(rec, l) {
@@ -712,7 +712,7 @@ func (d *ExecDispatcher) recordAck(ctx context.Context, s *session, l *lease) {
 	defer close(l.ackDone)
 	var err error
 	for backoff := ackRetryMin; ; backoff = min(2*backoff, ackRetryMax) {
-		_, err = d.runner.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
+		_, err = l.offer.rec.Event(ctx, l.offer.runID, d.leasedEvent(s, l, l.ackedAt))
 		if err != nil && engineRefusal(err) && d.leasedBefore(ctx, s, l) {
 			err = nil // an earlier try was written, its answer lost
 		}
@@ -755,7 +755,7 @@ func (d *ExecDispatcher) holding(l *lease) bool {
 // leasedBefore reports whether l's attempt is recorded as leased to s's
 // executor under l's id (by an earlier try whose answer was lost).
 func (d *ExecDispatcher) leasedBefore(ctx context.Context, s *session, l *lease) bool {
-	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	run, _, err := l.offer.rec.Get(ctx, l.offer.runID)
 	if err != nil {
 		return false
 	}
@@ -854,7 +854,7 @@ func (d *ExecDispatcher) result(ctx context.Context, s *session, r *tollgatev1.R
 	}
 	var err error
 	if len(builds) > 0 {
-		_, err = d.runner.Events(ctx, l.offer.runID, builds...)
+		_, err = l.offer.rec.Events(ctx, l.offer.runID, builds...)
 	}
 	if first {
 		close(l.ackDone)
@@ -904,14 +904,14 @@ func (d *ExecDispatcher) settle(ctx context.Context, s *session, l *lease, fence
 // reported reports whether l's attempt already ended with a result its
 // executor reported (recorded by an earlier copy of the same result).
 func (d *ExecDispatcher) reported(ctx context.Context, l *lease) bool {
-	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	run, _, err := l.offer.rec.Get(ctx, l.offer.runID)
 	return err == nil && run.Reported(l.offer.d.Step, l.offer.d.Attempt)
 }
 
 // startedBefore reports whether l's attempt is recorded as started (by an
 // earlier copy of the same Start whose answer was lost).
 func (d *ExecDispatcher) startedBefore(ctx context.Context, l *lease) bool {
-	run, _, err := d.runner.Get(ctx, l.offer.runID)
+	run, _, err := l.offer.rec.Get(ctx, l.offer.runID)
 	if err != nil {
 		return false
 	}
@@ -952,7 +952,7 @@ func (d *ExecDispatcher) refusedBeforeAck(ctx context.Context, s *session, l *le
 		why = "refused the lease before starting it: " + ref.GetMessage()
 	}
 	why = limits.Truncate("executor "+s.executor+" "+why, limits.MaxErrorBytes)
-	_, err := d.runner.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
+	_, err := l.offer.rec.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
 		return engine.StepRefused{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Reason: why, At: now}
 	})
 	d.settle(ctx, s, l, r.GetFence(), false, err)

@@ -9,24 +9,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
-)
-
-// Handlers return domain errors wrapped with %w around these kinds; the
-// interceptors below map them to gRPC status codes and log them, once, in
-// this one place.
-var (
-	errInvalid         = errors.New("invalid argument")
-	errNotFound        = errors.New("not found")
-	errUnauthenticated = errors.New("unauthenticated")
-	errDenied          = errors.New("permission denied")
-	errUnimplemented   = errors.New("not implemented yet")
-	errPrecondition    = errors.New("failed precondition")
-	// errRequestReused: a request_id already made a run for another
-	// request (ALREADY_EXISTS).
-	errRequestReused = errors.New("request_id already used")
 )
 
 // toStatus maps a handler error to a gRPC status error. Its message is
@@ -45,28 +31,28 @@ func toStatus(err error) error {
 		err = cutError{err}
 	}
 	switch {
-	case errors.Is(err, errInvalid), errors.Is(err, engine.ErrBadOption), errors.Is(err, engine.ErrReasonRequired),
+	case errors.Is(err, errkind.Invalid), errors.Is(err, engine.ErrBadOption), errors.Is(err, engine.ErrReasonRequired),
 		errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrBadAmend),
 		errors.Is(err, engine.ErrEvidence), errors.Is(err, engine.ErrBadName), errors.Is(err, limits.ErrTooLarge):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrUnknownAsk):
+	case errors.Is(err, errkind.NotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrUnknownAsk):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, errUnauthenticated):
+	case errors.Is(err, errkind.Unauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
-	case errors.Is(err, errDenied), errors.Is(err, engine.ErrForbidden):
+	case errors.Is(err, errkind.Denied), errors.Is(err, engine.ErrForbidden):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, engine.ErrAlreadyDecided), errors.Is(err, engine.ErrExpired), errors.Is(err, engine.ErrRunEnded),
-		errors.Is(err, errStalePayload), errors.Is(err, engine.ErrStaleAsk), errors.Is(err, engine.ErrUnreviewed), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
+		errors.Is(err, errkind.StalePayload), errors.Is(err, engine.ErrStaleAsk), errors.Is(err, engine.ErrUnreviewed), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
 		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote),
-		errors.Is(err, errPrecondition), errors.Is(err, engine.ErrNotExternal), errors.Is(err, engine.ErrGateOpen):
+		errors.Is(err, errkind.Precondition), errors.Is(err, engine.ErrNotExternal), errors.Is(err, engine.ErrGateOpen):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, engine.ErrStepDone), errors.Is(err, errRequestReused):
+	case errors.Is(err, engine.ErrStepDone), errors.Is(err, errkind.RequestReused):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, errBusy):
+	case errors.Is(err, errkind.Busy):
 		return status.Error(codes.Aborted, err.Error())
-	case errors.Is(err, errExhausted):
+	case errors.Is(err, errkind.Exhausted):
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, errUnimplemented):
+	case errors.Is(err, errkind.Unimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, store.ErrUnavailable):
 		return status.Error(codes.Unavailable, clientText(err))

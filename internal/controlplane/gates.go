@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
@@ -39,7 +41,7 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 	runID := req.GetRunId()
 	if runID == "" {
 		if req.GetRequestId() == "" {
-			return nil, fmt.Errorf("request_id is required to create a run (a retry must not create a second one): %w", errInvalid)
+			return nil, fmt.Errorf("request_id is required to create a run (a retry must not create a second one): %w", errkind.Invalid)
 		}
 		run, _, err := s.startExternal(ctx, who, req.GetRequestId(), req.GetRunName())
 		if err != nil {
@@ -52,7 +54,7 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 		return nil, err
 	}
 	if run.Requester != who {
-		return nil, fmt.Errorf("only the run's requester (%s) opens gates on %s: %w", run.Requester, run.ID, errDenied)
+		return nil, fmt.Errorf("only the run's requester (%s) opens gates on %s: %w", run.Requester, run.ID, errkind.Denied)
 	}
 	if !run.External {
 		return nil, fmt.Errorf("run %s runs a recipe; its gates are the recipe's: %w", run.ID, engine.ErrNotExternal)
@@ -85,13 +87,13 @@ func (s *Services) CreateRun(ctx context.Context, req *tollgatev1.CreateRunReque
 		return nil, err
 	}
 	if req.GetRequestId() == "" {
-		return nil, fmt.Errorf("request_id is required (a re-run script finds its run by it): %w", errInvalid)
+		return nil, fmt.Errorf("request_id is required (a re-run script finds its run by it): %w", errkind.Invalid)
 	}
 	run, created, err := s.startExternal(ctx, who, req.GetRequestId(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +104,7 @@ func (s *Services) startExternal(ctx context.Context, who, requestID, name strin
 	if name == "" {
 		name = "script"
 	}
-	return s.cfg.Runner.Start(ctx, StartRequest{Plan: &plan.Plan{Name: name, External: true}, Requester: who, RequestID: requestID})
+	return s.cfg.Runner.Start(ctx, runner.StartRequest{Plan: &plan.Plan{Name: name, External: true}, Requester: who, RequestID: requestID})
 }
 
 // gateEvent checks a request and builds the event (without its time).
@@ -112,7 +114,7 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 		return ev, err
 	}
 	if ev.Title == "" {
-		return ev, fmt.Errorf("gate %s: a summary is required (what the approver decides): %w", ev.Gate, errInvalid)
+		return ev, fmt.Errorf("gate %s: a summary is required (what the approver decides): %w", ev.Gate, errkind.Invalid)
 	}
 	// The gate is decided under its own action, gate.NAME, whatever the
 	// request says: the requester does not choose the policy its gate is
@@ -122,20 +124,20 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 	ev.Server, ev.Tool = "gate", ev.Gate
 	if also := req.GetAction(); also != "" && also != action {
 		if server, tool, ok := strings.Cut(also, "."); !ok || server == "" || tool == "" {
-			return ev, fmt.Errorf("action %q is not SERVER.TOOL: %w", also, errInvalid)
+			return ev, fmt.Errorf("action %q is not SERVER.TOOL: %w", also, errkind.Invalid)
 		}
 		ev.Also = []string{also}
 	}
 	digests := map[string]string{}
 	for i, a := range req.GetArtifacts() {
 		if a.GetName() == "" {
-			return ev, fmt.Errorf("artifact %d has no name: %w", i+1, errInvalid)
+			return ev, fmt.Errorf("artifact %d has no name: %w", i+1, errkind.Invalid)
 		}
 		if _, dup := digests[a.GetName()]; dup {
-			return ev, fmt.Errorf("two artifacts are named %q: %w", a.GetName(), errInvalid)
+			return ev, fmt.Errorf("two artifacts are named %q: %w", a.GetName(), errkind.Invalid)
 		}
 		if len(a.GetContent()) > maxGateArtifact {
-			return ev, fmt.Errorf("artifact %q is %d bytes; at most %d: %w", a.GetName(), len(a.GetContent()), maxGateArtifact, errInvalid)
+			return ev, fmt.Errorf("artifact %q is %d bytes; at most %d: %w", a.GetName(), len(a.GetContent()), maxGateArtifact, errkind.Invalid)
 		}
 		mt := a.GetMediaType()
 		if mt == "" {
@@ -147,7 +149,7 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 	}
 	if p := strings.TrimSpace(req.GetPayloadJson()); p != "" {
 		if _, err := plan.DecodeObject(plan.Object(p)); err != nil || !strings.HasPrefix(p, "{") {
-			return ev, fmt.Errorf("payload_json is not a JSON object (%v): %w", err, errInvalid)
+			return ev, fmt.Errorf("payload_json is not a JSON object (%v): %w", err, errkind.Invalid)
 		}
 		ev.Args = plan.Object(p)
 	} else {
@@ -155,7 +157,7 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 	}
 	if d := req.GetExpires(); d != nil {
 		if d.AsDuration() <= 0 {
-			return ev, fmt.Errorf("expires %s: must be positive: %w", d.AsDuration(), errInvalid)
+			return ev, fmt.Errorf("expires %s: must be positive: %w", d.AsDuration(), errkind.Invalid)
 		}
 		ev.Expires = d.AsDuration()
 	}
@@ -171,10 +173,10 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 	}
 	for _, also := range ev.Also {
 		if s.cfg.Authority == nil {
-			return ev, fmt.Errorf("gate %s: --action %s needs a policy to judge it, and none is loaded: %w", ev.Gate, also, errPrecondition)
+			return ev, fmt.Errorf("gate %s: --action %s needs a policy to judge it, and none is loaded: %w", ev.Gate, also, errkind.Precondition)
 		}
 		if f, ok := s.cfg.Authority.Floor(s.cfg.Domain, also); !ok || len(f.Rules) == 0 {
-			return ev, fmt.Errorf("gate %s: no policy rule names the action %s in %s, so nobody could decide the gate under it too: %w", ev.Gate, also, s.cfg.Domain, errPrecondition)
+			return ev, fmt.Errorf("gate %s: no policy rule names the action %s in %s, so nobody could decide the gate under it too: %w", ev.Gate, also, s.cfg.Domain, errkind.Precondition)
 		}
 	}
 	ev.Audience, ev.Approvers = aud, approvers
@@ -203,7 +205,7 @@ func (s *Services) gateAudience(action string, names []string) (string, []string
 	floor, ok := s.cfg.Authority.Floor(s.cfg.Domain, action)
 	if !ok || len(floor.Rules) == 0 {
 		return "", nil, fmt.Errorf("no policy rule names the action %s in %s, so nobody could decide the gate; add `p, role:ROLE, %s, %s, -` and `p2, %s, %s, 1, requester, -` to the policy: %w",
-			action, s.cfg.Domain, s.cfg.Domain, action, s.cfg.Domain, action, errPrecondition)
+			action, s.cfg.Domain, s.cfg.Domain, action, s.cfg.Domain, action, errkind.Precondition)
 	}
 	audience := ""
 	var people []string
@@ -232,7 +234,7 @@ func (s *Services) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) 
 	}
 	a, ok := run.Asks[req.GetGate()]
 	if !ok || a.Type != engine.Gate {
-		return nil, fmt.Errorf("run %s has no gate %q: %w", run.ID, limits.Short(req.GetGate()), errNotFound)
+		return nil, fmt.Errorf("run %s has no gate %q: %w", run.ID, limits.Short(req.GetGate()), errkind.NotFound)
 	}
 	g := s.gateToProto(ctx, run, a)
 	if who != run.Requester {
@@ -251,7 +253,7 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 		return nil, err
 	}
 	if !strings.HasPrefix(req.GetOutputDigest(), "sha256:") && req.GetOutputDigest() != "" {
-		return nil, fmt.Errorf("output_digest %q is not sha256:HEX: %w", limits.Short(req.GetOutputDigest()), errInvalid)
+		return nil, fmt.Errorf("output_digest %q is not sha256:HEX: %w", limits.Short(req.GetOutputDigest()), errkind.Invalid)
 	}
 	tr, err := s.cfg.Runner.Event(ctx, req.GetRunId(), func(now time.Time) engine.Event {
 		end := now
@@ -268,7 +270,7 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +297,7 @@ func (s *Services) FinishRun(ctx context.Context, req *tollgatev1.FinishRunReque
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
@@ -32,7 +33,6 @@ import (
 // each offered step in a goroutine it owns and reports through the Runner,
 // as a real executor's stream handler will.
 type testExec struct {
-	runner   *Runner
 	tools    map[string]func(args json.RawMessage) (any, error) // "server.tool"
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -55,7 +55,7 @@ func (x *testExec) calls(key string) int {
 	return x.ran[key]
 }
 
-func (x *testExec) Offer(ctx context.Context, runID string, d engine.Dispatch) bool {
+func (x *testExec) Offer(ctx context.Context, rec runner.Recorder, runID string, d engine.Dispatch) bool {
 	key := d.Server + "." + d.Tool
 	fn, ok := x.tools[key]
 	if d.Kind == "prose" {
@@ -69,7 +69,7 @@ func (x *testExec) Offer(ctx context.Context, runID string, d engine.Dispatch) b
 		defer x.add(-1)
 		ctx := context.Background()
 		ev := func(build func(now time.Time) engine.Event) error {
-			_, err := x.runner.Event(ctx, runID, build)
+			_, err := rec.Event(ctx, runID, build)
 			return err
 		}
 		if ev(func(now time.Time) engine.Event {
@@ -180,7 +180,7 @@ func newEnvOn(t *testing.T, st store.Store, az Authority, tools map[string]func(
 	}
 	cat, _ := compiler.ParseCatalog(examples.Catalog)
 	e := &env{t: t, store: st, priv: priv, clients: map[string]*grpc.ClientConn{}}
-	var disp Dispatcher = NoExecutors{}
+	var disp runner.Dispatcher = runner.NoExecutors{}
 	if tools != nil {
 		e.exec = &testExec{tools: tools, ran: map[string]int{}}
 		e.exec.cond = sync.NewCond(&e.exec.mu)
@@ -193,9 +193,6 @@ func newEnvOn(t *testing.T, st store.Store, az Authority, tools map[string]func(
 		o(&cfg)
 	}
 	e.srv = NewServer(cfg)
-	if e.exec != nil {
-		e.exec.runner = e.srv.Runner
-	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

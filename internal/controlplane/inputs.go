@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -23,14 +24,14 @@ const maxInputName = 64
 // (compiler.Options.Inputs), naming both.
 func checkInputNames(inputs map[string]string) error {
 	if len(inputs) > MaxInputs {
-		return fmt.Errorf("%d inputs; a run takes at most %d: %w", len(inputs), MaxInputs, errInvalid)
+		return fmt.Errorf("%d inputs; a run takes at most %d: %w", len(inputs), MaxInputs, errkind.Invalid)
 	}
 	for _, n := range inputNames(inputs) {
 		if len(n) > maxInputName {
-			return fmt.Errorf("input %q… is longer than %d bytes: %w", n[:maxInputName], maxInputName, errInvalid)
+			return fmt.Errorf("input %q… is longer than %d bytes: %w", n[:maxInputName], maxInputName, errkind.Invalid)
 		}
 		if !plan.IsName(n) {
-			return fmt.Errorf("input %q is not a name a reference can read: use a letter or '_', then letters, digits, '_' or '-': %w", n, errInvalid)
+			return fmt.Errorf("input %q is not a name a reference can read: use a letter or '_', then letters, digits, '_' or '-': %w", n, errkind.Invalid)
 		}
 	}
 	return nil

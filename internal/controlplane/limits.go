@@ -3,7 +3,6 @@ package controlplane
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
@@ -191,17 +191,13 @@ func visit(path string, v protoreflect.Value, set func(protoreflect.Value), f fu
 	return true
 }
 
-// errUndeliverable: a message would exceed the message limit, so it is
-// not sent (sending it would fail the stream every lease shares).
-var errUndeliverable = errors.New("undeliverable")
-
 // leaseFits checks a lease against the message limit. The engine never
 // dispatches a step whose resolved args or prompt exceed
 // limits.MaxValueBytes, so a lease fits by construction; this is the
 // stream's own guard should that ever change.
 func leaseFits(msg *tollgatev1.ControlMessage) error {
 	if n := proto.Size(msg); n > limits.MaxMessageBytes {
-		return fmt.Errorf("its lease is %d bytes, more than the %s message limit, so it was not sent: %w", n, limits.Size(limits.MaxMessageBytes), errUndeliverable)
+		return fmt.Errorf("its lease is %d bytes, more than the %s message limit, so it was not sent: %w", n, limits.Size(limits.MaxMessageBytes), errkind.Undeliverable)
 	}
 	return nil
 }
@@ -210,7 +206,7 @@ func leaseFits(msg *tollgatev1.ControlMessage) error {
 // record worker: d.mu may be held). Its attempt never ran.
 func (d *ExecDispatcher) refuseStep(o offer, why string) {
 	d.handle(func() {
-		_, err := d.runner.Event(context.Background(), o.runID, func(now time.Time) engine.Event {
+		_, err := o.rec.Event(context.Background(), o.runID, func(now time.Time) engine.Event {
 			return engine.StepRefused{Step: o.d.Step, Attempt: o.d.Attempt, Reason: why, At: now}
 		})
 		if err != nil && !engineRefusal(err) {

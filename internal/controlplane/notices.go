@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -23,8 +24,8 @@ type Notifier interface {
 // Opened implements AskHook: a standing approval may decide the ask at
 // once; otherwise, if policy leaves nobody eligible, it escalates (never
 // approved by default); and its audience is told.
-func (s *Services) Opened(ctx context.Context, run *engine.Run, askID string) {
-	if s.applyStanding(ctx, run, askID) {
+func (s *Services) Opened(ctx context.Context, rec runner.Recorder, run *engine.Run, askID string) {
+	if s.applyStanding(ctx, rec, run, askID) {
 		return
 	}
 	a := run.Asks[askID]
@@ -32,7 +33,7 @@ func (s *Services) Opened(ctx context.Context, run *engine.Run, askID string) {
 		return
 	}
 	if to, why, ok := s.unroutable(ctx, run, a); ok {
-		_, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
+		_, err := rec.Event(ctx, run.ID, func(now time.Time) engine.Event {
 			return engine.Escalate{Ask: a.ID, To: to, Reason: why, At: now}
 		})
 		if err == nil {
@@ -46,7 +47,7 @@ func (s *Services) Opened(ctx context.Context, run *engine.Run, askID string) {
 }
 
 // Noticed implements AskHook: a rung of the deadline ladder.
-func (s *Services) Noticed(ctx context.Context, run *engine.Run, askID, kind string) {
+func (s *Services) Noticed(ctx context.Context, _ runner.Recorder, run *engine.Run, askID, kind string) {
 	a := run.Asks[askID]
 	if a == nil {
 		return
@@ -60,7 +61,7 @@ func (s *Services) Noticed(ctx context.Context, run *engine.Run, askID, kind str
 }
 
 // Closed implements AskHook: the audience hears how it ended.
-func (s *Services) Closed(ctx context.Context, run *engine.Run, askID string, state engine.AskState) {
+func (s *Services) Closed(ctx context.Context, _ runner.Recorder, run *engine.Run, askID string, state engine.AskState) {
 	a := run.Asks[askID]
 	if a == nil {
 		return
@@ -129,7 +130,7 @@ func (s *Services) notify(ctx context.Context, run *engine.Run, a *engine.AskRun
 
 // DeliveryJournal records every webhook delivery attempt in the journal
 // of the run it was about (webhook.Recorder).
-type DeliveryJournal struct{ Runner *Runner }
+type DeliveryJournal struct{ Runner runner.Recorder }
 
 // Delivered implements webhook.Recorder.
 func (j DeliveryJournal) Delivered(ctx context.Context, d webhook.Delivery) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
@@ -63,11 +64,11 @@ func TestEscalationRemindersAndWebhooks(t *testing.T) {
 	clock := &fakeClock{now: time.Now().UTC()}
 	st := memstore.New(memstore.Config{Now: clock.Now})
 	var notifier *webhook.Notifier
-	var runner *Runner
+	var road *runner.Runner
 	e := newEnvOn(t, st, devPolicy(t), echoTools(), func(c *Config) {
 		var err error
 		notifier, err = webhook.New(webhook.Config{Recorder: webhook.RecorderFunc(func(ctx context.Context, d webhook.Delivery) error {
-			return DeliveryJournal{Runner: runner}.Delivered(ctx, d)
+			return DeliveryJournal{Runner: road}.Delivered(ctx, d)
 		}), BaseBackoff: time.Millisecond}, []webhook.Endpoint{{Name: "finance-pager", URL: srv.URL, Secret: secret, Roles: []string{"finance", "cfo"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +76,7 @@ func TestEscalationRemindersAndWebhooks(t *testing.T) {
 		c.Notifier = notifier
 		c.EscalateTo = "finance"
 	})
-	runner = e.srv.Runner
+	road = e.srv.Runner
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = notifier.Run(ctx) }()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 )
 
@@ -34,10 +35,10 @@ func NewPlanServer(cfg PlanConfig) *PlanServer { return &PlanServer{cfg: cfg} }
 // plan. Only a malformed request is INVALID_ARGUMENT.
 func (s *PlanServer) Compile(ctx context.Context, req *tollgatev1.CompileRequest) (*tollgatev1.CompileResponse, error) {
 	if req.GetSource() == "" {
-		return nil, fmt.Errorf("compile: source is empty: %w", errInvalid)
+		return nil, fmt.Errorf("compile: source is empty: %w", errkind.Invalid)
 	}
 	if len(req.GetSource()) > compiler.MaxSourceBytes {
-		return nil, fmt.Errorf("compile: source is %d bytes, the limit is %d: %w", len(req.GetSource()), compiler.MaxSourceBytes, errInvalid)
+		return nil, fmt.Errorf("compile: source is %d bytes, the limit is %d: %w", len(req.GetSource()), compiler.MaxSourceBytes, errkind.Invalid)
 	}
 	cat := catalogFromProto(req.GetCatalog())
 	if req.GetCatalog() == nil && s.cfg.Catalog != nil {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
@@ -185,7 +186,7 @@ type planView struct {
 // recently used evicted. It is the one cache of the package not owned by a
 // Runner or Services (the views are pure functions of a plan, shared by
 // every server in the process), so its bound is fixed: DefaultPlanCache.
-var planViews = lru.New[string, planView](DefaultPlanCache)
+var planViews = lru.New[string, planView](runner.DefaultPlanCache)
 
 func planViewOf(m *engine.Machine) planView {
 	if v, ok := planViews.Get(m.Digest()); ok {

@@ -18,8 +18,10 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
@@ -55,7 +57,7 @@ type Config struct {
 	// EscalateTo and Notifier: see ServiceConfig.
 	EscalateTo string
 	Notifier   Notifier
-	Dispatcher Dispatcher
+	Dispatcher runner.Dispatcher
 	Log        *slog.Logger
 	Engine     engine.Config
 	Reflection bool
@@ -77,7 +79,7 @@ type Config struct {
 	ExecutorTLS *tls.Config
 	TrustDomain string
 	// Observers hear of every committed transition (metrics).
-	Observers []Observer
+	Observers []runner.Observer
 	// Tracing, when enabled, draws every run as a trace (tracing.go) and
 	// sets leases' sampled flags; nil: off.
 	Tracing *telemetry.Tracing
@@ -95,7 +97,7 @@ type Server struct {
 	// Executors serves ExecutorService over mTLS; nil when the server
 	// has an external Dispatcher.
 	Executors *grpc.Server
-	Runner    *Runner
+	Runner    *runner.Runner
 	health    *health.Server
 	log       *slog.Logger
 	execs     *ExecDispatcher
@@ -124,7 +126,10 @@ func NewServer(cfg Config) *Server {
 	if cfg.Engine.QuorumFloor == nil && cfg.Authority != nil {
 		cfg.Engine.QuorumFloor = policyQuorum(cfg.Authority, cfg.Domain)
 	}
-	runner := NewRunner(RunnerConfig{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache})
+	// The hook is the Services, built after the Runner they need (until
+	// approvals leave the Services).
+	var svc *Services
+	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: lateHook{&svc}})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
@@ -148,11 +153,10 @@ func NewServer(cfg Config) *Server {
 		// (I2): a tool an executor calls side-effecting is gated.
 		catalog = execs.Catalog
 	}
-	svc := NewServices(ServiceConfig{Runner: runner, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier,
+	svc = NewServices(ServiceConfig{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier,
 		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL, PlanCache: cfg.PlanCache,
 		MaxWatchesPerCaller: cfg.MaxWatchesPerCaller})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
-	runner.asks = svc
 	tollgatev1.RegisterRunServiceServer(gs, svc)
 	tollgatev1.RegisterApprovalServiceServer(gs, svc)
 	tollgatev1.RegisterAuditServiceServer(gs, svc)
@@ -162,11 +166,8 @@ func NewServer(cfg Config) *Server {
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	srv := &Server{GRPC: gs, Runner: runner, health: hs, log: cfg.Log, execs: execs, svc: svc}
+	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, execs: execs, svc: svc}
 	if execs != nil {
-		execs.mu.Lock() // the expiry pass reads it
-		execs.runner = runner
-		execs.mu.Unlock()
 		td := cfg.TrustDomain
 		if td == "" {
 			td = identity.DefaultTrustDomain
@@ -247,9 +248,18 @@ func (s *Server) Shutdown(ctx context.Context) {
 // views ("plan_views"), decoded runs ("runs", "ended_runs") and watch
 // events ("watch_events").
 func (s *Server) Caches() map[string]lru.Stats {
-	return map[string]lru.Stats{"plans": s.Runner.machines.Stats(), "compiled": s.svc.compiled.Stats(), "plan_views": planViews.Stats(),
-		"runs": s.Runner.cache.Stats(), "ended_runs": s.Runner.ended.Stats(), "watch_events": s.svc.events.Stats()}
+	out := s.Runner.Caches()
+	out["compiled"], out["plan_views"], out["watch_events"] = s.svc.compiled.Stats(), planViews.Stats(), s.svc.events.Stats()
+	return out
 }
 
 // Watches reports the open watch streams and those refused, for metrics.
 func (s *Server) Watches() WatchStats { return s.svc.watches.stats() }
+
+// WatchFigures is Watches as metrics.Bounds reads it.
+func (s *Server) WatchFigures() (active int, refused int64) {
+	w := s.Watches()
+	return w.Active, w.Refused
+}
+
+var _ metrics.Bounds = (*Server)(nil)

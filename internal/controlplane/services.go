@@ -12,6 +12,8 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
@@ -23,8 +25,6 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
-var errStalePayload = errors.New("the payload changed since you read it")
-
 // Skills finds a skill's SKILL.md by name.
 type Skills interface {
 	Skill(name string) (string, bool)
@@ -32,7 +32,7 @@ type Skills interface {
 
 // ServiceConfig wires the run, approval and audit handlers.
 type ServiceConfig struct {
-	Runner  *Runner
+	Runner  *runner.Runner
 	Store   store.Store
 	Catalog func() *compiler.Catalog
 	Skills  Skills
@@ -122,7 +122,7 @@ func NewServices(cfg ServiceConfig) *Services {
 		cfg.GateGrantTTL = DefaultGateGrantTTL
 	}
 	if cfg.PlanCache <= 0 {
-		cfg.PlanCache = DefaultPlanCache
+		cfg.PlanCache = runner.DefaultPlanCache
 	}
 	return &Services{cfg: cfg, compiled: lru.NewWeighted(cfg.PlanCache, maxCompiledBytes,
 		func(k compileKey, _ compiler.Result) int64 { return int64(len(k.src) + len(k.name) + len(k.inputs)) }),
@@ -139,10 +139,10 @@ func (s *Services) log() *slog.Logger { return s.cfg.Log }
 func caller(ctx context.Context) (string, error) {
 	p, ok := identity.FromContext(ctx)
 	if !ok {
-		return "", fmt.Errorf("no authenticated caller: %w", errUnauthenticated)
+		return "", fmt.Errorf("no authenticated caller: %w", errkind.Unauthenticated)
 	}
 	if p.Kind == identity.KindExecutor {
-		return "", fmt.Errorf("executor %s may not call the approver api: %w", p.Subject, errDenied)
+		return "", fmt.Errorf("executor %s may not call the approver api: %w", p.Subject, errkind.Denied)
 	}
 	return p.Subject, nil
 }
@@ -162,12 +162,12 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if sk := req.GetSkill(); sk != "" {
 		text, ok := s.cfg.Skills.Skill(sk)
 		if !ok {
-			return nil, fmt.Errorf("no skill named %q: %w", limits.Short(sk), errNotFound)
+			return nil, fmt.Errorf("no skill named %q: %w", limits.Short(sk), errkind.NotFound)
 		}
 		src, name = text, sk
 	}
 	if strings.TrimSpace(src) == "" {
-		return nil, fmt.Errorf("start: give a skill or a recipe: %w", errInvalid)
+		return nil, fmt.Errorf("start: give a skill or a recipe: %w", errkind.Invalid)
 	}
 	if name == "" {
 		name = "recipe"
@@ -177,23 +177,23 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	}
 	res := s.compileWith(src, name, req.GetInputs())
 	if res.Plan == nil {
-		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errInvalid)
+		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errkind.Invalid)
 	}
 	for _, st := range stepsOf(res.Plan) {
 		if st.SideEffect && st.WithoutAsking {
 			if why, ok := s.mayStartUnasked(ctx, who, st); !ok {
-				return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errDenied)
+				return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
 			}
 		}
 	}
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
-		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errStalePayload)
+		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errkind.StalePayload)
 	}
-	run, created, err := s.cfg.Runner.Start(ctx, StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs()})
+	run, created, err := s.cfg.Runner.Start(ctx, runner.StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs()})
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +228,7 @@ func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest
 	for _, st := range req.GetStates() {
 		es, ok := runStateFromProto[st]
 		if !ok {
-			return nil, fmt.Errorf("state %v: %w", st, errInvalid)
+			return nil, fmt.Errorf("state %v: %w", st, errkind.Invalid)
 		}
 		q.States = append(q.States, string(es))
 	}
@@ -265,7 +265,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 		return nil, err
 	}
 	if run.Requester != who {
-		return nil, fmt.Errorf("only the requester (%s) may cancel run %s: %w", run.Requester, run.ID, errDenied)
+		return nil, fmt.Errorf("only the requester (%s) may cancel run %s: %w", run.Requester, run.ID, errkind.Denied)
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
 		return engine.Cancel{Actor: who, Reason: req.GetReason(), At: now}
@@ -273,7 +273,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+	m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +394,7 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 	for _, st := range req.GetStates() {
 		es, ok := askStateFromProto[st]
 		if !ok {
-			return nil, fmt.Errorf("state %v: %w", st, errInvalid)
+			return nil, fmt.Errorf("state %v: %w", st, errkind.Invalid)
 		}
 		q.States = append(q.States, string(es))
 	}
@@ -471,7 +471,7 @@ func (s *Services) loadAsk(ctx context.Context, who, id string) (*engine.Run, *e
 	}
 	a, ok := run.Asks[stop]
 	if !ok {
-		return nil, nil, fmt.Errorf("ask %s: %w", limits.Short(id), errNotFound)
+		return nil, nil, fmt.Errorf("ask %s: %w", limits.Short(id), errkind.NotFound)
 	}
 	return run, a, nil
 }
@@ -559,10 +559,10 @@ func (s *Services) decidable(ctx context.Context, askID string, kindOf func(*eng
 	kind := kindOf(a)
 	auth, err := s.authorize(ctx, who, run, a, kind)
 	if err != nil {
-		return "", nil, nil, auth, engine.Judged{}, fmt.Errorf("%s: %w: %w", auth.why, errDenied, err)
+		return "", nil, nil, auth, engine.Judged{}, fmt.Errorf("%s: %w: %w", auth.why, errkind.Denied, err)
 	}
 	if !auth.ok {
-		return "", nil, nil, auth, engine.Judged{}, fmt.Errorf("%s: %w", auth.why, errDenied)
+		return "", nil, nil, auth, engine.Judged{}, fmt.Errorf("%s: %w", auth.why, errkind.Denied)
 	}
 	judged := engine.JudgedOn(a, reviewed, evidence, kind.approves())
 	if err := a.StillAsJudged(judged); err != nil {
@@ -576,7 +576,7 @@ func (s *Services) decidable(ctx context.Context, askID string, kindOf func(*eng
 // store's commit.
 func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
 	if req.GetDecision() == nil {
-		return nil, fmt.Errorf("no decision given: %w", errInvalid)
+		return nil, fmt.Errorf("no decision given: %w", errkind.Invalid)
 	}
 	kindOf := func(a *engine.AskRun) decisionKind { return decisionOf(req, a) }
 	who, run, a, auth, judged, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
@@ -603,7 +603,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 	case *tollgatev1.DecideRequest_Amend:
 		v, err := parseMinorUnits(d.Amend.GetNewValueJson())
 		if err != nil {
-			return nil, fmt.Errorf("amend %s: %w: %w", d.Amend.GetField(), err, errInvalid)
+			return nil, fmt.Errorf("amend %s: %w: %w", d.Amend.GetField(), err, errkind.Invalid)
 		}
 		build = func(now time.Time) engine.Event {
 			return engine.Amend{Ask: a.ID, Actor: who, Field: d.Amend.GetField(), Value: v, Judged: judged, At: now}
@@ -624,26 +624,26 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 		return s.approveException(ctx, who, run, a, auth, judged, d.ApproveException)
 	case *tollgatev1.DecideRequest_Revoke:
 		if strings.TrimSpace(d.Revoke.GetReason()) == "" {
-			return nil, fmt.Errorf("revoke: a reason is required: %w", errInvalid)
+			return nil, fmt.Errorf("revoke: a reason is required: %w", errkind.Invalid)
 		}
 		build = func(now time.Time) engine.Event {
 			return engine.Revoke{Ask: a.ID, Actor: who, Reason: d.Revoke.GetReason(), Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_TextAnswer:
 		if a.Type != plan.StopText {
-			return nil, fmt.Errorf("%q is not a free-text question: %w", a.Title, errInvalid)
+			return nil, fmt.Errorf("%q is not a free-text question: %w", a.Title, errkind.Invalid)
 		}
 		text := d.TextAnswer.GetText()
 		if strings.TrimSpace(text) == "" {
-			return nil, fmt.Errorf("the answer is empty: %w", errInvalid)
+			return nil, fmt.Errorf("the answer is empty: %w", errkind.Invalid)
 		}
 		build = func(now time.Time) engine.Event {
 			return engine.Answer{Ask: a.ID, Actor: who, Text: text, Literal: true, Why: auth.why, Policy: auth.policy, Judged: judged, At: now}
 		}
 	case nil:
-		return nil, fmt.Errorf("no decision given: %w", errInvalid)
+		return nil, fmt.Errorf("no decision given: %w", errkind.Invalid)
 	default:
-		return nil, fmt.Errorf("%T decisions: %w", d, errUnimplemented)
+		return nil, fmt.Errorf("%T decisions: %w", d, errkind.Unimplemented)
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, build)
 	if err != nil {
@@ -693,7 +693,7 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 	out := &tollgatev1.AnswerResponse{Kind: answerKindToProto[r.Kind], ResponseText: r.Message, SelectedOptionId: r.Option.ID,
 		MissCount: int32(r.Misses), Ask: askSummary(tr.Run, tr.Run.Asks[a.ID], ""), RunState: runStateToProto[tr.Run.State]}
 	if r.Kind == answer.Dropped {
-		m, err := s.cfg.Runner.machine(ctx, tr.Run.PlanDigest)
+		m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 		if err != nil {
 			return nil, err
 		}
@@ -734,7 +734,7 @@ func (s *Services) recheckVotes(ctx context.Context, run *engine.Run, a *engine.
 // must allow to now, as the recipe would ask them after the hand-over.
 func (s *Services) mayDelegate(ctx context.Context, who, to string, run *engine.Run, a *engine.AskRun) error {
 	if to == "" || to == who {
-		return fmt.Errorf("delegate to whom? give --to: %w", errInvalid)
+		return fmt.Errorf("delegate to whom? give --to: %w", errkind.Invalid)
 	}
 	after := *a
 	if i := slices.Index(a.Approvers, who); i >= 0 {
@@ -743,7 +743,7 @@ func (s *Services) mayDelegate(ctx context.Context, who, to string, run *engine.
 	}
 	auth, err := s.mayDecide(ctx, to, run, &after)
 	if err != nil || !auth.ok {
-		return fmt.Errorf("%s may not decide it: %s: %w", to, auth.why, errDenied)
+		return fmt.Errorf("%s may not decide it: %s: %w", to, auth.why, errkind.Denied)
 	}
 	return nil
 }
@@ -762,12 +762,12 @@ func (s *Services) AttachEvidence(ctx context.Context, req *tollgatev1.AttachEvi
 		return nil, err
 	}
 	if n := len(req.GetArtifacts()); n == 0 || n > maxArtifacts {
-		return nil, fmt.Errorf("attach 1 to %d artifacts, not %d: %w", maxArtifacts, n, errInvalid)
+		return nil, fmt.Errorf("attach 1 to %d artifacts, not %d: %w", maxArtifacts, n, errkind.Invalid)
 	}
 	var arts []engine.Evidence
 	for _, u := range req.GetArtifacts() {
 		if u.GetName() == "" || len(u.GetContent()) > maxArtifactBytes {
-			return nil, fmt.Errorf("artifact %q: a name and at most %d bytes: %w", u.GetName(), maxArtifactBytes, errInvalid)
+			return nil, fmt.Errorf("artifact %q: a name and at most %d bytes: %w", u.GetName(), maxArtifactBytes, errkind.Invalid)
 		}
 		arts = append(arts, engine.Evidence{Name: u.GetName(), MediaType: u.GetMediaType(), Content: u.GetContent()})
 	}

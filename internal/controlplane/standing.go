@@ -8,6 +8,9 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -22,14 +25,14 @@ import (
 // needs an amount ceiling the granter may approve.
 func (s *Services) approveException(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, auth authority, judged engine.Judged, d *tollgatev1.ApproveException) (*tollgatev1.DecideResponse, error) {
 	if a.Type != plan.StopMenu || len(a.Payload) == 0 {
-		return nil, fmt.Errorf("%q governs no action; a standing approval needs one: %w", a.Title, errInvalid)
+		return nil, fmt.Errorf("%q governs no action; a standing approval needs one: %w", a.Title, errkind.Invalid)
 	}
 	if strings.TrimSpace(d.GetReason()) == "" {
-		return nil, fmt.Errorf("a standing approval needs a reason: %w", errInvalid)
+		return nil, fmt.Errorf("a standing approval needs a reason: %w", errkind.Invalid)
 	}
 	sc, err := standing.Parse(d.GetScope())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", err, errInvalid)
+		return nil, fmt.Errorf("%w: %w", err, errkind.Invalid)
 	}
 	now, err := s.cfg.Store.Now(ctx)
 	if err != nil {
@@ -37,17 +40,17 @@ func (s *Services) approveException(ctx context.Context, who string, run *engine
 	}
 	until := d.GetUntil().AsTime()
 	if d.GetUntil() == nil || !until.After(now) {
-		return nil, fmt.Errorf("a standing approval needs --until in the future: %w", errInvalid)
+		return nil, fmt.Errorf("a standing approval needs --until in the future: %w", errkind.Invalid)
 	}
 	for _, p := range a.Payload {
 		if ok, why := sc.Match(p.Server+"."+p.Tool, p.Args); !ok {
-			return nil, fmt.Errorf("the scope %q does not cover this ask's %s: %s: %w", sc, p.Step, why, errInvalid)
+			return nil, fmt.Errorf("the scope %q does not cover this ask's %s: %s: %w", sc, p.Step, why, errkind.Invalid)
 		}
 	}
 	if err := s.withinAuthority(ctx, who, run, a, sc); err != nil {
 		return nil, err
 	}
-	x := store.Exception{ID: "sx_" + randomToken(), AskID: store.AskID(run.ID, a.ID), GrantedBy: who, GrantedAt: now, Until: until.UTC(),
+	x := store.Exception{ID: "sx_" + ids.Token(), AskID: store.AskID(run.ID, a.ID), GrantedBy: who, GrantedAt: now, Until: until.UTC(),
 		Scope: sc.String(), Reason: d.GetReason()}
 	opt := d.GetOptionId()
 	if opt == "" {
@@ -77,24 +80,24 @@ func (s *Services) approveException(ctx context.Context, who string, run *engine
 // now for this run: each governed action, at the scope's amount ceiling.
 func (s *Services) withinAuthority(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, sc standing.Scope) error {
 	if s.cfg.Authority == nil {
-		return fmt.Errorf("no policy is loaded, so nobody may grant standing approvals: %w", errDenied)
+		return fmt.Errorf("no policy is loaded, so nobody may grant standing approvals: %w", errkind.Denied)
 	}
 	ms := s.matters(run, a)
 	for i, m := range ms {
 		if m.err != nil {
-			return fmt.Errorf("%w: %w", m.err, errInvalid)
+			return fmt.Errorf("%w: %w", m.err, errkind.Invalid)
 		}
 		if m.Amount != nil {
 			ceiling, ok := sc.AtMost["amount"]
 			if !ok {
-				return fmt.Errorf("%s carries an amount: bound it in the scope (amount<=N): %w", m.Action, errInvalid)
+				return fmt.Errorf("%s carries an amount: bound it in the scope (amount<=N): %w", m.Action, errkind.Invalid)
 			}
 			ms[i].Amount = &ceiling
 		}
 	}
 	// Policy alone, with no recipe narrowing: the scope covers later asks.
 	if auth, err := s.judge(ctx, who, ms, authz.RecipeAsk{}); err != nil || !auth.ok {
-		return fmt.Errorf("the scope is wider than your authority: %s: %w", auth.why, errDenied)
+		return fmt.Errorf("the scope is wider than your authority: %s: %w", auth.why, errkind.Denied)
 	}
 	return nil
 }
@@ -103,7 +106,7 @@ func (s *Services) withinAuthority(ctx context.Context, who string, run *engine.
 // one active standing approval — under the granter's authority as policy
 // judges it now, separation of duties included — and the decision names
 // the standing approval. It reports whether it did.
-func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID string) bool {
+func (s *Services) applyStanding(ctx context.Context, rec runner.Recorder, run *engine.Run, askID string) bool {
 	a := run.Asks[askID]
 	if a == nil || a.Type != plan.StopMenu || len(a.Payload) == 0 || s.cfg.Authority == nil {
 		return false
@@ -143,7 +146,7 @@ func (s *Services) applyStanding(ctx context.Context, run *engine.Run, askID str
 		// Pinned to the ask the scope and the granter's authority were
 		// judged on (the payload the scope matched).
 		judged := engine.JudgedOn(a, a.PayloadDigest(), a.EvidenceDigest(), true)
-		_, err = s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
+		_, err = rec.Event(ctx, run.ID, func(now time.Time) engine.Event {
 			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
 		})
 		if err != nil && !errors.Is(err, engine.ErrAlreadyDecided) {
@@ -187,7 +190,7 @@ func (s *Services) RevokeException(ctx context.Context, req *tollgatev1.RevokeEx
 		return nil, err
 	}
 	if strings.TrimSpace(req.GetReason()) == "" {
-		return nil, fmt.Errorf("revoking needs a reason: %w", errInvalid)
+		return nil, fmt.Errorf("revoking needs a reason: %w", errkind.Invalid)
 	}
 	xs, err := s.cfg.Store.ListExceptions(ctx)
 	if err != nil {
@@ -201,7 +204,7 @@ func (s *Services) RevokeException(ctx context.Context, req *tollgatev1.RevokeEx
 			return nil, fmt.Errorf("%s was revoked by %s at %s: %w", x.ID, x.RevokedBy, x.RevokedAt.Format(time.RFC3339), engine.ErrAlreadyDecided)
 		}
 		if who != x.GrantedBy && !s.mayGovern(who, x.Scope) {
-			return nil, fmt.Errorf("only %s or someone policy lets decide its action may revoke %s: %w", x.GrantedBy, x.ID, errDenied)
+			return nil, fmt.Errorf("only %s or someone policy lets decide its action may revoke %s: %w", x.GrantedBy, x.ID, errkind.Denied)
 		}
 		now, err := s.cfg.Store.Now(ctx)
 		if err != nil {
@@ -213,7 +216,7 @@ func (s *Services) RevokeException(ctx context.Context, req *tollgatev1.RevokeEx
 		}
 		return &tollgatev1.RevokeExceptionResponse{Exception: exceptionToProto(x)}, nil
 	}
-	return nil, fmt.Errorf("standing approval %s: %w", limits.Short(req.GetExceptionId()), errNotFound)
+	return nil, fmt.Errorf("standing approval %s: %w", limits.Short(req.GetExceptionId()), errkind.NotFound)
 }
 
 // mayGovern reports whether who holds a role policy lets decide scope's

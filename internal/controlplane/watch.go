@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -46,12 +47,12 @@ func (s *Services) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.R
 		var run *engine.Run
 		var m *engine.Machine
 		var err error
-		if lr := w.Latest(); local && lr != nil && lr.Version > last && !openAsk(lr) {
+		if lr := w.Latest(); local && lr != nil && lr.Version > last && !runner.OpenAsk(lr) {
 			// What this replica just committed is durable and the newest it
 			// knows: no need to read it back. (A run holding an ask is read
 			// through Get, which applies a deadline that has passed, I4.)
 			run = lr
-			m, err = s.cfg.Runner.machine(ctx, lr.PlanDigest)
+			m, err = s.cfg.Runner.Machine(ctx, lr.PlanDigest)
 		} else {
 			run, m, err = s.cfg.Runner.Get(ctx, req.GetRunId())
 		}
@@ -105,7 +106,7 @@ func (s *Services) WatchAsks(req *tollgatev1.WatchAsksRequest, stream tollgatev1
 		return err
 	}
 	defer release()
-	ch, stop := s.cfg.Runner.Watch(AnyRun)
+	ch, stop := s.cfg.Runner.Watch(runner.AnyRun)
 	defer stop()
 	tick := time.NewTicker(watchPoll)
 	defer tick.Stop()

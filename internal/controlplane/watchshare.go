@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
@@ -21,8 +21,7 @@ import (
 // WatchAsks together) one caller may hold open at once unless configured.
 const DefaultMaxWatchesPerCaller = 64
 
-// errExhausted: a caller is over a limit of the plane's resources.
-var errExhausted = errors.New("resource exhausted")
+// errkind.Exhausted: a caller is over a limit of the plane's resources.
 
 // watchLimit counts the open watch streams of each caller.
 type watchLimit struct {
@@ -47,7 +46,7 @@ func (l *watchLimit) acquire(who string) (release func(), err error) {
 	defer l.mu.Unlock()
 	if l.open[who] >= l.max {
 		l.refused.Add(1)
-		return nil, fmt.Errorf("%s already holds %d watch streams, the most one caller may: close one first: %w", who, l.max, errExhausted)
+		return nil, fmt.Errorf("%s already holds %d watch streams, the most one caller may: close one first: %w", who, l.max, errkind.Exhausted)
 	}
 	l.open[who]++
 	l.active++

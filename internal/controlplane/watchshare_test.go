@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -95,9 +96,9 @@ func (f *fakeWatch) SendMsg(m any) error {
 }
 
 // bigRun is a finished run whose one step answered 1 MiB.
-func bigRun(tb testing.TB, r *Runner) *engine.Run {
+func bigRun(tb testing.TB, r *runner.Runner) *engine.Run {
 	ctx := context.Background()
-	run, _, err := r.Start(ctx, StartRequest{Plan: widePlan(1, "big"), Requester: "alice"})
+	run, _, err := r.Start(ctx, runner.StartRequest{Plan: widePlan(1, "big"), Requester: "alice"})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func bigRun(tb testing.TB, r *Runner) *engine.Run {
 // it is sent (as a compressed gRPC stream does): B/op is what the
 // handler allocates per watcher.
 func BenchmarkWatchRunPerWatcher(b *testing.B) {
-	r := NewRunner(RunnerConfig{Store: memstore.New(memstore.Config{})})
+	r := runner.New(runner.Config{Store: memstore.New(memstore.Config{})})
 	svc := NewServices(ServiceConfig{Runner: r})
 	run := bigRun(b, r)
 	wctx := identity.WithPrincipal(context.Background(), identity.Principal{Subject: "alice", Kind: identity.KindPerson})
@@ -183,7 +184,7 @@ func snapshot(tb testing.TB, c tollgatev1.RunServiceClient, id string, opts ...g
 // Item 13: watchers share one encoding of an event, and every client
 // decodes it, whether it asked for compression or not.
 func TestItem13_WatchersShareOneEncoding(t *testing.T) {
-	r := NewRunner(RunnerConfig{Store: memstore.New(memstore.Config{})})
+	r := runner.New(runner.Config{Store: memstore.New(memstore.Config{})})
 	svc := NewServices(ServiceConfig{Runner: r})
 	run := bigRun(t, r)
 	c := watchServer(t, svc)
@@ -206,7 +207,7 @@ func TestItem13_WatchersShareOneEncoding(t *testing.T) {
 // 1 MiB answer over loopback gRPC, server and client in this process:
 // B/op is both sides' allocations (the client's decoding ≈ 2 MiB of it).
 func BenchmarkWatchRunOverGRPC(b *testing.B) {
-	r := NewRunner(RunnerConfig{Store: memstore.New(memstore.Config{})})
+	r := runner.New(runner.Config{Store: memstore.New(memstore.Config{})})
 	svc := NewServices(ServiceConfig{Runner: r})
 	run := bigRun(b, r)
 	c := watchServer(b, svc)

@@ -5,8 +5,12 @@
 //   - a pkg/ package never reaches internal/, gen/, gRPC or go-redis, not
 //     even through another of our packages (pkg/ stays pure);
 //   - the three binaries' packages — internal/controlplane,
-//     internal/executor, internal/approvectl — never import each other,
-//     and cmd/X links only its own (tests may link more);
+//     internal/executor, internal/approvectl, and the packages under them
+//     — never import each other, not even through another package, and
+//     cmd/X links only its own. Tests may link more; internal/devstack,
+//     which runs an in-process executor for cmd/controlplane's dev mode,
+//     is the one package that links two, and only cmd/controlplane may
+//     import it;
 //   - gen/ imports nothing of ours.
 //
 // It enforces no invariant of §1 itself; it keeps the places that do

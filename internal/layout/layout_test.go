@@ -24,14 +24,19 @@ var binaries = map[string]string{
 	"cmd/approvectl":   "internal/approvectl",
 }
 
-// exceptions are import edges (importer → imported, module-relative) the
-// rules skip for now. The lead empties this list.
-var exceptions = map[[2]string]bool{
-	// TODO(issue 14): the rule "cmd/controlplane does not link
-	// internal/executor" is skipped here: dev mode starts an in-process
-	// executor from cmd/controlplane today.
-	{"cmd/controlplane", "internal/executor"}: true, // removed when internal/devstack lands
+// byDesign are import edges (importer → imported, module-relative) the
+// binary rule lets through because DESIGN.md says so: cmd/controlplane's
+// dev mode runs an in-process executor, and internal/devstack is the one
+// package that links the two (issue 14). Nothing else may import it.
+var byDesign = map[[2]string]bool{
+	{"cmd/controlplane", "internal/devstack"}: true,
 }
+
+// exceptions are import edges the rules skip for now, each with a TODO
+// saying when it goes; an exception whose edge no longer exists fails the
+// test, so the list does not outlive its reason. Empty since
+// internal/devstack landed (it held cmd/controlplane → internal/executor).
+var exceptions = map[[2]string]bool{}
 
 // pure lists what a pkg/ package may never reach: import paths, or
 // prefixes ending in "/". Module-relative paths start with "./".
@@ -54,7 +59,16 @@ func TestLayout(t *testing.T) {
 			t.Fatalf("the scan of %s found no package %s: it is looking in the wrong place", root, must)
 		}
 	}
-	for _, v := range check(pkgs, exceptions) {
+	skip := map[[2]string]bool{}
+	for _, edges := range []map[[2]string]bool{byDesign, exceptions} {
+		for e := range edges {
+			if p, ok := pkgs[e[0]]; !ok || !slices.Contains(p.imports, "./"+e[1]) {
+				t.Errorf("%s no longer imports %s: remove the edge from the list", e[0], e[1])
+			}
+			skip[e] = true
+		}
+	}
+	for _, v := range check(pkgs, skip) {
 		t.Error(v)
 	}
 }

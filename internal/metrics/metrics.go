@@ -48,11 +48,6 @@ type Config struct {
 	// scrape whose read fails or times out leaves the gauges out and logs.
 	CountTimeout time.Duration
 	Log          *slog.Logger
-	// Caches, when set, feeds tollgate_cache_entries and
-	// tollgate_cache_evictions_total (by cache) on every scrape; Watches
-	// feeds tollgate_watch_streams and tollgate_watches_refused_total.
-	Caches  func() map[string]lru.Stats
-	Watches func() (active int, refused int64)
 	// Policy, when set, feeds the policy gauges (policy.go).
 	Policy PolicyHealth
 }
@@ -99,12 +94,7 @@ type Metrics struct {
 	runs         metric.Int64ObservableGauge
 	asks         metric.Int64ObservableGauge
 
-	caches         func() map[string]lru.Stats
-	watches        func() (int, int64)
-	cacheEntries   metric.Int64ObservableGauge
-	cacheEvictions metric.Int64ObservableCounter
-	watchStreams   metric.Int64ObservableGauge
-	watchRefused   metric.Int64ObservableCounter
+	meter          metric.Meter // for sources registered after New (Report)
 
 	// Attribute sets made once, by the engine's word for them.
 	outcomes     map[string]labels // run state → outcome
@@ -160,6 +150,9 @@ func pick(set map[string]labels, word string) labels {
 	return set[other]
 }
 
+// meterName is the instrumentation scope of every instrument here.
+const meterName = "github.com/tollgate-dev/tollgate/internal/metrics"
+
 // New builds the instruments, the exporter and its registry (with the Go
 // runtime's and the process's collectors). Shutdown releases them.
 func New(cfg Config) (*Metrics, error) {
@@ -183,7 +176,7 @@ func New(cfg Config) (*Metrics, error) {
 	}
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp),
 		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "tollgate-controlplane"))))
-	m := &Metrics{log: cfg.Log, store: cfg.Store, timeout: cfg.CountTimeout, provider: provider, registry: reg, caches: cfg.Caches, watches: cfg.Watches,
+	m := &Metrics{log: cfg.Log, store: cfg.Store, timeout: cfg.CountTimeout, provider: provider, registry: reg, meter: provider.Meter(meterName),
 		handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError, Registry: reg}),
 		outcomes: labelMap("outcome", same(string(engine.Complete), string(engine.Partial), string(engine.Failed),
@@ -207,7 +200,7 @@ func New(cfg Config) (*Metrics, error) {
 			string(engine.AskConsumed), string(engine.AskAnswered), string(engine.AskRejected), string(engine.AskExpired),
 			string(engine.AskCancelled), string(engine.AskStale))),
 	}
-	meter := provider.Meter("github.com/tollgate-dev/tollgate/internal/metrics")
+	meter := m.meter
 	err = m.instruments(meter)
 	if err == nil && cfg.Policy != nil {
 		err = m.policyInstruments(meter, cfg.Policy)
@@ -266,9 +259,6 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 			}
 		}
 	}
-	if err := m.bounds(meter); err != nil {
-		return err
-	}
 	if m.store == nil {
 		return nil
 	}
@@ -283,46 +273,47 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	return err
 }
 
-// bounds registers the figures of the plane's bounded resources (its
-// caches and watch streams), read at scrape time.
-func (m *Metrics) bounds(meter metric.Meter) error {
+// Bounds is what reports a replica's bounded resources: its caches'
+// figures by name and its watch streams (open, refused so far).
+type Bounds interface {
+	Caches() map[string]lru.Stats
+	WatchFigures() (active int, refused int64)
+}
+
+// Report registers the figures of a replica's bounded resources, read at
+// scrape time: tollgate_cache_entries and tollgate_cache_evictions_total
+// by cache, tollgate_watch_streams and tollgate_watches_refused_total.
+// The replica is built after its metrics (they observe its commits), so
+// it is registered as a source once it exists, as a collector would be.
+func (m *Metrics) Report(b Bounds) error {
+	meter := m.meter
 	var errs []error
-	var insts []metric.Observable
-	if m.caches != nil {
-		var err error
-		m.cacheEntries, err = meter.Int64ObservableGauge("tollgate_cache_entries", metric.WithDescription("Entries in each bounded cache of this replica (plans, compiled, plan_views, runs, ended_runs, watch_events)."))
-		errs = append(errs, err)
-		m.cacheEvictions, err = meter.Int64ObservableCounter("tollgate_cache_evictions", metric.WithDescription("Entries each bounded cache of this replica dropped to stay within its bound."))
-		errs = append(errs, err)
-		insts = append(insts, m.cacheEntries, m.cacheEvictions)
+	cacheEntries, err := meter.Int64ObservableGauge("tollgate_cache_entries", metric.WithDescription("Entries in each bounded cache of this replica (plans, compiled, plan_views, runs, ended_runs, watch_events)."))
+	errs = append(errs, err)
+	cacheEvictions, err := meter.Int64ObservableCounter("tollgate_cache_evictions", metric.WithDescription("Entries each bounded cache of this replica dropped to stay within its bound."))
+	errs = append(errs, err)
+	watchStreams, err := meter.Int64ObservableGauge("tollgate_watch_streams", metric.WithDescription("Watch streams (WatchRun, WatchAsks) open on this replica."))
+	errs = append(errs, err)
+	watchRefused, err := meter.Int64ObservableCounter("tollgate_watches_refused", metric.WithDescription("Watch streams refused because their caller held as many as one caller may."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
-	if m.watches != nil {
-		var err error
-		m.watchStreams, err = meter.Int64ObservableGauge("tollgate_watch_streams", metric.WithDescription("Watch streams (WatchRun, WatchAsks) open on this replica."))
-		errs = append(errs, err)
-		m.watchRefused, err = meter.Int64ObservableCounter("tollgate_watches_refused", metric.WithDescription("Watch streams refused because their caller held as many as one caller may."))
-		errs = append(errs, err)
-		insts = append(insts, m.watchStreams, m.watchRefused)
-	}
-	if err := errors.Join(errs...); err != nil || len(insts) == 0 {
-		return err
-	}
-	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		if m.caches != nil {
-			for name, st := range m.caches() {
-				set := metric.WithAttributeSet(attribute.NewSet(attribute.String("cache", name)))
-				o.ObserveInt64(m.cacheEntries, int64(st.Entries), set)
-				o.ObserveInt64(m.cacheEvictions, st.Evictions, set)
-			}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for name, st := range b.Caches() {
+			set := metric.WithAttributeSet(attribute.NewSet(attribute.String("cache", name)))
+			o.ObserveInt64(cacheEntries, int64(st.Entries), set)
+			o.ObserveInt64(cacheEvictions, st.Evictions, set)
 		}
-		if m.watches != nil {
-			active, refused := m.watches()
-			o.ObserveInt64(m.watchStreams, int64(active))
-			o.ObserveInt64(m.watchRefused, refused)
-		}
+		active, refused := b.WatchFigures()
+		o.ObserveInt64(watchStreams, int64(active))
+		o.ObserveInt64(watchRefused, refused)
 		return nil
-	}, insts...)
-	return err
+	}, cacheEntries, cacheEvictions, watchStreams, watchRefused)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
 }
 
 // observeCounts reads the store's counts for one scrape. A store that

@@ -1,4 +1,4 @@
-package controlplane
+package runner
 
 import (
 	"context"
@@ -16,7 +16,7 @@ func TestStoreClockEstimate(t *testing.T) {
 	var skew atomic.Int64
 	skew.Store(int64(5 * time.Second))
 	st := memstore.New(memstore.Config{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
-	r := NewRunner(RunnerConfig{Store: st})
+	r := New(Config{Store: st})
 	ctx := context.Background()
 	if _, err := r.clock(ctx); err != nil { // the first reading measures
 		t.Fatal(err)

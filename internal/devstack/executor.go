@@ -1,4 +1,7 @@
-package main
+// Package devstack links a control plane started with --dev to an
+// executor in the same process: the one place where the two binaries'
+// packages meet, so neither imports the other.
+package devstack
 
 import (
 	"context"
@@ -14,10 +17,11 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 )
 
-// devExecutor builds the example MCP servers (from the source tree, when
+// Executor builds the example MCP servers (from the source tree, when
 // run from a checkout) and serves them through a real executor connected
-// over loopback gRPC.
-func devExecutor(ctx context.Context, d controlplane.DevExecutor) error {
+// over loopback gRPC to the dev control plane, until ctx ends. It is
+// controlplane.MainConfig's DevExecutor.
+func Executor(ctx context.Context, d controlplane.DevExecutor) error {
 	var servers []executor.MCPServer
 	if _, err := os.Stat("examples/mcp/monitor"); err == nil {
 		bin := filepath.Join(d.Home, "dev", "bin")

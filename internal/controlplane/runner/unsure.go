@@ -1,10 +1,11 @@
-package controlplane
+package runner
 
 import (
 	"context"
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -60,5 +61,21 @@ func (r *Runner) Resettle(ctx context.Context) {
 			continue
 		}
 		r.effects(ctx, id, engine.Transition{Run: run, Effects: dispatchEffects(m.Queued(run))})
+	}
+}
+
+// Resettling runs Resettle every interval until ctx ends. The owner of the
+// Runner's goroutines runs it; without it, a run whose commit had an
+// unknown outcome moves on at the next restart's Recover.
+func (r *Runner) Resettling(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			r.Resettle(ctx)
+		}
 	}
 }

@@ -1,0 +1,28 @@
+// Package runner is the one road (I2): every run a replica moves — from
+// the API, a gate from code, an executor's report, a retry, a resume after
+// a restart — moves through a Runner, and a Runner moves it only through
+// the engine.
+//
+// Invariants it enforces, and where:
+//   - I2 one road: Start, Event and Events are the only ways to change a
+//     run (start.go, commit.go); Recover offers again what a previous
+//     process left in flight (recover.go).
+//   - I3 commit before act: a transition is committed atomically with its
+//     ask rows and journal records before any effect runs (commit.go,
+//     groupcommit.go, effects.go); an ask is parked in the same write as
+//     the run.
+//   - I4 deadlines enforced by readers: Get applies any deadline that has
+//     passed before it returns a run, whether or not the sweep ran
+//     (readers_enforce_deadlines.go); a decision commits only while the
+//     store's clock is before its ask's deadline (groupcommit.go).
+//   - I7 nothing completed runs twice: Recover reports in-flight attempts
+//     lost to the engine, which asks about side effects rather than
+//     running them again (recover.go); a commit whose outcome is unknown
+//     is offered again only once it is known (unsure.go).
+//   - I8 the record is the truth: every commit chains its journal records
+//     after the run's head (commit.go).
+//
+// The Runner calls a Dispatcher, Observers and an AskHook (seams.go); it
+// hands itself to the dispatcher and the hook as a Recorder on each call,
+// so it is built with them and nothing is wired after construction.
+package runner

@@ -1,0 +1,94 @@
+package runner
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
+	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+)
+
+// Runner is the one road (I2): every entry point — API, CLI, retries,
+// resumes — moves runs through it, and it moves them only through the
+// engine, committing each transition atomically before acting on it.
+type Runner struct {
+	runnerPerf
+	store    store.Store
+	dispatch Dispatcher
+	log      *slog.Logger
+	engine   engine.Config
+	newID    func() string
+
+	mu       sync.Mutex
+	machines *lru.Cache[string, *engine.Machine] // by plan digest; plans are immutable
+	watchers map[string]map[*RunWatch]bool
+	queues   map[string]*runQueue
+	cache    *lru.Cache[string, cachedRun] // runs this replica committed last; under mu with ended
+	offset   atomic.Int64                  // store clock minus ours, nanoseconds
+	expiries atomic.Int64
+
+	// asks hears of every ask this replica opens, after its commit.
+	asks AskHook
+	// observers hear of every transition this replica commits.
+	observers []Observer
+	// unsure are runs whose last commit failed with an unknown outcome.
+	unsure unsureRuns
+}
+
+// runnerPerf is what a Runner keeps to save store round trips.
+type runnerPerf struct {
+	ended    *lru.Cache[string, cachedRun] // ended runs, for readers; under Runner.mu
+	offsetAt atomic.Int64                  // when offset was measured, our clock, Unix ns; 0 never
+	// refreshing is set while one caller measures a stale offset again.
+	refreshing atomic.Bool
+}
+
+// Config configures a Runner.
+type Config struct {
+	Store      store.Store
+	Dispatcher Dispatcher // nil means NoExecutors
+	Log        *slog.Logger
+	Engine     engine.Config
+	NewID      func() string // nil means random ids
+	Observers  []Observer    // traces, metrics
+	// Asks hears of every ask this replica opens, notices and closes,
+	// after the commit; nil: nobody.
+	Asks AskHook
+	// PlanCache bounds the plans (engines) kept in memory, least recently
+	// used evicted; an evicted plan is loaded from the store again when a
+	// run of it moves. 0 means DefaultPlanCache.
+	PlanCache int
+}
+
+// DefaultPlanCache is how many plans a replica keeps in each of its plan
+// caches (engines, compilations, plan views) unless configured.
+const DefaultPlanCache = 256
+
+// New returns a Runner.
+func New(cfg Config) *Runner {
+	if cfg.Dispatcher == nil {
+		cfg.Dispatcher = NoExecutors{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = ids.Run
+	}
+	if cfg.PlanCache <= 0 {
+		cfg.PlanCache = DefaultPlanCache
+	}
+	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks,
+		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: lru.NewWeighted(maxCachedRuns, maxCachedRunBytes, runCost),
+		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost)}}
+}
+
+// Caches reports the figures of the Runner's bounded caches by name, for
+// metrics: engines by plan ("plans"), decoded runs ("runs") and ended
+// runs kept for readers ("ended_runs").
+func (r *Runner) Caches() map[string]lru.Stats {
+	return map[string]lru.Stats{"plans": r.machines.Stats(), "runs": r.cache.Stats(), "ended_runs": r.ended.Stats()}
+}

@@ -1,0 +1,108 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// StartRequest starts a run of a compiled plan.
+type StartRequest struct {
+	Plan      *plan.Plan
+	Skill     string
+	Requester string // the authenticated caller
+	RequestID string // client idempotency key, scoped to the requester
+	// Inputs are the run's named inputs (checked by the caller).
+	Inputs map[string]string
+	// Digest, if set, is what the compiler said Plan's digest is: a hint
+	// to find the engine already built from this very *plan.Plan.
+	Digest string
+}
+
+// startMachine returns the engine for a plan to start: engine.New verifies
+// it, and it is stored before any run refers to it. A plan this replica
+// already verified and stored — the same *plan.Plan, as a compile cache
+// hands out — is not verified or stored again.
+func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Machine, error) {
+	if req.Digest != "" {
+		if m, ok := r.machines.Get(req.Digest); ok && m.Plan() == req.Plan {
+			return m, nil
+		}
+	}
+	m, err := engine.New(req.Plan, r.engine)
+	if err != nil {
+		// The plan came from our compiler: a plan it built that fails
+		// Verify is our bug, not the caller's.
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	b, err := plan.Canonical(req.Plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.store.PutPlan(ctx, m.Digest(), b); err != nil {
+		return nil, fmt.Errorf("store plan: %w", err)
+	}
+	r.machines.Add(m.Digest(), m)
+	return m, nil
+}
+
+// Start verifies the plan (engine.New), stores it, and creates the run.
+// A repeated RequestID returns the run it first created, and created =
+// false, when the request is the same one (sameRequest); a different
+// request under a used RequestID is errkind.RequestReused, naming that run.
+func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, created bool, err error) {
+	m, err := r.startMachine(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	now, err := r.clock(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	id := r.newID()
+	tr := m.StartWith(id, req.Requester, req.Inputs, now)
+	c, err := commitFor(nil, store.Run{}, tr, req.Skill)
+	if err != nil {
+		return nil, false, err
+	}
+	if req.RequestID != "" {
+		c.RequestKey = req.Requester + "\x00" + req.RequestID
+	}
+	if err := r.store.Commit(ctx, c); err != nil {
+		var dup *store.DuplicateError
+		if errors.As(err, &dup) {
+			return r.repeated(ctx, dup.RunID, m.Digest(), req)
+		}
+		return nil, false, fmt.Errorf("create run: %w", err)
+	}
+	r.remember(c.Run, tr.Run)
+	r.observe(ctx, m, nil, tr.Run, tr.Records)
+	r.log.LogAttrs(ctx, slog.LevelInfo, "run started", slog.String("run", id), slog.String("requester", req.Requester), slog.String("plan", m.Digest()))
+	r.effects(ctx, id, tr)
+	return tr.Run, true, nil
+}
+
+// repeated answers a start whose RequestID already made run id: that run
+// if it started the same request — the same plan (digest: source, name,
+// catalog), skill and inputs — else errkind.RequestReused naming it.
+func (r *Runner) repeated(ctx context.Context, id, digest string, req StartRequest) (*engine.Run, bool, error) {
+	sr, err := r.store.GetRun(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("run %s: %w", id, err)
+	}
+	run, _, err := r.Get(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if sr.PlanDigest != digest || sr.Skill != req.Skill || !maps.Equal(run.Inputs, req.Inputs) {
+		return nil, false, fmt.Errorf("this request_id started run %s with another request (another recipe, skill, name or inputs); use a new request_id for a new run: %w", id, errkind.RequestReused)
+	}
+	return run, false, nil
+}
