@@ -181,8 +181,10 @@ func New(cfg Config) (*Metrics, error) {
 			ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError, Registry: reg}),
 		outcomes: labelMap("outcome", same(string(engine.Complete), string(engine.Partial), string(engine.Failed),
 			string(engine.Cancelled), string(engine.Rejected), string(engine.Expired))),
-		answerKinds: labelMap("kind", same("approve", "reject", "answer", "in_doubt", "vote", "amend", "revoke", "delegate",
-			"request_evidence", "attach_evidence", "expire")),
+		// The decision an ask.decided record names, then this package's
+		// word for each other act on an ask (by record kind, in Committed).
+		answerKinds: labelMap("kind", same(engine.DecisionApprove, engine.DecisionReject, engine.DecisionAnswer,
+			engine.DecidedInDoubt, "vote", "amend", "revoke", "delegate", "request_evidence", "attach_evidence", "expire")),
 		replyKinds: labelMap("kind", map[string]string{string(answer.Selected): "selected", string(answer.Reshown): "reshown",
 			string(answer.NoMatch): "no_match", string(answer.EscapeHint): "escape_hint", string(answer.Dropped): "dropped"}),
 		// The engine's reasons for queueing a step again: a retry after a
@@ -191,8 +193,8 @@ func New(cfg Config) (*Metrics, error) {
 		// an ask's freshness probe read again.
 		reasons: labelMap("reason", map[string]string{"retry": "retry", "re-lease": "lease_lost", "retry after doubt": "in_doubt_retry",
 			"runnable": "reprepare", "the ask opened": "probe", "verify the approval": "probe"}),
-		stepOutcomes: labelMap("outcome", map[string]string{"step.succeeded": "succeeded", "step.failed": "failed",
-			"step.lease_lost": "lease_lost", "step.result_after_end": "after_end"}),
+		stepOutcomes: labelMap("outcome", map[string]string{engine.JournalStepSucceeded: "succeeded", engine.JournalStepFailed: "failed",
+			engine.JournalStepLeaseLost: "lease_lost", engine.JournalStepResultAfterEnd: "after_end"}),
 		runStates: labelMap("state", same(string(engine.Running), string(engine.Parked), string(engine.Blocked),
 			string(engine.Complete), string(engine.Partial), string(engine.Failed), string(engine.Cancelled),
 			string(engine.Rejected), string(engine.Expired))),
@@ -347,51 +349,51 @@ func (m *Metrics) Committed(ctx context.Context, mach *engine.Machine, before, a
 	for i := range records {
 		rec := &records[i]
 		switch rec.Kind {
-		case "run.started":
+		case engine.JournalRunStarted:
 			m.runsStarted.Add(ctx, 1)
-		case "run.ended":
+		case engine.JournalRunEnded:
 			m.runsEnded.Add(ctx, 1, pick(m.outcomes, str(rec.Payload, "state")).add...)
-		case "ask.opened":
+		case engine.JournalAskOpened:
 			m.asksOpened.Add(ctx, 1)
 			if _, ok := rec.Payload["in_doubt"]; ok {
 				m.inDoubt.Add(ctx, 1)
 			}
-		case "ask.expired":
+		case engine.JournalAskExpired:
 			m.expiries.Add(ctx, 1)
 			m.answers.Add(ctx, 1, m.answerKinds["expire"].add...)
-		case "ask.decided":
+		case engine.JournalAskDecided:
 			m.answers.Add(ctx, 1, pick(m.answerKinds, str(rec.Payload, "decision")).add...)
-		case "ask.voted":
+		case engine.JournalAskVoted:
 			m.answers.Add(ctx, 1, m.answerKinds["vote"].add...)
-		case "ask.amended":
+		case engine.JournalAskAmended:
 			m.answers.Add(ctx, 1, m.answerKinds["amend"].add...)
-		case "approval.revoked":
+		case engine.JournalApprovalRevoked:
 			m.answers.Add(ctx, 1, m.answerKinds["revoke"].add...)
-		case "ask.delegated":
+		case engine.JournalAskDelegated:
 			m.answers.Add(ctx, 1, m.answerKinds["delegate"].add...)
-		case "ask.evidence_requested":
+		case engine.JournalAskEvidenceRequested:
 			m.answers.Add(ctx, 1, m.answerKinds["request_evidence"].add...)
-		case "ask.evidence_attached":
+		case engine.JournalAskEvidenceAttached:
 			m.answers.Add(ctx, 1, m.answerKinds["attach_evidence"].add...)
-		case "ask.reply":
+		case engine.JournalAskReply:
 			m.replies.Add(ctx, 1, pick(m.replyKinds, str(rec.Payload, "kind")).add...)
-		case "step.dispatched":
+		case engine.JournalStepDispatched:
 			if num(rec.Payload, "attempt") > 1 {
 				m.redispatches.Add(ctx, 1, pick(m.reasons, str(rec.Payload, "why")).add...)
 			}
-		case "step.leased":
+		case engine.JournalStepLeased:
 			if a := attemptOf(after, rec); a != nil && !a.QueuedAt.IsZero() && !a.LeasedAt.Before(a.QueuedAt) {
 				m.dispatch.Record(ctx, a.LeasedAt.Sub(a.QueuedAt).Seconds())
 			}
-		case "step.lease_lost":
+		case engine.JournalStepLeaseLost:
 			m.leasesLost.Add(ctx, 1)
 			m.stepDuration(ctx, after, rec)
-		case "step.succeeded", "step.failed":
+		case engine.JournalStepSucceeded, engine.JournalStepFailed:
 			if _, ok := rec.Payload["by"]; ok {
 				continue // a person's word on an in-doubt step, not an executor's result
 			}
 			m.stepDuration(ctx, after, rec)
-		case "step.result_after_end":
+		case engine.JournalStepResultAfterEnd:
 			m.stepDuration(ctx, after, rec)
 		}
 	}

@@ -360,8 +360,8 @@ func BenchmarkCommitted(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	records := append([]engine.Record{{Kind: "step.leased", Payload: map[string]any{"step": "mem", "attempt": 1}}}, tr.Records...)
-	records = append(records, engine.Record{Kind: "run.ended", Payload: map[string]any{"state": "complete"}})
+	records := append([]engine.Record{{Kind: engine.JournalStepLeased, Payload: map[string]any{"step": "mem", "attempt": 1}}}, tr.Records...)
+	records = append(records, engine.Record{Kind: engine.JournalRunEnded, Payload: map[string]any{"state": "complete"}})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
