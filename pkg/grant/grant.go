@@ -8,14 +8,13 @@ package grant
 
 import (
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -28,7 +27,7 @@ type Grant struct {
 	// perform, so a grant for one action never authorizes another.
 	Action        string
 	AskID         string // empty for a `without asking` step
-	PayloadDigest string // "sha256:<hex>" of the canonical args
+	PayloadDigest string // freshness.PayloadDigest of the args it permits
 	Fence         uint64
 	ExpiresAt     time.Time
 	KeyID         string
@@ -68,17 +67,11 @@ func (g *Grant) message() []byte {
 	return b
 }
 
-// PayloadDigest is "sha256:" and the hex SHA-256 of the canonical JSON of
-// args (keys sorted, numbers as written).
-func PayloadDigest(args []byte) (string, error) {
-	obj := plan.Object(args)
-	canon, err := obj.MarshalJSON()
-	if err != nil {
-		return "", fmt.Errorf("payload digest: %w", err)
-	}
-	sum := sha256.Sum256(canon)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
-}
+// PayloadDigest is freshness.PayloadDigest.
+//
+// Deprecated: call freshness.PayloadDigest. This forwarder stays only
+// until internal/controlplane does (issue 14); then it goes.
+func PayloadDigest(args []byte) (string, error) { return freshness.PayloadDigest(args) }
 
 // Sign fills in KeyID and Signature.
 func Sign(g *Grant, keyID string, key ed25519.PrivateKey) {
@@ -187,11 +180,11 @@ func ArtifactsPayload(digests map[string]string) []byte {
 // permits: "gate." + its name (policy names it like any action).
 func GateAction(gate string) string { return "gate." + gate }
 
-// ContentDigest is "sha256:<hex>" of bytes (an artifact's content).
-func ContentDigest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+// ContentDigest is freshness.ContentDigest.
+//
+// Deprecated: call freshness.ContentDigest. This forwarder stays only
+// until internal/controlplane does (issue 14); then it goes.
+func ContentDigest(b []byte) string { return freshness.ContentDigest(b) }
 
 // Verify accepts g for lease at time now, and records it as used. It
 // returns an error wrapping one of the Err* reasons otherwise; then the
@@ -216,7 +209,7 @@ func (v *Verifier) Verify(g *Grant, lease Lease, now time.Time) error {
 	if lease.Action == "" || g.Action != lease.Action {
 		return fmt.Errorf("%w: the grant permits %q, not %q", ErrAction, g.Action, lease.Action)
 	}
-	d, err := PayloadDigest(lease.Args)
+	d, err := freshness.PayloadDigest(lease.Args)
 	if err != nil || d != g.PayloadDigest {
 		return fmt.Errorf("%w: received %s, approved %s", ErrPayload, d, g.PayloadDigest)
 	}

@@ -198,8 +198,13 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// Digest is "sha256:" and the hex SHA-256 of the canonical JSON of p. It is
-// stable across processes and versions of Go for the same plan.
+// Digest is freshness.PlanDigest: "sha256:" and the hex SHA-256 of the
+// canonical JSON of p.
+//
+// Deprecated: call freshness.PlanDigest, the one home of the plan digest.
+// pkg/freshness builds on this package, so this copy cannot forward to
+// it; it stays only until internal/controlplane's tests stop calling it
+// (issue 14), and freshness's tests hold it to the same value until then.
 func Digest(p *Plan) (string, error) {
 	b, err := Canonical(p)
 	if err != nil {

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // grantFor signs the grant a side-effecting lease of o carries (I2): an
@@ -29,5 +29,5 @@ func (d *Dispatcher) grantFor(o offer, now time.Time) (*tollgatev1.Grant, error)
 	}
 	g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, Action: o.d.Server + "." + o.d.Tool, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
 	grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
-	return grantpb.ToProto(g), nil
+	return wire.GrantToProto(g), nil
 }
