@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -143,7 +144,7 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 		if mt == "" {
 			mt = "application/octet-stream"
 		}
-		d := grant.ContentDigest(a.GetContent())
+		d := freshness.ContentDigest(a.GetContent())
 		digests[a.GetName()] = d
 		ev.Evidence = append(ev.Evidence, engine.Evidence{Name: a.GetName(), MediaType: mt, Content: a.GetContent(), Digest: d})
 	}

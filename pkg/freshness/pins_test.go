@@ -264,10 +264,6 @@ func TestPlanDigestPinned(t *testing.T) {
 	if d3, _ := freshness.PlanDigest(&q); d3 == d1 {
 		t.Fatal("digest did not change when the args changed")
 	}
-	// The deprecated copy in pkg/plan agrees until it goes.
-	if old, err := plan.Digest(&p); err != nil || old != d1 {
-		t.Fatalf("plan.Digest says %s (%v), freshness.PlanDigest %s", old, err, d1)
-	}
 }
 
 // Records as internal/store's hash-chain test writes them, one per payload

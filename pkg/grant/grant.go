@@ -67,12 +67,6 @@ func (g *Grant) message() []byte {
 	return b
 }
 
-// PayloadDigest is freshness.PayloadDigest.
-//
-// Deprecated: call freshness.PayloadDigest. This forwarder stays only
-// until internal/controlplane does (issue 14); then it goes.
-func PayloadDigest(args []byte) (string, error) { return freshness.PayloadDigest(args) }
-
 // Sign fills in KeyID and Signature.
 func Sign(g *Grant, keyID string, key ed25519.PrivateKey) {
 	g.KeyID = keyID
@@ -179,12 +173,6 @@ func ArtifactsPayload(digests map[string]string) []byte {
 // GateAction is the action a gate is decided under and its grant
 // permits: "gate." + its name (policy names it like any action).
 func GateAction(gate string) string { return "gate." + gate }
-
-// ContentDigest is freshness.ContentDigest.
-//
-// Deprecated: call freshness.ContentDigest. This forwarder stays only
-// until internal/controlplane does (issue 14); then it goes.
-func ContentDigest(b []byte) string { return freshness.ContentDigest(b) }
 
 // Verify accepts g for lease at time now, and records it as used. It
 // returns an error wrapping one of the Err* reasons otherwise; then the

@@ -7,8 +7,6 @@ package plan
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -196,22 +194,6 @@ func marshal(v any) ([]byte, error) {
 		return nil, fmt.Errorf("encode json: %w", err)
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
-
-// Digest is freshness.PlanDigest: "sha256:" and the hex SHA-256 of the
-// canonical JSON of p.
-//
-// Deprecated: call freshness.PlanDigest, the one home of the plan digest.
-// pkg/freshness builds on this package, so this copy cannot forward to
-// it; it stays only until internal/controlplane's tests stop calling it
-// (issue 14), and freshness's tests hold it to the same value until then.
-func Digest(p *Plan) (string, error) {
-	b, err := Canonical(p)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // Indent renders p as indented JSON for people: keys in the order of

@@ -7,6 +7,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -19,7 +20,7 @@ func (d *Dispatcher) grantFor(o offer, now time.Time) (*tollgatev1.Grant, error)
 	if d.cfg.SigningKey == nil {
 		return nil, errors.New("no grant signing key configured")
 	}
-	digest, err := grant.PayloadDigest(o.d.Args)
+	digest, err := freshness.PayloadDigest(o.d.Args)
 	if err != nil {
 		return nil, err
 	}
