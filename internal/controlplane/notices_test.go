@@ -12,6 +12,7 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
@@ -68,7 +69,7 @@ func TestEscalationRemindersAndWebhooks(t *testing.T) {
 	e := newEnvOn(t, st, devPolicy(t), echoTools(), func(c *Config) {
 		var err error
 		notifier, err = webhook.New(webhook.Config{Recorder: webhook.RecorderFunc(func(ctx context.Context, d webhook.Delivery) error {
-			return DeliveryJournal{Runner: road}.Delivered(ctx, d)
+			return approvals.DeliveryJournal{Runner: road}.Delivered(ctx, d)
 		}), BaseBackoff: time.Millisecond}, []webhook.Endpoint{{Name: "finance-pager", URL: srv.URL, Secret: secret, Roles: []string{"finance", "cfo"}}})
 		if err != nil {
 			t.Fatal(err)
