@@ -1,6 +1,7 @@
 package approvectl
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -28,26 +29,20 @@ for, in milliseconds) for each.`,
   approvectl --as dave asks -o json | jq -r '.asks[] | select(.wait_ms > 3600000) | .ask_id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.approvals.ListAsks(cmd.Context(), &tollgatev1.ListAsksRequest{})
-			if err != nil {
-				return rpcErr(err)
-			}
-			now := g.cfg.Now()
-			if g.json() {
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.ListAsksResponse, error) {
+				return c.approvals.ListAsks(ctx, &tollgatev1.ListAsksRequest{})
+			}, func(resp *tollgatev1.ListAsksResponse) any {
 				out := struct {
 					Asks []askJSON `json:"asks"`
 				}{Asks: []askJSON{}}
+				now := g.cfg.Now()
 				for _, it := range resp.GetItems() {
 					out.Asks = append(out.Asks, askSummaryJSON(it.GetAsk(), now))
 				}
-				return g.printJSON(out)
-			}
-			return writeInbox(g.cfg.Stdout, resp.GetItems(), now, time.Local)
+				return out
+			}, func(w io.Writer, resp *tollgatev1.ListAsksResponse) error {
+				return writeInbox(w, resp.GetItems(), g.cfg.Now(), time.Local)
+			})
 		},
 	}
 	cmd.AddCommand(&cobra.Command{
@@ -55,84 +50,83 @@ for, in milliseconds) for each.`,
 		Short: "Show an ask's decision packet: what exactly you would approve",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: args[0]})
-			if err != nil {
-				return rpcErr(err)
-			}
-			a := resp.GetAsk()
-			if g.json() {
-				return g.printJSON(struct {
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.GetAskResponse, error) {
+				return c.approvals.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: args[0]})
+			}, func(resp *tollgatev1.GetAskResponse) any {
+				return struct {
 					askJSON
 					MayDecide bool   `json:"may_decide"`
 					Why       string `json:"why"`
-				}{askPacketJSON(a, g.cfg.Now()), resp.GetMayDecide(), resp.GetWhy()})
-			}
-			w := g.cfg.Stdout
-			fmt.Fprintf(w, "%s  %s\n  %s\n", a.GetId(), askWord(a.GetState()), a.GetTitle())
-			fmt.Fprintf(w, "  requested by %s · opened %s · expires %s\n", a.GetRequester(), a.GetCreatedAt().AsTime().Format(time.RFC3339), a.GetExpiresAt().AsTime().Format(time.RFC3339))
-			fmt.Fprintf(w, "  %s\n", a.GetConsequence())
-			for _, act := range a.GetActions() {
-				fmt.Fprintf(w, "  action %s: %s·%s %s\n    payload %s\n", act.GetStepId(), act.GetServer(), act.GetTool(), act.GetArgsJson(), act.GetPayloadDigest())
-			}
-			if r := a.GetStateReason(); r != "" {
-				fmt.Fprintf(w, "  %s\n", r)
-			}
-			if len(a.GetMaterialFields()) > 0 {
-				fmt.Fprintf(w, "  facts checked before it is used (%s):\n", a.GetResourceVersion())
-				for _, f := range slices.Sorted(maps.Keys(a.GetMaterialFields())) {
-					fmt.Fprintf(w, "    %s = %s\n", f, a.GetMaterialFields()[f])
-				}
-			}
-			for _, b := range a.GetAmendable() {
-				fmt.Fprintf(w, "  amendable: %s between %d and %d (approvectl amend %s %s N)\n", b.GetField(), b.GetMin(), b.GetMax(), a.GetId(), b.GetField())
-			}
-			if req := a.GetAuthorityRequired(); req != nil {
-				fmt.Fprintf(w, "  decided by %s; %d approval(s) needed", req.GetDescription(), req.GetQuorum())
-				if len(req.GetPrincipals()) > 0 {
-					fmt.Fprintf(w, "; who may: %s", strings.Join(req.GetPrincipals(), ", "))
-				}
-				if len(req.GetExcluded()) > 0 {
-					fmt.Fprintf(w, "; never: %s (separation of duties)", strings.Join(req.GetExcluded(), ", "))
-				}
-				fmt.Fprintln(w)
-			}
-			if to := a.GetEscalatedTo(); to != "" {
-				fmt.Fprintf(w, "  escalated to %s\n", to)
-			}
-			switch {
-			case a.GetRemindAt() != nil && a.GetRemindAt().AsTime().After(g.cfg.Now()):
-				fmt.Fprintf(w, "  next: a reminder at %s\n", a.GetRemindAt().AsTime().Format(time.RFC3339))
-			case a.GetEscalateAt() != nil:
-				fmt.Fprintf(w, "  next: escalates at %s\n", a.GetEscalateAt().AsTime().Format(time.RFC3339))
-			case a.GetState() == tollgatev1.AskState_ASK_STATE_PENDING:
-				fmt.Fprintf(w, "  next: the deadline at %s (on expiry: %s)\n", a.GetExpiresAt().AsTime().Format(time.RFC3339), enumWord(a.GetOnExpiry().String(), "ON_EXPIRY_"))
-			}
-			for _, o := range a.GetOptions() {
-				fmt.Fprintf(w, "  %s) %s\n", o.GetId(), o.GetLabel())
-			}
-			for _, d := range a.GetDecisions() {
-				fmt.Fprintf(w, "  %s by %s at %s %s\n", enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), d.GetTime().AsTime().Format(time.RFC3339), d.GetReason())
-				if d.GetAuthority() != "" {
-					fmt.Fprintf(w, "    authority: %s\n", d.GetAuthority())
-				}
-			}
-			may := "you may not decide it: "
-			if resp.GetMayDecide() {
-				may = "you may decide it: "
-			}
-			fmt.Fprintf(w, "  %s%s\n", may, resp.GetWhy())
-			if a.GetAnswerCommand() != "" {
-				fmt.Fprintf(w, "  answer: %s\n", a.GetAnswerCommand())
-			}
-			return nil
+				}{askPacketJSON(resp.GetAsk(), g.cfg.Now()), resp.GetMayDecide(), resp.GetWhy()}
+			}, func(w io.Writer, resp *tollgatev1.GetAskResponse) error {
+				writePacket(w, resp, g.cfg.Now())
+				return nil
+			})
 		},
 	})
 	return cmd
+}
+
+// writePacket prints an ask's decision packet for the person who may
+// decide it; now is the clock its next rung is read against.
+func writePacket(w io.Writer, resp *tollgatev1.GetAskResponse, now time.Time) {
+	a := resp.GetAsk()
+	fmt.Fprintf(w, "%s  %s\n  %s\n", a.GetId(), askWord(a.GetState()), a.GetTitle())
+	fmt.Fprintf(w, "  requested by %s · opened %s · expires %s\n", a.GetRequester(), a.GetCreatedAt().AsTime().Format(time.RFC3339), a.GetExpiresAt().AsTime().Format(time.RFC3339))
+	fmt.Fprintf(w, "  %s\n", a.GetConsequence())
+	for _, act := range a.GetActions() {
+		fmt.Fprintf(w, "  action %s: %s·%s %s\n    payload %s\n", act.GetStepId(), act.GetServer(), act.GetTool(), act.GetArgsJson(), act.GetPayloadDigest())
+	}
+	if r := a.GetStateReason(); r != "" {
+		fmt.Fprintf(w, "  %s\n", r)
+	}
+	if len(a.GetMaterialFields()) > 0 {
+		fmt.Fprintf(w, "  facts checked before it is used (%s):\n", a.GetResourceVersion())
+		for _, f := range slices.Sorted(maps.Keys(a.GetMaterialFields())) {
+			fmt.Fprintf(w, "    %s = %s\n", f, a.GetMaterialFields()[f])
+		}
+	}
+	for _, b := range a.GetAmendable() {
+		fmt.Fprintf(w, "  amendable: %s between %d and %d (approvectl amend %s %s N)\n", b.GetField(), b.GetMin(), b.GetMax(), a.GetId(), b.GetField())
+	}
+	if req := a.GetAuthorityRequired(); req != nil {
+		fmt.Fprintf(w, "  decided by %s; %d approval(s) needed", req.GetDescription(), req.GetQuorum())
+		if len(req.GetPrincipals()) > 0 {
+			fmt.Fprintf(w, "; who may: %s", strings.Join(req.GetPrincipals(), ", "))
+		}
+		if len(req.GetExcluded()) > 0 {
+			fmt.Fprintf(w, "; never: %s (separation of duties)", strings.Join(req.GetExcluded(), ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	if to := a.GetEscalatedTo(); to != "" {
+		fmt.Fprintf(w, "  escalated to %s\n", to)
+	}
+	switch {
+	case a.GetRemindAt() != nil && a.GetRemindAt().AsTime().After(now):
+		fmt.Fprintf(w, "  next: a reminder at %s\n", a.GetRemindAt().AsTime().Format(time.RFC3339))
+	case a.GetEscalateAt() != nil:
+		fmt.Fprintf(w, "  next: escalates at %s\n", a.GetEscalateAt().AsTime().Format(time.RFC3339))
+	case a.GetState() == tollgatev1.AskState_ASK_STATE_PENDING:
+		fmt.Fprintf(w, "  next: the deadline at %s (on expiry: %s)\n", a.GetExpiresAt().AsTime().Format(time.RFC3339), enumWord(a.GetOnExpiry().String(), "ON_EXPIRY_"))
+	}
+	for _, o := range a.GetOptions() {
+		fmt.Fprintf(w, "  %s) %s\n", o.GetId(), o.GetLabel())
+	}
+	for _, d := range a.GetDecisions() {
+		fmt.Fprintf(w, "  %s by %s at %s %s\n", enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), d.GetTime().AsTime().Format(time.RFC3339), d.GetReason())
+		if d.GetAuthority() != "" {
+			fmt.Fprintf(w, "    authority: %s\n", d.GetAuthority())
+		}
+	}
+	may := "you may not decide it: "
+	if resp.GetMayDecide() {
+		may = "you may decide it: "
+	}
+	fmt.Fprintf(w, "  %s%s\n", may, resp.GetWhy())
+	if a.GetAnswerCommand() != "" {
+		fmt.Fprintf(w, "  answer: %s\n", a.GetAnswerCommand())
+	}
 }
 
 // writeInbox prints the inbox as a table: how long each ask has been open

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -90,6 +92,46 @@ func (g *globals) dial() (*client, error) {
 	}
 	return &client{conn: conn, runs: tollgatev1.NewRunServiceClient(conn),
 		approvals: tollgatev1.NewApprovalServiceClient(conn), audit: tollgatev1.NewAuditServiceClient(conn)}, nil
+}
+
+// session dials the control plane as the caller, runs use on the
+// connection and closes it: the one way a verb talks to the control
+// plane. A dial error is returned as it is (exit 2 for a missing token or
+// a bad --server, 3 for a failed connect); use maps the errors of its
+// calls with rpcErr.
+func (g *globals) session(cmd *cobra.Command, use func(ctx context.Context, c *client) error) error {
+	c, err := g.dial()
+	if err != nil {
+		return err
+	}
+	defer c.conn.Close()
+	return use(cmd.Context(), c)
+}
+
+// fetch makes the one call rpc makes in a session of its own; its error
+// is mapped by rpcErr.
+func fetch[R any](g *globals, cmd *cobra.Command, rpc func(ctx context.Context, c *client) (R, error)) (R, error) {
+	var resp R
+	err := g.session(cmd, func(ctx context.Context, c *client) error {
+		var err error
+		resp, err = rpc(ctx, c)
+		return rpcErr(err)
+	})
+	return resp, err
+}
+
+// call is the road of a verb that makes one call and prints its answer:
+// fetch it, then print asJSON's value under -o json (the shape scripts
+// read), else text for people.
+func call[R any](g *globals, cmd *cobra.Command, rpc func(ctx context.Context, c *client) (R, error), asJSON func(R) any, text func(w io.Writer, resp R) error) error {
+	resp, err := fetch(g, cmd, rpc)
+	if err != nil {
+		return err
+	}
+	if g.json() {
+		return g.printJSON(asJSON(resp))
+	}
+	return text(g.cfg.Stdout, resp)
 }
 
 // rpcErr turns a gRPC error into an exit code scripts can trust: the

@@ -3,7 +3,9 @@ package approvectl
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"fmt"
+	"io"
 	"mime"
 	"os"
 	"path/filepath"
@@ -20,24 +22,18 @@ import (
 )
 
 func (g *globals) decide(cmd *cobra.Command, req *tollgatev1.DecideRequest) error {
-	c, err := g.dial()
-	if err != nil {
-		return err
-	}
-	defer c.conn.Close()
-	resp, err := c.approvals.Decide(cmd.Context(), req)
-	if err != nil {
-		return rpcErr(err)
-	}
-	if g.json() {
-		return g.printJSON(struct {
+	return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.DecideResponse, error) {
+		return c.approvals.Decide(ctx, req)
+	}, func(resp *tollgatev1.DecideResponse) any {
+		return struct {
 			askJSON
 			RunState string `json:"run_state"`
-		}{askPacketJSON(resp.GetAsk(), g.cfg.Now()), stateWord(resp.GetRunState())})
-	}
-	d := resp.GetDecision()
-	fmt.Fprintf(g.cfg.Stdout, "%s: %s by %s; the run is %s\n", req.GetAskId(), enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), stateWord(resp.GetRunState()))
-	return nil
+		}{askPacketJSON(resp.GetAsk(), g.cfg.Now()), stateWord(resp.GetRunState())}
+	}, func(w io.Writer, resp *tollgatev1.DecideResponse) error {
+		d := resp.GetDecision()
+		fmt.Fprintf(w, "%s: %s by %s; the run is %s\n", req.GetAskId(), enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), stateWord(resp.GetRunState()))
+		return nil
+	})
 }
 
 // shown is the payload and evidence digests an approval binds: the ones
@@ -48,14 +44,11 @@ func (g *globals) shown(cmd *cobra.Command, askID, payload, evidence string) (st
 	if payload != "" && evidence != "" {
 		return payload, evidence, nil
 	}
-	c, err := g.dial()
+	resp, err := fetch(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.GetAskResponse, error) {
+		return c.approvals.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: askID})
+	})
 	if err != nil {
 		return "", "", err
-	}
-	defer c.conn.Close()
-	resp, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: askID})
-	if err != nil {
-		return "", "", rpcErr(err)
 	}
 	return cmp.Or(payload, resp.GetAsk().GetPayloadDigest()), cmp.Or(evidence, resp.GetAsk().GetEvidenceDigest()), nil
 }
@@ -158,21 +151,15 @@ units; outside the bounds it is refused. The payload digest changes, so
 approvals given before no longer count: approve again after amending.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.approvals.Decide(cmd.Context(), &tollgatev1.DecideRequest{AskId: args[0],
-				Decision: &tollgatev1.DecideRequest_Amend{Amend: &tollgatev1.Amend{Field: args[1], NewValueJson: args[2], Reason: reason}}})
-			if err != nil {
-				return rpcErr(err)
-			}
-			if g.json() {
-				return g.printJSON(askPacketJSON(resp.GetAsk(), g.cfg.Now()))
-			}
-			fmt.Fprintf(g.cfg.Stdout, "%s: %s is now %s; the payload digest is %s (approve again)\n", args[0], args[1], args[2], resp.GetAsk().GetPayloadDigest())
-			return nil
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.DecideResponse, error) {
+				return c.approvals.Decide(ctx, &tollgatev1.DecideRequest{AskId: args[0],
+					Decision: &tollgatev1.DecideRequest_Amend{Amend: &tollgatev1.Amend{Field: args[1], NewValueJson: args[2], Reason: reason}}})
+			}, func(resp *tollgatev1.DecideResponse) any {
+				return askPacketJSON(resp.GetAsk(), g.cfg.Now())
+			}, func(w io.Writer, resp *tollgatev1.DecideResponse) error {
+				fmt.Fprintf(w, "%s: %s is now %s; the payload digest is %s (approve again)\n", args[0], args[1], args[2], resp.GetAsk().GetPayloadDigest())
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
@@ -204,16 +191,9 @@ scope by itself until its date, and every such approval names it. --all
 includes revoked and expired ones. "standing revoke ID --reason TEXT" ends one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.approvals.ListExceptions(cmd.Context(), &tollgatev1.ListExceptionsRequest{IncludeInactive: all})
-			if err != nil {
-				return rpcErr(err)
-			}
-			if g.json() {
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.ListExceptionsResponse, error) {
+				return c.approvals.ListExceptions(ctx, &tollgatev1.ListExceptionsRequest{IncludeInactive: all})
+			}, func(resp *tollgatev1.ListExceptionsResponse) any {
 				type row struct {
 					ID        string `json:"id"`
 					Scope     string `json:"scope"`
@@ -229,20 +209,21 @@ includes revoked and expired ones. "standing revoke ID --reason TEXT" ends one.`
 				for _, x := range resp.GetExceptions() {
 					out.Standing = append(out.Standing, row{x.GetId(), x.GetScope(), x.GetGrantedBy(), x.GetUntil().AsTime().Format(time.RFC3339), x.GetAskId(), x.GetRevoked(), x.GetRevokedBy()})
 				}
-				return g.printJSON(out)
-			}
-			tw := tabwriter.NewWriter(g.cfg.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID	SCOPE	BY	UNTIL	STATE")
-			for _, x := range resp.GetExceptions() {
-				state := "active"
-				if x.GetRevoked() {
-					state = "revoked by " + x.GetRevokedBy()
-				} else if !x.GetUntil().AsTime().After(g.cfg.Now()) {
-					state = "expired"
+				return out
+			}, func(w io.Writer, resp *tollgatev1.ListExceptionsResponse) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID	SCOPE	BY	UNTIL	STATE")
+				for _, x := range resp.GetExceptions() {
+					state := "active"
+					if x.GetRevoked() {
+						state = "revoked by " + x.GetRevokedBy()
+					} else if !x.GetUntil().AsTime().After(g.cfg.Now()) {
+						state = "expired"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.GetId(), x.GetScope(), x.GetGrantedBy(), x.GetUntil().AsTime().Local().Format("2006-01-02 15:04"), state)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.GetId(), x.GetScope(), x.GetGrantedBy(), x.GetUntil().AsTime().Local().Format("2006-01-02 15:04"), state)
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "include revoked and expired ones")
@@ -255,20 +236,14 @@ includes revoked and expired ones. "standing revoke ID --reason TEXT" ends one.`
 			if strings.TrimSpace(reason) == "" {
 				return usageErr("revoke needs --reason: say why, it is recorded")
 			}
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.approvals.RevokeException(cmd.Context(), &tollgatev1.RevokeExceptionRequest{ExceptionId: args[0], Reason: reason})
-			if err != nil {
-				return rpcErr(err)
-			}
-			if g.json() {
-				return g.printJSON(map[string]any{"id": resp.GetException().GetId(), "revoked": true, "revoked_by": resp.GetException().GetRevokedBy()})
-			}
-			fmt.Fprintf(g.cfg.Stdout, "%s revoked by %s\n", resp.GetException().GetId(), resp.GetException().GetRevokedBy())
-			return nil
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.RevokeExceptionResponse, error) {
+				return c.approvals.RevokeException(ctx, &tollgatev1.RevokeExceptionRequest{ExceptionId: args[0], Reason: reason})
+			}, func(resp *tollgatev1.RevokeExceptionResponse) any {
+				return map[string]any{"id": resp.GetException().GetId(), "revoked": true, "revoked_by": resp.GetException().GetRevokedBy()}
+			}, func(w io.Writer, resp *tollgatev1.RevokeExceptionResponse) error {
+				fmt.Fprintf(w, "%s revoked by %s\n", resp.GetException().GetId(), resp.GetException().GetRevokedBy())
+				return nil
+			})
 		},
 	}
 	revoke.Flags().StringVar(&reason, "reason", "", "why (required, recorded)")
@@ -293,21 +268,15 @@ with a new evidence digest; approvals given before no longer count.`,
 				}
 				req.Artifacts = append(req.Artifacts, &tollgatev1.EvidenceUpload{Name: filepath.Base(f), MediaType: mime.TypeByExtension(filepath.Ext(f)), Content: b})
 			}
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.approvals.AttachEvidence(cmd.Context(), req)
-			if err != nil {
-				return rpcErr(err)
-			}
-			if g.json() {
-				return g.printJSON(askPacketJSON(resp.GetAsk(), g.cfg.Now()))
-			}
-			fmt.Fprintf(g.cfg.Stdout, "%s: %d artifact(s) attached; the ask is %s again; evidence digest %s\n", args[0], len(req.Artifacts),
-				askWord(resp.GetAsk().GetState()), resp.GetAsk().GetEvidenceDigest())
-			return nil
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.AttachEvidenceResponse, error) {
+				return c.approvals.AttachEvidence(ctx, req)
+			}, func(resp *tollgatev1.AttachEvidenceResponse) any {
+				return askPacketJSON(resp.GetAsk(), g.cfg.Now())
+			}, func(w io.Writer, resp *tollgatev1.AttachEvidenceResponse) error {
+				fmt.Fprintf(w, "%s: %d artifact(s) attached; the ask is %s again; evidence digest %s\n", args[0], len(req.Artifacts),
+					askWord(resp.GetAsk().GetState()), resp.GetAsk().GetEvidenceDigest())
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&note, "note", "", "a note for the deciders")
@@ -345,63 +314,60 @@ words are the answer and only /menu and /cancel are commands.
 Without TEXT, prompt for replies until one selects or drops.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			// An answer that approves binds the payload and evidence shown:
-			// the ask's as read before the first reply.
-			shown, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: args[0]})
-			if err != nil {
-				return rpcErr(err)
-			}
-			send := func(text string) (*tollgatev1.AnswerResponse, error) {
-				resp, err := c.approvals.Answer(cmd.Context(), &tollgatev1.AnswerRequest{AskId: args[0], Text: text,
-					ExpectedPayloadDigest: shown.GetAsk().GetPayloadDigest(), ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest()})
+			return g.session(cmd, func(ctx context.Context, c *client) error {
+				// An answer that approves binds the payload and evidence shown:
+				// the ask's as read before the first reply.
+				shown, err := c.approvals.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: args[0]})
 				if err != nil {
-					return nil, rpcErr(err)
+					return rpcErr(err)
 				}
-				if g.json() {
-					return resp, g.printJSON(struct {
-						Kind     string `json:"kind"`
-						Message  string `json:"message"`
-						Option   string `json:"option_id,omitempty"`
-						Misses   int32  `json:"misses"`
-						RunState string `json:"run_state"`
-					}{enumWord(resp.GetKind().String(), "ANSWER_KIND_"), resp.GetResponseText(), resp.GetSelectedOptionId(), resp.GetMissCount(), stateWord(resp.GetRunState())})
-				}
-				fmt.Fprintln(g.cfg.Stdout, resp.GetResponseText())
-				return resp, nil
-			}
-			if len(args) == 2 {
-				_, err := send(args[1])
-				return err
-			}
-			if g.cfg.Stdin == nil {
-				return usageErr("give the reply as TEXT (no terminal to prompt on)")
-			}
-			sc := bufio.NewScanner(g.cfg.Stdin)
-			// A reply may be as long as any value (limits.MaxValueBytes);
-			// a longer line is said to be so, never dropped in silence.
-			sc.Buffer(make([]byte, 0, 64<<10), limits.MaxValueBytes+1)
-			for {
-				fmt.Fprint(g.cfg.Stderr, "> ")
-				if !sc.Scan() {
-					if err := sc.Err(); err != nil {
-						return usageErr("the reply: %v (a reply is at most %s)", err, limits.Size(limits.MaxValueBytes))
+				send := func(text string) (*tollgatev1.AnswerResponse, error) {
+					resp, err := c.approvals.Answer(ctx, &tollgatev1.AnswerRequest{AskId: args[0], Text: text,
+						ExpectedPayloadDigest: shown.GetAsk().GetPayloadDigest(), ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest()})
+					if err != nil {
+						return nil, rpcErr(err)
 					}
-					return nil
+					if g.json() {
+						return resp, g.printJSON(struct {
+							Kind     string `json:"kind"`
+							Message  string `json:"message"`
+							Option   string `json:"option_id,omitempty"`
+							Misses   int32  `json:"misses"`
+							RunState string `json:"run_state"`
+						}{enumWord(resp.GetKind().String(), "ANSWER_KIND_"), resp.GetResponseText(), resp.GetSelectedOptionId(), resp.GetMissCount(), stateWord(resp.GetRunState())})
+					}
+					fmt.Fprintln(g.cfg.Stdout, resp.GetResponseText())
+					return resp, nil
 				}
-				resp, err := send(sc.Text())
-				if err != nil {
+				if len(args) == 2 {
+					_, err := send(args[1])
 					return err
 				}
-				switch resp.GetKind() {
-				case tollgatev1.AnswerKind_ANSWER_KIND_SELECTED, tollgatev1.AnswerKind_ANSWER_KIND_DROPPED:
-					return nil
+				if g.cfg.Stdin == nil {
+					return usageErr("give the reply as TEXT (no terminal to prompt on)")
 				}
-			}
+				sc := bufio.NewScanner(g.cfg.Stdin)
+				// A reply may be as long as any value (limits.MaxValueBytes);
+				// a longer line is said to be so, never dropped in silence.
+				sc.Buffer(make([]byte, 0, 64<<10), limits.MaxValueBytes+1)
+				for {
+					fmt.Fprint(g.cfg.Stderr, "> ")
+					if !sc.Scan() {
+						if err := sc.Err(); err != nil {
+							return usageErr("the reply: %v (a reply is at most %s)", err, limits.Size(limits.MaxValueBytes))
+						}
+						return nil
+					}
+					resp, err := send(sc.Text())
+					if err != nil {
+						return err
+					}
+					switch resp.GetKind() {
+					case tollgatev1.AnswerKind_ANSWER_KIND_SELECTED, tollgatev1.AnswerKind_ANSWER_KIND_DROPPED:
+						return nil
+					}
+				}
+			})
 		},
 	}
 }
@@ -417,59 +383,56 @@ side-effecting steps started before their approval was consumed. Exit 1 when
 anything is found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			v, err := c.audit.VerifyJournal(cmd.Context(), &tollgatev1.VerifyJournalRequest{RunId: runID})
-			if err != nil {
-				return rpcErr(err)
-			}
-			inv, err := c.audit.CheckInvariants(cmd.Context(), &tollgatev1.CheckInvariantsRequest{RunId: runID})
-			if err != nil {
-				return rpcErr(err)
-			}
-			bad := 0
-			type violation struct {
-				Invariant string `json:"invariant"`
-				RunID     string `json:"run_id"`
-				AskID     string `json:"ask_id,omitempty"`
-				StepID    string `json:"step_id,omitempty"`
-				Detail    string `json:"detail"`
-			}
-			var rows []violation
-			for _, x := range inv.GetViolations() {
-				rows = append(rows, violation{enumWord(x.GetInvariant().String(), "INVARIANT_"), x.GetRunId(), x.GetAskId(), x.GetStepId(), x.GetDetail()})
-			}
-			var broken []string
-			for _, r := range v.GetResults() {
-				if !r.GetOk() {
-					broken = append(broken, fmt.Sprintf("%s (record %d: %s)", r.GetRunId(), r.GetFirstBrokenSeq(), r.GetReason()))
+			return g.session(cmd, func(ctx context.Context, c *client) error {
+				v, err := c.audit.VerifyJournal(ctx, &tollgatev1.VerifyJournalRequest{RunId: runID})
+				if err != nil {
+					return rpcErr(err)
 				}
-			}
-			bad = len(rows) + len(broken)
-			if g.json() {
-				if err := g.printJSON(struct {
-					Runs       uint64      `json:"runs_checked"`
-					Violations []violation `json:"violations"`
-					Broken     []string    `json:"broken_chains"`
-				}{inv.GetRunsChecked(), append([]violation{}, rows...), append([]string{}, broken...)}); err != nil {
-					return err
+				inv, err := c.audit.CheckInvariants(ctx, &tollgatev1.CheckInvariantsRequest{RunId: runID})
+				if err != nil {
+					return rpcErr(err)
 				}
-			} else {
-				fmt.Fprintf(g.cfg.Stdout, "%d runs checked; %d journals verified\n", inv.GetRunsChecked(), len(v.GetResults()))
-				for _, r := range rows {
-					fmt.Fprintf(g.cfg.Stdout, "VIOLATION %s run %s %s%s: %s\n", r.Invariant, r.RunID, r.AskID, r.StepID, r.Detail)
+				bad := 0
+				type violation struct {
+					Invariant string `json:"invariant"`
+					RunID     string `json:"run_id"`
+					AskID     string `json:"ask_id,omitempty"`
+					StepID    string `json:"step_id,omitempty"`
+					Detail    string `json:"detail"`
 				}
-				for _, b := range broken {
-					fmt.Fprintf(g.cfg.Stdout, "BROKEN CHAIN %s\n", b)
+				var rows []violation
+				for _, x := range inv.GetViolations() {
+					rows = append(rows, violation{enumWord(x.GetInvariant().String(), "INVARIANT_"), x.GetRunId(), x.GetAskId(), x.GetStepId(), x.GetDetail()})
 				}
-			}
-			if bad > 0 {
-				return &exitError{code: ExitRefused, err: fmt.Errorf("audit found %d problems", bad), printed: g.json()}
-			}
-			return nil
+				var broken []string
+				for _, r := range v.GetResults() {
+					if !r.GetOk() {
+						broken = append(broken, fmt.Sprintf("%s (record %d: %s)", r.GetRunId(), r.GetFirstBrokenSeq(), r.GetReason()))
+					}
+				}
+				bad = len(rows) + len(broken)
+				if g.json() {
+					if err := g.printJSON(struct {
+						Runs       uint64      `json:"runs_checked"`
+						Violations []violation `json:"violations"`
+						Broken     []string    `json:"broken_chains"`
+					}{inv.GetRunsChecked(), append([]violation{}, rows...), append([]string{}, broken...)}); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintf(g.cfg.Stdout, "%d runs checked; %d journals verified\n", inv.GetRunsChecked(), len(v.GetResults()))
+					for _, r := range rows {
+						fmt.Fprintf(g.cfg.Stdout, "VIOLATION %s run %s %s%s: %s\n", r.Invariant, r.RunID, r.AskID, r.StepID, r.Detail)
+					}
+					for _, b := range broken {
+						fmt.Fprintf(g.cfg.Stdout, "BROKEN CHAIN %s\n", b)
+					}
+				}
+				if bad > 0 {
+					return &exitError{code: ExitRefused, err: fmt.Errorf("audit found %d problems", bad), printed: g.json()}
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&runID, "run", "", "audit one run")

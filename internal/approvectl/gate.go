@@ -106,20 +106,17 @@ reached.`,
 				return err
 			}
 			o.Payload = p
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			gc := gates.New(c.conn)
-			line := g.liveLine()
-			o.Progress = func(d gates.Decision) { line.show(waitingLine(d, g.cfg.Now())) }
-			d, err := gc.Gate(cmd.Context(), g.runID(run), name, o)
-			line.done()
-			if err != nil {
-				return rpcErr(err)
-			}
-			return g.reportGate(d, grantOut)
+			return g.session(cmd, func(ctx context.Context, c *client) error {
+				gc := gates.New(c.conn)
+				line := g.liveLine()
+				o.Progress = func(d gates.Decision) { line.show(waitingLine(d, g.cfg.Now())) }
+				d, err := gc.Gate(ctx, g.runID(run), name, o)
+				line.done()
+				if err != nil {
+					return rpcErr(err)
+				}
+				return g.reportGate(d, grantOut)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&summary, "summary", "", "what the approver decides (required)")
@@ -215,45 +212,41 @@ refused before it runs while a gate of the run waits, or after the run ended.`,
 			if runID == "" {
 				return usageErr("step %s: --run RUN (or $TOLLGATE_RUN) is required", name)
 			}
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			ctx := cmd.Context()
-			resp, err := c.runs.GetRun(ctx, &tollgatev1.GetRunRequest{RunId: runID})
-			if err != nil {
-				return rpcErr(err)
-			}
-			r := resp.GetRun()
-			if done, at := gates.StepDoneIn(r, name); done {
-				fmt.Fprintf(g.cfg.Stderr, "step %s: already completed at %s; skipped\n", name, at.UTC().Format(time.RFC3339))
+			return g.session(cmd, func(ctx context.Context, c *client) error {
+				resp, err := c.runs.GetRun(ctx, &tollgatev1.GetRunRequest{RunId: runID})
+				if err != nil {
+					return rpcErr(err)
+				}
+				r := resp.GetRun()
+				if done, at := gates.StepDoneIn(r, name); done {
+					fmt.Fprintf(g.cfg.Stderr, "step %s: already completed at %s; skipped\n", name, at.UTC().Format(time.RFC3339))
+					return nil
+				}
+				switch r.GetState() {
+				case tollgatev1.RunState_RUN_STATE_PARKED:
+					return &exitError{code: ExitRefused, err: fmt.Errorf("step %s: run %s is parked at a gate; it must be decided first:\n%s", name, runID, r.GetResumeCommand())}
+				case tollgatev1.RunState_RUN_STATE_RUNNING:
+				default:
+					return &exitError{code: ExitRefused, err: fmt.Errorf("step %s: run %s is %s: %s", name, runID, stateWord(r.GetState()), r.GetStateReason())}
+				}
+				start := g.cfg.Now()
+				exit, digest, err := runCommand(ctx, args[1:], g.cfg)
+				if err != nil {
+					return &exitError{code: ExitUsage, err: fmt.Errorf("step %s: %w", name, err)}
+				}
+				end := g.cfg.Now()
+				err = gates.New(c.conn).RecordStep(ctx, runID, name, exit, digest, start, end)
+				if errors.Is(err, gates.ErrStepDone) {
+					fmt.Fprintf(g.cfg.Stderr, "step %s: recorded by another run of the script meanwhile\n", name)
+				} else if err != nil {
+					return rpcErr(err)
+				}
+				fmt.Fprintf(g.cfg.Stderr, "step %s: exit %d in %s (output %s)\n", name, exit, end.Sub(start).Round(time.Millisecond), digest)
+				if exit != 0 {
+					return &exitError{code: exit, err: fmt.Errorf("step %s: exit status %d", name, exit), printed: true}
+				}
 				return nil
-			}
-			switch r.GetState() {
-			case tollgatev1.RunState_RUN_STATE_PARKED:
-				return &exitError{code: ExitRefused, err: fmt.Errorf("step %s: run %s is parked at a gate; it must be decided first:\n%s", name, runID, r.GetResumeCommand())}
-			case tollgatev1.RunState_RUN_STATE_RUNNING:
-			default:
-				return &exitError{code: ExitRefused, err: fmt.Errorf("step %s: run %s is %s: %s", name, runID, stateWord(r.GetState()), r.GetStateReason())}
-			}
-			start := g.cfg.Now()
-			exit, digest, err := runCommand(ctx, args[1:], g.cfg)
-			if err != nil {
-				return &exitError{code: ExitUsage, err: fmt.Errorf("step %s: %w", name, err)}
-			}
-			end := g.cfg.Now()
-			err = gates.New(c.conn).RecordStep(ctx, runID, name, exit, digest, start, end)
-			if errors.Is(err, gates.ErrStepDone) {
-				fmt.Fprintf(g.cfg.Stderr, "step %s: recorded by another run of the script meanwhile\n", name)
-			} else if err != nil {
-				return rpcErr(err)
-			}
-			fmt.Fprintf(g.cfg.Stderr, "step %s: exit %d in %s (output %s)\n", name, exit, end.Sub(start).Round(time.Millisecond), digest)
-			if exit != 0 {
-				return &exitError{code: exit, err: fmt.Errorf("step %s: exit status %d", name, exit), printed: true}
-			}
-			return nil
+			})
 		},
 	}
 	g.runFlag(cmd, &run)
@@ -299,20 +292,19 @@ script re-run after an approval finds its run and skips what it already did:
 			if key == "" {
 				return usageErr("begin: --request-id KEY is required (a re-run finds its run by it)")
 			}
-			c, err := g.dial()
-			if err != nil {
-				return err
+			type created struct {
+				id  string
+				new bool
 			}
-			defer c.conn.Close()
-			id, created, err := gates.New(c.conn).CreateRun(cmd.Context(), key, name)
-			if err != nil {
-				return rpcErr(err)
-			}
-			if g.json() {
-				return g.printJSON(map[string]any{"run_id": id, "created": created})
-			}
-			fmt.Fprintln(g.cfg.Stdout, id)
-			return nil
+			return call(g, cmd, func(ctx context.Context, c *client) (created, error) {
+				id, isNew, err := gates.New(c.conn).CreateRun(ctx, key, name)
+				return created{id, isNew}, err
+			}, func(r created) any {
+				return map[string]any{"run_id": r.id, "created": r.new}
+			}, func(w io.Writer, r created) error {
+				fmt.Fprintln(w, r.id)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "script", "name of the run")
@@ -334,24 +326,18 @@ failed). Refused while a gate waits: cancel the run instead
 			if runID == "" {
 				return usageErr("finish: --run RUN (or $TOLLGATE_RUN) is required")
 			}
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
 			why := reason
 			if failed != "" {
 				why = failed
 			}
-			r, err := gates.New(c.conn).Finish(cmd.Context(), runID, failed != "", why)
-			if err != nil {
-				return rpcErr(err)
-			}
-			if g.json() {
-				return g.printJSON(map[string]any{"run_id": r.GetId(), "state": stateWord(r.GetState()), "reason": r.GetStateReason()})
-			}
-			fmt.Fprintf(g.cfg.Stdout, "run %s %s: %s\n", r.GetId(), stateWord(r.GetState()), r.GetStateReason())
-			return nil
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.Run, error) {
+				return gates.New(c.conn).Finish(ctx, runID, failed != "", why)
+			}, func(r *tollgatev1.Run) any {
+				return map[string]any{"run_id": r.GetId(), "state": stateWord(r.GetState()), "reason": r.GetStateReason()}
+			}, func(w io.Writer, r *tollgatev1.Run) error {
+				fmt.Fprintf(w, "run %s %s: %s\n", r.GetId(), stateWord(r.GetState()), r.GetStateReason())
+				return nil
+			})
 		},
 	}
 	g.runFlag(cmd, &run)

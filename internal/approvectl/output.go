@@ -160,16 +160,30 @@ func askWait(opened, closed, now time.Time) time.Duration {
 	return max(closed.Sub(opened), 0)
 }
 
-func askSummaryJSON(a *tollgatev1.AskSummary, now time.Time) askJSON {
+// askHead is what an ask's summary and its decision packet both carry.
+type askHead interface {
+	GetId() string
+	GetRunId() string
+	GetTitle() string
+	GetState() tollgatev1.AskState
+	GetCreatedAt() *timestamppb.Timestamp
+	GetExpiresAt() *timestamppb.Timestamp
+	GetClosedAt() *timestamppb.Timestamp
+	GetAnswerCommand() string
+}
+
+// askHeadJSON is an ask for scripts, without its decisions; now is the
+// clock an open ask waits against.
+func askHeadJSON(a askHead, now time.Time) askJSON {
 	opened, closed := a.GetCreatedAt().AsTime(), tsTime(a.GetClosedAt())
 	return askJSON{AskID: a.GetId(), RunID: a.GetRunId(), Title: a.GetTitle(), State: askWord(a.GetState()), OpenedAt: opened,
 		ExpiresAt: a.GetExpiresAt().AsTime(), ClosedAt: closed, WaitMS: ms(askWait(opened, closed, now)), Command: a.GetAnswerCommand()}
 }
 
+func askSummaryJSON(a *tollgatev1.AskSummary, now time.Time) askJSON { return askHeadJSON(a, now) }
+
 func askPacketJSON(a *tollgatev1.Ask, now time.Time) askJSON {
-	opened, closed := a.GetCreatedAt().AsTime(), tsTime(a.GetClosedAt())
-	out := askJSON{AskID: a.GetId(), RunID: a.GetRunId(), Title: a.GetTitle(), State: askWord(a.GetState()), OpenedAt: opened,
-		ExpiresAt: a.GetExpiresAt().AsTime(), ClosedAt: closed, WaitMS: ms(askWait(opened, closed, now)), Command: a.GetAnswerCommand()}
+	out := askHeadJSON(a, now)
 	for _, d := range a.GetDecisions() {
 		out.Decisions = append(out.Decisions, decisionJSON{Kind: decisionWord(d), Actor: d.GetActor(),
 			Time: d.GetTime().AsTime(), Option: d.GetOptionId(), Reason: d.GetReason(), Text: d.GetAnswerText()})

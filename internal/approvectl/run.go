@@ -1,6 +1,7 @@
 package approvectl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,30 +69,26 @@ ended without completing (failed, rejected, expired, cancelled).`,
 			} else {
 				req.Source = &tollgatev1.StartRunRequest_Skill{Skill: args[0]}
 			}
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			ctx := cmd.Context()
-			resp, err := c.runs.StartRun(ctx, req)
-			if err != nil {
-				return rpcErr(err)
-			}
-			run := resp.GetRun()
-			if !wait {
-				if g.json() {
-					return g.printJSON(runJSON(run, g.cfg.Now()))
+			return g.session(cmd, func(ctx context.Context, c *client) error {
+				resp, err := c.runs.StartRun(ctx, req)
+				if err != nil {
+					return rpcErr(err)
 				}
-				verb := "started"
-				if !resp.GetCreated() {
-					verb = "already started by this request id"
+				run := resp.GetRun()
+				if !wait {
+					if g.json() {
+						return g.printJSON(runJSON(run, g.cfg.Now()))
+					}
+					verb := "started"
+					if !resp.GetCreated() {
+						verb = "already started by this request id"
+					}
+					fmt.Fprintf(g.cfg.Stdout, "run %s %s: %s\n", run.GetId(), verb, stateWord(run.GetState()))
+					printResume(g.cfg.Stdout, run)
+					return nil
 				}
-				fmt.Fprintf(g.cfg.Stdout, "run %s %s: %s\n", run.GetId(), verb, stateWord(run.GetState()))
-				printResume(g.cfg.Stdout, run)
-				return nil
-			}
-			return g.follow(cmd, c, run.GetId())
+				return g.follow(ctx, c, run.GetId())
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run until it ends or parks")
@@ -101,8 +98,8 @@ ended without completing (failed, rejected, expired, cancelled).`,
 }
 
 // follow watches a run until it is terminal, parked or blocked.
-func (g *globals) follow(cmd *cobra.Command, c *client, id string) error {
-	stream, err := c.runs.WatchRun(cmd.Context(), &tollgatev1.WatchRunRequest{RunId: id})
+func (g *globals) follow(ctx context.Context, c *client, id string) error {
+	stream, err := c.runs.WatchRun(ctx, &tollgatev1.WatchRunRequest{RunId: id})
 	if err != nil {
 		return rpcErr(err)
 	}

@@ -1,6 +1,7 @@
 package approvectl
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -37,16 +38,9 @@ approvectl runs show RUN prints one run's timeline.`,
 				}
 				req.States = append(req.States, tollgatev1.RunState(v))
 			}
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.runs.ListRuns(cmd.Context(), req)
-			if err != nil {
-				return rpcErr(err)
-			}
-			if g.json() {
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.ListRunsResponse, error) {
+				return c.runs.ListRuns(ctx, req)
+			}, func(resp *tollgatev1.ListRunsResponse) any {
 				type row struct {
 					RunID     string    `json:"run_id"`
 					State     string    `json:"state"`
@@ -63,15 +57,16 @@ approvectl runs show RUN prints one run's timeline.`,
 				for _, r := range resp.GetRuns() {
 					out.Runs = append(out.Runs, row{r.GetId(), stateWord(r.GetState()), r.GetSkill(), r.GetPlanName(), r.GetRequester(), r.GetOpenAsks(), r.GetCreatedAt().AsTime()})
 				}
-				return g.printJSON(out)
-			}
-			tw := tabwriter.NewWriter(g.cfg.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tSTATE\tAGE\tPLAN\tREQUESTER\tOPEN ASKS")
-			now := g.cfg.Now()
-			for _, r := range resp.GetRuns() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.GetId(), stateWord(r.GetState()), age(r.GetCreatedAt().AsTime(), now), r.GetPlanName(), r.GetRequester(), r.GetOpenAsks())
-			}
-			return tw.Flush()
+				return out
+			}, func(w io.Writer, resp *tollgatev1.ListRunsResponse) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "RUN\tSTATE\tAGE\tPLAN\tREQUESTER\tOPEN ASKS")
+				now := g.cfg.Now()
+				for _, r := range resp.GetRuns() {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.GetId(), stateWord(r.GetState()), age(r.GetCreatedAt().AsTime(), now), r.GetPlanName(), r.GetRequester(), r.GetOpenAsks())
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only runs in this state (repeatable)")
@@ -108,37 +103,47 @@ decisions).`,
   approvectl --as alice runs show r_538qtqz0wpmp -o json | jq '.fans[] | {group, wall_ms, branch_max_ms}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.runs.GetRun(cmd.Context(), &tollgatev1.GetRunRequest{RunId: args[0]})
-			if err != nil {
-				return rpcErr(err)
-			}
-			r := resp.GetRun()
-			packets := map[string]*tollgatev1.Ask{}
-			for _, a := range r.GetAsks() {
-				p, err := c.approvals.GetAsk(cmd.Context(), &tollgatev1.GetAskRequest{AskId: a.GetId()})
-				if err == nil {
-					packets[a.GetId()] = p.GetAsk()
-				}
-			}
-			now := g.cfg.Now()
-			if g.json() {
-				out := runJSON(r, now)
+			return call(g, cmd, func(ctx context.Context, c *client) (runPackets, error) {
+				return getRunPackets(ctx, c, args[0])
+			}, func(rp runPackets) any {
+				now := g.cfg.Now()
+				out := runJSON(rp.run, now)
 				for i, a := range out.Asks {
-					if p, ok := packets[a.AskID]; ok {
+					if p, ok := rp.packets[a.AskID]; ok {
 						out.Asks[i] = askPacketJSON(p, now)
 					}
 				}
-				return g.printJSON(out)
-			}
-			writeRun(g.cfg.Stdout, r, packets, now)
-			return nil
+				return out
+			}, func(w io.Writer, rp runPackets) error {
+				writeRun(w, rp.run, rp.packets, g.cfg.Now())
+				return nil
+			})
 		},
 	}
+}
+
+// runPackets is a run with the decision packet of each of its asks that
+// the caller may read.
+type runPackets struct {
+	run     *tollgatev1.Run
+	packets map[string]*tollgatev1.Ask
+}
+
+// getRunPackets reads a run and its asks' packets; an ask the caller may
+// not read is left out, the run is still shown.
+func getRunPackets(ctx context.Context, c *client, id string) (runPackets, error) {
+	resp, err := c.runs.GetRun(ctx, &tollgatev1.GetRunRequest{RunId: id})
+	if err != nil {
+		return runPackets{}, err
+	}
+	rp := runPackets{run: resp.GetRun(), packets: map[string]*tollgatev1.Ask{}}
+	for _, a := range rp.run.GetAsks() {
+		p, err := c.approvals.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: a.GetId()})
+		if err == nil {
+			rp.packets[a.GetId()] = p.GetAsk()
+		}
+	}
+	return rp, nil
 }
 
 // writeRun prints a run for people: its header, its plan card and its
@@ -171,24 +176,17 @@ func newRunsCancelCmd(g *globals) *cobra.Command {
 		Short: "Cancel a run; its asks close in the same write",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			resp, err := c.runs.CancelRun(cmd.Context(), &tollgatev1.CancelRunRequest{RunId: args[0], Reason: reason})
-			if err != nil {
-				return rpcErr(err)
-			}
-			if g.json() {
-				out := runJSON(resp.GetRun(), g.cfg.Now())
-				return g.printJSON(struct {
+			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.CancelRunResponse, error) {
+				return c.runs.CancelRun(ctx, &tollgatev1.CancelRunRequest{RunId: args[0], Reason: reason})
+			}, func(resp *tollgatev1.CancelRunResponse) any {
+				return struct {
 					runJSONT
 					Report string `json:"report"`
-				}{out, resp.GetReport().GetText()})
-			}
-			fmt.Fprintf(g.cfg.Stdout, "run %s cancelled. %s\n", args[0], resp.GetReport().GetText())
-			return nil
+				}{runJSON(resp.GetRun(), g.cfg.Now()), resp.GetReport().GetText()}
+			}, func(w io.Writer, resp *tollgatev1.CancelRunResponse) error {
+				fmt.Fprintf(w, "run %s cancelled. %s\n", args[0], resp.GetReport().GetText())
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the journal)")

@@ -1,6 +1,7 @@
 package approvectl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,46 +25,43 @@ updated (a vote, a reminder) or removed (decided, expired, no longer yours).
 or the server goes away (exit 1).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			defer c.conn.Close()
-			stream, err := c.approvals.WatchAsks(cmd.Context(), &tollgatev1.WatchAsksRequest{RunId: runID})
-			if err != nil {
-				return rpcErr(err)
-			}
-			for {
-				m, err := stream.Recv()
-				if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || cmd.Context().Err() != nil {
-					return nil
-				}
+			return g.session(cmd, func(ctx context.Context, c *client) error {
+				stream, err := c.approvals.WatchAsks(ctx, &tollgatev1.WatchAsksRequest{RunId: runID})
 				if err != nil {
 					return rpcErr(err)
 				}
-				kind := enumWord(m.GetKind().String(), "INBOX_CHANGE_KIND_")
-				a := m.GetItem().GetAsk()
-				if g.json() {
-					out := map[string]any{"change": kind}
-					if a != nil {
-						out["ask"] = askSummaryJSON(a, g.cfg.Now())
-						out["why"] = m.GetItem().GetWhy()
+				for {
+					m, err := stream.Recv()
+					if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || ctx.Err() != nil {
+						return nil
 					}
-					if err := g.printJSONLine(out); err != nil {
-						return err
+					if err != nil {
+						return rpcErr(err)
 					}
-					continue
+					kind := enumWord(m.GetKind().String(), "INBOX_CHANGE_KIND_")
+					a := m.GetItem().GetAsk()
+					if g.json() {
+						out := map[string]any{"change": kind}
+						if a != nil {
+							out["ask"] = askSummaryJSON(a, g.cfg.Now())
+							out["why"] = m.GetItem().GetWhy()
+						}
+						if err := g.printJSONLine(out); err != nil {
+							return err
+						}
+						continue
+					}
+					switch m.GetKind() {
+					case tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_SYNCED:
+						fmt.Fprintln(g.cfg.Stdout, "— watching; new asks appear below —")
+					case tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_REMOVED:
+						fmt.Fprintf(g.cfg.Stdout, "%s  removed  %s\n", g.cfg.Now().Format("15:04:05"), a.GetId())
+					default:
+						fmt.Fprintf(g.cfg.Stdout, "%s  %-7s  %s  %q  expires %s  (%s)\n", g.cfg.Now().Format("15:04:05"), kind, a.GetId(), a.GetTitle(),
+							a.GetExpiresAt().AsTime().Local().Format("2006-01-02 15:04"), m.GetItem().GetWhy())
+					}
 				}
-				switch m.GetKind() {
-				case tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_SYNCED:
-					fmt.Fprintln(g.cfg.Stdout, "— watching; new asks appear below —")
-				case tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_REMOVED:
-					fmt.Fprintf(g.cfg.Stdout, "%s  removed  %s\n", g.cfg.Now().Format("15:04:05"), a.GetId())
-				default:
-					fmt.Fprintf(g.cfg.Stdout, "%s  %-7s  %s  %q  expires %s  (%s)\n", g.cfg.Now().Format("15:04:05"), kind, a.GetId(), a.GetTitle(),
-						a.GetExpiresAt().AsTime().Local().Format("2006-01-02 15:04"), m.GetItem().GetWhy())
-				}
-			}
+			})
 		},
 	}
 }

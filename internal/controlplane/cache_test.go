@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 )
 
 // Item 12: a caller who starts ever more distinct plans does not grow the
@@ -67,12 +66,11 @@ func TestItem12_BoundsFromConfigFile(t *testing.T) {
 	}
 	var o Options
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.IntVar(&o.PlanCache, "plan-cache", runner.DefaultPlanCache, "")
-	fs.IntVar(&o.MaxWatchesPerCaller, "max-watches-per-caller", DefaultMaxWatchesPerCaller, "")
+	o.register(fs)
 	if err := fs.Parse([]string{"--max-watches-per-caller", "5"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := loadConfig(path, &o, fs); err != nil {
+	if err := o.load(path, fs); err != nil {
 		t.Fatal(err)
 	}
 	if o.PlanCache != 7 || o.MaxWatchesPerCaller != 5 {

@@ -20,87 +20,18 @@ import (
 	"sync"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/tollgate-dev/tollgate/examples"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
-	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/store"
-	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
-
-// DevUsers get tokens minted by --dev: the people of the dev policy
-// (examples/policy.csv), audrey (auditor) and otto (operator), who may
-// read every run, and mallory, who is in no policy row.
-var DevUsers = []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"}
-
-// devExecutors get client certificates minted by --dev: the executor
-// --dev starts, and two for executors started by hand
-// (examples/executor.yaml).
-var devExecutors = []string{"dev-executor", "edge-1", "edge-2"}
-
-// Options are the control plane's settings, from flags or a config file
-// (the same names in YAML).
-type Options struct {
-	Listen        string   `yaml:"listen"`
-	AdminListen   string   `yaml:"admin_listen"`
-	PProf         bool     `yaml:"pprof"`         // net/http/pprof on the admin listener
-	OTLPEndpoint  string   `yaml:"otlp_endpoint"` // OTLP gRPC collector for traces; empty: off
-	TraceSample   float64  `yaml:"trace_sample"`  // share of runs traced
-	Redis         string   `yaml:"redis"`
-	AllowVolatile bool     `yaml:"allow_volatile_store"`
-	Dev           bool     `yaml:"dev"`
-	Home          string   `yaml:"home"`
-	Catalogs      []string `yaml:"catalogs"`
-	Issuer        string   `yaml:"jwt_issuer"`
-	Audience      string   `yaml:"jwt_audience"`
-	JWTKeys       []string `yaml:"jwt_keys"`     // PEM public keys; the key id is the file name without extension
-	Policy        string   `yaml:"policy"`       // casbin policy CSV (pkg/authz); watched and reloaded
-	PolicyModel   string   `yaml:"policy_model"` // casbin model; default: the built-in one
-	// PolicyAllowEmpty accepts a policy with no p rule; PolicyMaxDrop is
-	// the share of the rules in force one reload may drop (authz.Guard).
-	PolicyAllowEmpty bool            `yaml:"policy_allow_empty"`
-	PolicyMaxDrop    float64         `yaml:"policy_max_drop"`
-	Domain           string          `yaml:"domain"`       // the policy domain of this plane's runs
-	AgentOwners      []string        `yaml:"agent_owners"` // AGENT=PERSON
-	EscalateTo       string          `yaml:"escalate_to"`  // role an ask nobody may decide goes to
-	DeadlinePass     time.Duration   `yaml:"deadline_pass"`
-	Webhooks         []WebhookOption `yaml:"webhooks"`
-	AskExpiry        time.Duration   `yaml:"ask_expiry"`
-	Reflection       bool            `yaml:"reflection"`
-	DrainTimeout     time.Duration   `yaml:"drain_timeout"`
-	GrantKey         string          `yaml:"grant_key"` // PEM (PKCS#8) Ed25519 private key that signs grants
-	LeaseTTL         time.Duration   `yaml:"lease_ttl"`
-	GateGrantTTL     time.Duration   `yaml:"gate_grant_ttl"`
-	// The executor listener: mTLS, ExecutorService only.
-	ExecutorListen string `yaml:"executor_listen"`
-	ExecutorCert   string `yaml:"executor_cert"` // the listener's certificate (PEM)
-	ExecutorKey    string `yaml:"executor_key"`
-	ExecutorCA     string `yaml:"executor_ca"` // CA bundle that executors' client certificates chain to
-	TrustDomain    string `yaml:"trust_domain"`
-	// Bounds on what callers can make a replica hold in memory.
-	PlanCache           int `yaml:"plan_cache"`
-	MaxWatchesPerCaller int `yaml:"max_watches_per_caller"`
-}
-
-// WebhookOption is one webhook receiver in the config file. The secret is
-// read from SecretFile (at least 16 bytes), never written in the config.
-type WebhookOption struct {
-	Name       string   `yaml:"name"`
-	URL        string   `yaml:"url"`
-	SecretFile string   `yaml:"secret_file"`
-	Roles      []string `yaml:"roles"`
-	People     []string `yaml:"people"`
-	Kinds      []string `yaml:"kinds"`
-}
 
 // StoreOpener opens the production store for a --redis URL; it is a
 // field so the binary wires the Redis store in and tests can substitute.
@@ -132,11 +63,6 @@ type DevExecutor struct {
 	OTLPEndpoint string
 }
 
-type listFlag struct{ v *[]string }
-
-func (l listFlag) String() string     { return strings.Join(*l.v, ",") }
-func (l listFlag) Set(s string) error { *l.v = append(*l.v, s); return nil }
-
 const usage = `controlplane serves the Tollgate API: plans, runs, approvals and audit.
 
 Usage:
@@ -152,53 +78,19 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		mc.Getenv = os.Getenv
 	}
 	var o Options
-	var configFile string
+	dev := defaultDev()
 	fs := flag.NewFlagSet("controlplane", flag.ContinueOnError)
 	fs.SetOutput(mc.Stderr)
 	fs.Usage = func() { fmt.Fprint(mc.Stderr, usage); fs.PrintDefaults() }
-	fs.StringVar(&configFile, "config", "", "YAML config file (flags override it)")
-	fs.StringVar(&o.Listen, "listen", "", "gRPC listen address (default 127.0.0.1:7443 with --dev)")
-	fs.StringVar(&o.AdminListen, "admin-listen", "", "admin HTTP address for /healthz and /metrics (Prometheus) (empty: off)")
-	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "send traces by OTLP gRPC to this HOST:PORT (Jaeger, a collector); empty: no tracing")
-	fs.Float64Var(&o.TraceSample, "trace-sample", 1, "share of runs traced, 0 < S ≤ 1; executors follow the decision through each lease")
-	fs.BoolVar(&o.PProf, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin listener (needs --admin-listen)")
-	fs.StringVar(&o.Redis, "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock")
-	fs.BoolVar(&o.AllowVolatile, "allow-volatile-store", false, "accept a Redis that keeps nothing on disk (appendonly no)")
-	fs.BoolVar(&o.Dev, "dev", false, "development mode: memory store, dev key and tokens, loopback only")
-	fs.StringVar(&o.Home, "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)")
-	fs.Var(listFlag{&o.Catalogs}, "catalog", "tool catalog file (repeatable; default: the built-in example catalog); executors' advertised annotations make it stricter, never laxer")
-	fs.StringVar(&o.Issuer, "jwt-issuer", "tollgate-dev", "required JWT issuer")
-	fs.StringVar(&o.Audience, "jwt-audience", "tollgate", "required JWT audience")
-	fs.Var(listFlag{&o.JWTKeys}, "jwt-key", "Ed25519 public key PEM that signs tokens (repeatable)")
-	fs.StringVar(&o.Policy, "policy", "", "policy file (CSV, pkg/authz): roles, limits, quorum, separation of duties, delegations; reloaded on change (--dev: examples/policy.csv copied to the dev folder)")
-	fs.StringVar(&o.PolicyModel, "policy-model", "", "casbin model file (default: the built-in one)")
-	fs.BoolVar(&o.PolicyAllowEmpty, "policy-allow-empty", false, "accept a policy with no p rule, which denies every decision (without it such a file fails the start, and a reload to it keeps the last good policy)")
-	fs.Float64Var(&o.PolicyMaxDrop, "policy-max-drop", authz.DefaultMaxDrop, "largest share of the rules in force, 0 < S ≤ 1, one policy reload may drop; a reload dropping more keeps the last good policy and logs an error (1: no limit)")
-	fs.StringVar(&o.Domain, "domain", "acme", "policy domain of this control plane's runs")
-	fs.StringVar(&o.EscalateTo, "escalate-to", "", "role an ask goes to when policy leaves nobody eligible and its recipe names no escalation (--dev: finance)")
-	fs.DurationVar(&o.DeadlinePass, "deadline-pass", 15*time.Second, "how often the deadline pass applies due reminders, escalations and expiries (readers apply them anyway)")
-	fs.Var(listFlag{&o.AgentOwners}, "agent-owner", "AGENT=PERSON: PERSON owns the agent principal AGENT; separation of duties excludes both (repeatable)")
-	fs.DurationVar(&o.AskExpiry, "ask-expiry", engine.DefaultAskExpiry, "deadline of an ask whose recipe sets none")
-	fs.BoolVar(&o.Reflection, "reflection", false, "serve gRPC reflection")
-	fs.StringVar(&o.GrantKey, "grant-key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)")
-	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for in-flight RPCs")
-	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "a lease whose executor sends no heartbeat for this long is lost")
-	fs.DurationVar(&o.GateGrantTTL, "gate-grant-ttl", DefaultGateGrantTTL, "how long the grant of an approved gate (approvectl gate) stays valid after the approval")
-	fs.StringVar(&o.ExecutorListen, "executor-listen", "", "executor listener address: mTLS, ExecutorService only (default 127.0.0.1:7444 with --dev; empty: no executors)")
-	fs.StringVar(&o.ExecutorCert, "executor-cert", "", "certificate (PEM) of the executor listener (--dev: minted in the dev folder)")
-	fs.StringVar(&o.ExecutorKey, "executor-key", "", "private key (PEM) of --executor-cert")
-	fs.StringVar(&o.ExecutorCA, "executor-ca", "", "CA bundle (PEM) executors' client certificates must chain to")
-	fs.StringVar(&o.TrustDomain, "trust-domain", identity.DefaultTrustDomain, "executors are spiffe://TRUST-DOMAIN/executor/NAME in their certificate's URI SAN")
-	fs.IntVar(&o.PlanCache, "plan-cache", runner.DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations), least recently used evicted; an evicted plan is read from the store again")
-	fs.IntVar(&o.MaxWatchesPerCaller, "max-watches-per-caller", DefaultMaxWatchesPerCaller, "watch streams (WatchRun, WatchAsks) one caller may hold open at once; more are refused with RESOURCE_EXHAUSTED")
+	configFile := o.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if configFile != "" {
-		if err := loadConfig(configFile, &o, fs); err != nil {
+	if *configFile != "" {
+		if err := o.load(*configFile, fs); err != nil {
 			return err
 		}
 	}
@@ -236,51 +128,11 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	case o.Dev && o.Redis != "":
 		return errors.New("--dev uses the embedded store; drop --redis, or drop --dev")
 	case o.Dev:
-		if o.Listen == "" {
-			o.Listen = "127.0.0.1:7443"
+		var key identity.DevBundle
+		if st, key, err = setUpDev(mc, &o, dev); err != nil {
+			return err
 		}
-		if !identity.Loopback(o.Listen) || (o.AdminListen != "" && !identity.Loopback(o.AdminListen)) {
-			return fmt.Errorf("--dev listens on loopback only; %s is not", o.Listen)
-		}
-		if o.ExecutorListen == "" {
-			o.ExecutorListen = "127.0.0.1:7444"
-		}
-		if !identity.Loopback(o.ExecutorListen) {
-			return fmt.Errorf("--dev listens on loopback only; %s is not", o.ExecutorListen)
-		}
-		dir := filepath.Join(o.Home, "dev")
-		b, err := identity.MintDev(dir, DevUsers, o.Issuer, o.Audience, 30*24*time.Hour, time.Now())
-		if err != nil {
-			return fmt.Errorf("mint dev identities: %w", err)
-		}
-		if o.ExecutorCert == "" {
-			pki, err := identity.MintDevPKI(filepath.Join(dir, "pki"), o.TrustDomain, devExecutors, 30*24*time.Hour, time.Now())
-			if err != nil {
-				return fmt.Errorf("mint dev certificates: %w", err)
-			}
-			o.ExecutorCert, o.ExecutorKey, o.ExecutorCA = pki.Server.Cert, pki.Server.Key, pki.CA
-		}
-		keys[b.KeyID] = b.PublicKey
-		if o.EscalateTo == "" {
-			o.EscalateTo = "finance"
-		}
-		if o.Policy == "" {
-			o.Policy = filepath.Join(dir, "policy.csv")
-			if _, err := os.Stat(o.Policy); errors.Is(err, os.ErrNotExist) {
-				if err := os.WriteFile(o.Policy, examples.Policy, 0o644); err != nil {
-					return fmt.Errorf("write dev policy: %w", err)
-				}
-			}
-		}
-		st = memstore.New(memstore.Config{})
-		fmt.Fprintf(mc.Stdout, `Tollgate control plane (dev mode)
-  store:   in memory — nothing survives this process
-  tokens:  %s (users %s)
-  policy:  %s (edit it: reloaded within a second)
-  certs:   %s (executors %s)
-  use:     approvectl --as alice run graph-ask-demo --wait
-           TOLLGATE_TOKEN=$(cat %s) approvectl asks
-`, filepath.Join(dir, "tokens"), strings.Join(DevUsers, ", "), o.Policy, filepath.Join(dir, "pki"), strings.Join(devExecutors, ", "), b.TokenPaths["alice"])
+		keys[key.KeyID] = key.PublicKey
 	case o.Redis != "":
 		if mc.OpenRedis == nil {
 			return errors.New("this build has no Redis store")
@@ -368,10 +220,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var observers []runner.Observer
 	var met *metrics.Metrics
 	if o.AdminListen != "" {
-		// The server is built below; nothing scrapes before it serves.
-		caches := func() map[string]lru.Stats { return srvRef.Caches() }
-		watches := func() (int, int64) { w := srvRef.Watches(); return w.Active, w.Refused }
-		if met, err = metrics.New(metrics.Config{Store: st, Log: log, Caches: caches, Watches: watches, Policy: az}); err != nil {
+		if met, err = metrics.New(metrics.Config{Store: st, Log: log, Policy: az}); err != nil {
 			return err
 		}
 		defer met.Shutdown(context.Background())
@@ -383,6 +232,12 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller})
 	srvRef = srv
+	if met != nil {
+		// Its caches and watch streams, read at scrape time.
+		if err := met.Report(srv); err != nil {
+			return err
+		}
+	}
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
 	}
@@ -435,8 +290,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	defer stopExec()
 	execDone := make(chan struct{})
 	if o.Dev && mc.DevExecutor != nil {
-		pki := filepath.Join(o.Home, "dev", "pki")
-		clientTLS, err := identity.ClientTLS(filepath.Join(pki, "executor-"+devExecutors[0]+".pem"), filepath.Join(pki, "executor-"+devExecutors[0]+".key"), o.ExecutorCA, "")
+		cert, key := devExecutorTLS(&o, dev)
+		clientTLS, err := identity.ClientTLS(cert, key, o.ExecutorCA, "")
 		if err != nil {
 			return fmt.Errorf("dev executor certificate: %w", err)
 		}
@@ -477,90 +332,6 @@ func flushSpans(t *telemetry.Tracing, log *slog.Logger) {
 	defer cancel()
 	if err := t.Shutdown(ctx); err != nil {
 		log.Warn("spans not flushed", "error", err)
-	}
-}
-
-// loadConfig reads a YAML config; flags given on the command line win.
-func loadConfig(path string, o *Options, fs *flag.FlagSet) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read config: %w", err)
-	}
-	var fromFile Options
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fromFile); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	merge := func(name string, apply func()) {
-		if !set[name] {
-			apply()
-		}
-	}
-	merge("listen", func() { setIf(&o.Listen, fromFile.Listen) })
-	merge("admin-listen", func() { setIf(&o.AdminListen, fromFile.AdminListen) })
-	merge("redis", func() { setIf(&o.Redis, fromFile.Redis) })
-	merge("home", func() { setIf(&o.Home, fromFile.Home) })
-	merge("grant-key", func() { setIf(&o.GrantKey, fromFile.GrantKey) })
-	merge("executor-listen", func() { setIf(&o.ExecutorListen, fromFile.ExecutorListen) })
-	merge("executor-cert", func() { setIf(&o.ExecutorCert, fromFile.ExecutorCert) })
-	merge("executor-key", func() { setIf(&o.ExecutorKey, fromFile.ExecutorKey) })
-	merge("executor-ca", func() { setIf(&o.ExecutorCA, fromFile.ExecutorCA) })
-	merge("trust-domain", func() { setIf(&o.TrustDomain, fromFile.TrustDomain) })
-	merge("jwt-issuer", func() { setIf(&o.Issuer, fromFile.Issuer) })
-	merge("jwt-audience", func() { setIf(&o.Audience, fromFile.Audience) })
-	merge("allow-volatile-store", func() { o.AllowVolatile = o.AllowVolatile || fromFile.AllowVolatile })
-	merge("dev", func() { o.Dev = o.Dev || fromFile.Dev })
-	merge("reflection", func() { o.Reflection = o.Reflection || fromFile.Reflection })
-	merge("pprof", func() { o.PProf = o.PProf || fromFile.PProf })
-	merge("otlp-endpoint", func() { setIf(&o.OTLPEndpoint, fromFile.OTLPEndpoint) })
-	merge("trace-sample", func() {
-		if fromFile.TraceSample > 0 {
-			o.TraceSample = fromFile.TraceSample
-		}
-	})
-	merge("ask-expiry", func() {
-		if fromFile.AskExpiry > 0 {
-			o.AskExpiry = fromFile.AskExpiry
-		}
-	})
-	merge("gate-grant-ttl", func() {
-		if fromFile.GateGrantTTL > 0 {
-			o.GateGrantTTL = fromFile.GateGrantTTL
-		}
-	})
-	o.Catalogs = append(o.Catalogs, fromFile.Catalogs...)
-	o.JWTKeys = append(o.JWTKeys, fromFile.JWTKeys...)
-	o.AgentOwners = append(o.AgentOwners, fromFile.AgentOwners...)
-	merge("policy", func() { setIf(&o.Policy, fromFile.Policy) })
-	merge("policy-model", func() { setIf(&o.PolicyModel, fromFile.PolicyModel) })
-	merge("policy-allow-empty", func() { o.PolicyAllowEmpty = o.PolicyAllowEmpty || fromFile.PolicyAllowEmpty })
-	merge("policy-max-drop", func() {
-		if fromFile.PolicyMaxDrop != 0 {
-			o.PolicyMaxDrop = fromFile.PolicyMaxDrop
-		}
-	})
-	merge("domain", func() { setIf(&o.Domain, fromFile.Domain) })
-	merge("escalate-to", func() { setIf(&o.EscalateTo, fromFile.EscalateTo) })
-	o.Webhooks = append(o.Webhooks, fromFile.Webhooks...)
-	merge("plan-cache", func() {
-		if fromFile.PlanCache > 0 {
-			o.PlanCache = fromFile.PlanCache
-		}
-	})
-	merge("max-watches-per-caller", func() {
-		if fromFile.MaxWatchesPerCaller > 0 {
-			o.MaxWatchesPerCaller = fromFile.MaxWatchesPerCaller
-		}
-	})
-	return nil
-}
-
-func setIf(dst *string, v string) {
-	if v != "" {
-		*dst = v
 	}
 }
 

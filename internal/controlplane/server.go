@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
@@ -256,3 +257,11 @@ func (s *Server) Caches() map[string]lru.Stats {
 
 // Watches reports the open watch streams and those refused, for metrics.
 func (s *Server) Watches() WatchStats { return s.svc.watches.stats() }
+
+// WatchFigures is Watches as metrics.Bounds reads it.
+func (s *Server) WatchFigures() (active int, refused int64) {
+	w := s.Watches()
+	return w.Active, w.Refused
+}
+
+var _ metrics.Bounds = (*Server)(nil)

@@ -48,11 +48,6 @@ type Config struct {
 	// scrape whose read fails or times out leaves the gauges out and logs.
 	CountTimeout time.Duration
 	Log          *slog.Logger
-	// Caches, when set, feeds tollgate_cache_entries and
-	// tollgate_cache_evictions_total (by cache) on every scrape; Watches
-	// feeds tollgate_watch_streams and tollgate_watches_refused_total.
-	Caches  func() map[string]lru.Stats
-	Watches func() (active int, refused int64)
 	// Policy, when set, feeds the policy gauges (policy.go).
 	Policy PolicyHealth
 }
@@ -99,12 +94,7 @@ type Metrics struct {
 	runs         metric.Int64ObservableGauge
 	asks         metric.Int64ObservableGauge
 
-	caches         func() map[string]lru.Stats
-	watches        func() (int, int64)
-	cacheEntries   metric.Int64ObservableGauge
-	cacheEvictions metric.Int64ObservableCounter
-	watchStreams   metric.Int64ObservableGauge
-	watchRefused   metric.Int64ObservableCounter
+	meter          metric.Meter // for sources registered after New (Report)
 
 	// Attribute sets made once, by the engine's word for them.
 	outcomes     map[string]labels // run state → outcome
@@ -160,6 +150,9 @@ func pick(set map[string]labels, word string) labels {
 	return set[other]
 }
 
+// meterName is the instrumentation scope of every instrument here.
+const meterName = "github.com/tollgate-dev/tollgate/internal/metrics"
+
 // New builds the instruments, the exporter and its registry (with the Go
 // runtime's and the process's collectors). Shutdown releases them.
 func New(cfg Config) (*Metrics, error) {
@@ -183,13 +176,15 @@ func New(cfg Config) (*Metrics, error) {
 	}
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp),
 		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "tollgate-controlplane"))))
-	m := &Metrics{log: cfg.Log, store: cfg.Store, timeout: cfg.CountTimeout, provider: provider, registry: reg, caches: cfg.Caches, watches: cfg.Watches,
+	m := &Metrics{log: cfg.Log, store: cfg.Store, timeout: cfg.CountTimeout, provider: provider, registry: reg, meter: provider.Meter(meterName),
 		handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 			ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError, Registry: reg}),
 		outcomes: labelMap("outcome", same(string(engine.Complete), string(engine.Partial), string(engine.Failed),
 			string(engine.Cancelled), string(engine.Rejected), string(engine.Expired))),
-		answerKinds: labelMap("kind", same("approve", "reject", "answer", "in_doubt", "vote", "amend", "revoke", "delegate",
-			"request_evidence", "attach_evidence", "expire")),
+		// The decision an ask.decided record names, then this package's
+		// word for each other act on an ask (by record kind, in Committed).
+		answerKinds: labelMap("kind", same(engine.DecisionApprove, engine.DecisionReject, engine.DecisionAnswer,
+			engine.DecidedInDoubt, "vote", "amend", "revoke", "delegate", "request_evidence", "attach_evidence", "expire")),
 		replyKinds: labelMap("kind", map[string]string{string(answer.Selected): "selected", string(answer.Reshown): "reshown",
 			string(answer.NoMatch): "no_match", string(answer.EscapeHint): "escape_hint", string(answer.Dropped): "dropped"}),
 		// The engine's reasons for queueing a step again: a retry after a
@@ -198,8 +193,8 @@ func New(cfg Config) (*Metrics, error) {
 		// an ask's freshness probe read again.
 		reasons: labelMap("reason", map[string]string{"retry": "retry", "re-lease": "lease_lost", "retry after doubt": "in_doubt_retry",
 			"runnable": "reprepare", "the ask opened": "probe", "verify the approval": "probe"}),
-		stepOutcomes: labelMap("outcome", map[string]string{"step.succeeded": "succeeded", "step.failed": "failed",
-			"step.lease_lost": "lease_lost", "step.result_after_end": "after_end"}),
+		stepOutcomes: labelMap("outcome", map[string]string{engine.JournalStepSucceeded: "succeeded", engine.JournalStepFailed: "failed",
+			engine.JournalStepLeaseLost: "lease_lost", engine.JournalStepResultAfterEnd: "after_end"}),
 		runStates: labelMap("state", same(string(engine.Running), string(engine.Parked), string(engine.Blocked),
 			string(engine.Complete), string(engine.Partial), string(engine.Failed), string(engine.Cancelled),
 			string(engine.Rejected), string(engine.Expired))),
@@ -207,7 +202,7 @@ func New(cfg Config) (*Metrics, error) {
 			string(engine.AskConsumed), string(engine.AskAnswered), string(engine.AskRejected), string(engine.AskExpired),
 			string(engine.AskCancelled), string(engine.AskStale))),
 	}
-	meter := provider.Meter("github.com/tollgate-dev/tollgate/internal/metrics")
+	meter := m.meter
 	err = m.instruments(meter)
 	if err == nil && cfg.Policy != nil {
 		err = m.policyInstruments(meter, cfg.Policy)
@@ -266,9 +261,6 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 			}
 		}
 	}
-	if err := m.bounds(meter); err != nil {
-		return err
-	}
 	if m.store == nil {
 		return nil
 	}
@@ -283,46 +275,47 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 	return err
 }
 
-// bounds registers the figures of the plane's bounded resources (its
-// caches and watch streams), read at scrape time.
-func (m *Metrics) bounds(meter metric.Meter) error {
+// Bounds is what reports a replica's bounded resources: its caches'
+// figures by name and its watch streams (open, refused so far).
+type Bounds interface {
+	Caches() map[string]lru.Stats
+	WatchFigures() (active int, refused int64)
+}
+
+// Report registers the figures of a replica's bounded resources, read at
+// scrape time: tollgate_cache_entries and tollgate_cache_evictions_total
+// by cache, tollgate_watch_streams and tollgate_watches_refused_total.
+// The replica is built after its metrics (they observe its commits), so
+// it is registered as a source once it exists, as a collector would be.
+func (m *Metrics) Report(b Bounds) error {
+	meter := m.meter
 	var errs []error
-	var insts []metric.Observable
-	if m.caches != nil {
-		var err error
-		m.cacheEntries, err = meter.Int64ObservableGauge("tollgate_cache_entries", metric.WithDescription("Entries in each bounded cache of this replica (plans, compiled, plan_views, runs, ended_runs, watch_events)."))
-		errs = append(errs, err)
-		m.cacheEvictions, err = meter.Int64ObservableCounter("tollgate_cache_evictions", metric.WithDescription("Entries each bounded cache of this replica dropped to stay within its bound."))
-		errs = append(errs, err)
-		insts = append(insts, m.cacheEntries, m.cacheEvictions)
+	cacheEntries, err := meter.Int64ObservableGauge("tollgate_cache_entries", metric.WithDescription("Entries in each bounded cache of this replica (plans, compiled, plan_views, runs, ended_runs, watch_events)."))
+	errs = append(errs, err)
+	cacheEvictions, err := meter.Int64ObservableCounter("tollgate_cache_evictions", metric.WithDescription("Entries each bounded cache of this replica dropped to stay within its bound."))
+	errs = append(errs, err)
+	watchStreams, err := meter.Int64ObservableGauge("tollgate_watch_streams", metric.WithDescription("Watch streams (WatchRun, WatchAsks) open on this replica."))
+	errs = append(errs, err)
+	watchRefused, err := meter.Int64ObservableCounter("tollgate_watches_refused", metric.WithDescription("Watch streams refused because their caller held as many as one caller may."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
-	if m.watches != nil {
-		var err error
-		m.watchStreams, err = meter.Int64ObservableGauge("tollgate_watch_streams", metric.WithDescription("Watch streams (WatchRun, WatchAsks) open on this replica."))
-		errs = append(errs, err)
-		m.watchRefused, err = meter.Int64ObservableCounter("tollgate_watches_refused", metric.WithDescription("Watch streams refused because their caller held as many as one caller may."))
-		errs = append(errs, err)
-		insts = append(insts, m.watchStreams, m.watchRefused)
-	}
-	if err := errors.Join(errs...); err != nil || len(insts) == 0 {
-		return err
-	}
-	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		if m.caches != nil {
-			for name, st := range m.caches() {
-				set := metric.WithAttributeSet(attribute.NewSet(attribute.String("cache", name)))
-				o.ObserveInt64(m.cacheEntries, int64(st.Entries), set)
-				o.ObserveInt64(m.cacheEvictions, st.Evictions, set)
-			}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for name, st := range b.Caches() {
+			set := metric.WithAttributeSet(attribute.NewSet(attribute.String("cache", name)))
+			o.ObserveInt64(cacheEntries, int64(st.Entries), set)
+			o.ObserveInt64(cacheEvictions, st.Evictions, set)
 		}
-		if m.watches != nil {
-			active, refused := m.watches()
-			o.ObserveInt64(m.watchStreams, int64(active))
-			o.ObserveInt64(m.watchRefused, refused)
-		}
+		active, refused := b.WatchFigures()
+		o.ObserveInt64(watchStreams, int64(active))
+		o.ObserveInt64(watchRefused, refused)
 		return nil
-	}, insts...)
-	return err
+	}, cacheEntries, cacheEvictions, watchStreams, watchRefused)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
 }
 
 // observeCounts reads the store's counts for one scrape. A store that
@@ -356,51 +349,51 @@ func (m *Metrics) Committed(ctx context.Context, mach *engine.Machine, before, a
 	for i := range records {
 		rec := &records[i]
 		switch rec.Kind {
-		case "run.started":
+		case engine.JournalRunStarted:
 			m.runsStarted.Add(ctx, 1)
-		case "run.ended":
+		case engine.JournalRunEnded:
 			m.runsEnded.Add(ctx, 1, pick(m.outcomes, str(rec.Payload, "state")).add...)
-		case "ask.opened":
+		case engine.JournalAskOpened:
 			m.asksOpened.Add(ctx, 1)
 			if _, ok := rec.Payload["in_doubt"]; ok {
 				m.inDoubt.Add(ctx, 1)
 			}
-		case "ask.expired":
+		case engine.JournalAskExpired:
 			m.expiries.Add(ctx, 1)
 			m.answers.Add(ctx, 1, m.answerKinds["expire"].add...)
-		case "ask.decided":
+		case engine.JournalAskDecided:
 			m.answers.Add(ctx, 1, pick(m.answerKinds, str(rec.Payload, "decision")).add...)
-		case "ask.voted":
+		case engine.JournalAskVoted:
 			m.answers.Add(ctx, 1, m.answerKinds["vote"].add...)
-		case "ask.amended":
+		case engine.JournalAskAmended:
 			m.answers.Add(ctx, 1, m.answerKinds["amend"].add...)
-		case "approval.revoked":
+		case engine.JournalApprovalRevoked:
 			m.answers.Add(ctx, 1, m.answerKinds["revoke"].add...)
-		case "ask.delegated":
+		case engine.JournalAskDelegated:
 			m.answers.Add(ctx, 1, m.answerKinds["delegate"].add...)
-		case "ask.evidence_requested":
+		case engine.JournalAskEvidenceRequested:
 			m.answers.Add(ctx, 1, m.answerKinds["request_evidence"].add...)
-		case "ask.evidence_attached":
+		case engine.JournalAskEvidenceAttached:
 			m.answers.Add(ctx, 1, m.answerKinds["attach_evidence"].add...)
-		case "ask.reply":
+		case engine.JournalAskReply:
 			m.replies.Add(ctx, 1, pick(m.replyKinds, str(rec.Payload, "kind")).add...)
-		case "step.dispatched":
+		case engine.JournalStepDispatched:
 			if num(rec.Payload, "attempt") > 1 {
 				m.redispatches.Add(ctx, 1, pick(m.reasons, str(rec.Payload, "why")).add...)
 			}
-		case "step.leased":
+		case engine.JournalStepLeased:
 			if a := attemptOf(after, rec); a != nil && !a.QueuedAt.IsZero() && !a.LeasedAt.Before(a.QueuedAt) {
 				m.dispatch.Record(ctx, a.LeasedAt.Sub(a.QueuedAt).Seconds())
 			}
-		case "step.lease_lost":
+		case engine.JournalStepLeaseLost:
 			m.leasesLost.Add(ctx, 1)
 			m.stepDuration(ctx, after, rec)
-		case "step.succeeded", "step.failed":
+		case engine.JournalStepSucceeded, engine.JournalStepFailed:
 			if _, ok := rec.Payload["by"]; ok {
 				continue // a person's word on an in-doubt step, not an executor's result
 			}
 			m.stepDuration(ctx, after, rec)
-		case "step.result_after_end":
+		case engine.JournalStepResultAfterEnd:
 			m.stepDuration(ctx, after, rec)
 		}
 	}

@@ -360,8 +360,8 @@ func BenchmarkCommitted(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	records := append([]engine.Record{{Kind: "step.leased", Payload: map[string]any{"step": "mem", "attempt": 1}}}, tr.Records...)
-	records = append(records, engine.Record{Kind: "run.ended", Payload: map[string]any{"state": "complete"}})
+	records := append([]engine.Record{{Kind: engine.JournalStepLeased, Payload: map[string]any{"step": "mem", "attempt": 1}}}, tr.Records...)
+	records = append(records, engine.Record{Kind: engine.JournalRunEnded, Payload: map[string]any{"state": "complete"}})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -373,12 +373,14 @@ func BenchmarkCommitted(b *testing.B) {
 // scrape time: entries and evictions by cache, open and refused watches.
 func TestBoundsAreReadAtScrapeTime(t *testing.T) {
 	caches := map[string]lru.Stats{"plans": {Entries: 4, Bound: 4, Evictions: 9}, "compiled": {Entries: 2, Bound: 4}}
-	obs, err := New(Config{Caches: func() map[string]lru.Stats { return caches },
-		Watches: func() (int, int64) { return 3, 5 }})
+	obs, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer obs.Shutdown(context.Background())
+	if err := obs.Report(fixedBounds{caches: caches, active: 3, refused: 5}); err != nil {
+		t.Fatal(err)
+	}
 	g := gather(t, obs)
 	for _, w := range []struct {
 		name, label, value string
@@ -398,3 +400,12 @@ func TestBoundsAreReadAtScrapeTime(t *testing.T) {
 		}
 	}
 }
+
+type fixedBounds struct {
+	caches  map[string]lru.Stats
+	active  int
+	refused int64
+}
+
+func (b fixedBounds) Caches() map[string]lru.Stats { return b.caches }
+func (b fixedBounds) WatchFigures() (int, int64)   { return b.active, b.refused }

@@ -33,11 +33,11 @@ func (t *tx) queue(id string, s *StepRun, why string) {
 	if t.run.Failing != "" || t.run.State.Terminal() {
 		// The run is stopping: nothing new goes out (I1, I2).
 		s.Status = StatusCancelled
-		t.record("step.cancelled", "system", map[string]any{"step": id, "why": "the run is stopping"})
+		t.record(JournalStepCancelled, "system", map[string]any{"step": id, "why": "the run is stopping"})
 		return
 	}
 	if s.Attempt > 0 && st.SideEffect && s.Grant != "" && s.Grant != GrantStart {
-		t.record("approval.reused", "system", map[string]any{"ask": s.Grant, "step": id, "attempt": s.Attempt + 1, "why": why})
+		t.record(JournalApprovalReused, "system", map[string]any{"ask": s.Grant, "step": id, "attempt": s.Attempt + 1, "why": why})
 	}
 	s.Attempt++
 	s.Status = StatusQueued
@@ -50,7 +50,7 @@ func (t *tx) queue(id string, s *StepRun, why string) {
 		return
 	}
 	t.effects = append(t.effects, d)
-	t.record("step.dispatched", "system", map[string]any{"step": id, "attempt": s.Attempt, "why": why, "grant": s.Grant})
+	t.record(JournalStepDispatched, "system", map[string]any{"step": id, "attempt": s.Attempt, "why": why, "grant": s.Grant})
 }
 
 // dispatchFor builds the dispatch of a step's current attempt.
@@ -169,13 +169,13 @@ func (t *tx) step(st *plan.Step) bool {
 			s = t.stepW(st.ID)
 			s.Status = StatusSucceeded
 			s.Output = json.RawMessage(fmt.Sprintf(`{"succeeded":%d,"of":%d}`, ok, len(st.In)))
-			t.record("join.held", "system", map[string]any{"join": st.ID, "succeeded": ok, "of": len(st.In), "need": st.MinSuccess})
+			t.record(JournalJoinHeld, "system", map[string]any{"join": st.ID, "succeeded": ok, "of": len(st.In), "need": st.MinSuccess})
 			return true
 		case failed > len(st.In)-st.MinSuccess:
 			s = t.stepW(st.ID)
 			s.Status = StatusFailed
 			s.Error = fmt.Sprintf("needs %d of %d, and %d failed", st.MinSuccess, len(st.In), failed)
-			t.record("join.failed", "system", map[string]any{"join": st.ID, "succeeded": ok, "failed": failed, "need": st.MinSuccess})
+			t.record(JournalJoinFailed, "system", map[string]any{"join": st.ID, "succeeded": ok, "failed": failed, "need": st.MinSuccess})
 			t.run.Failing = st.ID
 			return true
 		}
@@ -283,7 +283,7 @@ func (t *tx) open(sp *stopInfo) bool {
 	}
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
-	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": round, "digest": a.PayloadDigest()})
+	t.record(JournalAskOpened, "system", map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": round, "digest": a.PayloadDigest()})
 	if sp.check != nil {
 		// The facts the approver decides on: read now, compared again
 		// before the approval is consumed.
@@ -322,10 +322,10 @@ func (t *tx) checked(askID string, attempt int) {
 	if a.Material == nil && a.FactsError == "" {
 		if err != nil {
 			a.FactsError = err.Error()
-			t.record("ask.facts", "system", map[string]any{"ask": a.ID, "error": err.Error()})
+			t.record(JournalAskFacts, "system", map[string]any{"ask": a.ID, "error": err.Error()})
 		} else {
 			a.Material, a.ResourceVersion = facts, factsDigest(facts)
-			t.record("ask.facts", "system", map[string]any{"ask": a.ID, "resource_version": a.ResourceVersion})
+			t.record(JournalAskFacts, "system", map[string]any{"ask": a.ID, "resource_version": a.ResourceVersion})
 		}
 	}
 	if !a.Verifying {
@@ -354,7 +354,7 @@ func (t *tx) checked(askID string, attempt int) {
 	}
 	a.Verifying = false
 	if len(changed) == 0 {
-		t.record("approval.fresh", "system", map[string]any{"ask": a.ID, "resource_version": a.ResourceVersion, "digest": a.PayloadDigest()})
+		t.record(JournalApprovalFresh, "system", map[string]any{"ask": a.ID, "resource_version": a.ResourceVersion, "digest": a.PayloadDigest()})
 		t.activate(t.m.stops[a.ID].options[a.Option])
 		return
 	}
@@ -366,8 +366,8 @@ func (t *tx) checked(askID string, attempt int) {
 // inputs depend on run again, and the ask opens anew when they are done.
 func (t *tx) stale(a *AskRun, what string) {
 	a.Stale = what
-	t.closeAsk(a, AskStale, Decision{Kind: "stale", Actor: "system", At: t.at, Reason: what})
-	t.record("ask.stale", "system", map[string]any{"ask": a.ID, "changed": what, "round": a.Round})
+	t.closeAsk(a, AskStale, Decision{Kind: DecisionStale, Actor: "system", At: t.at, Reason: what})
+	t.record(JournalAskStale, "system", map[string]any{"ask": a.ID, "changed": what, "round": a.Round})
 	for _, id := range t.m.stops[a.ID].prepare {
 		s := t.run.Steps[id]
 		if s == nil || !s.Status.Done() {
@@ -375,7 +375,7 @@ func (t *tx) stale(a *AskRun, what string) {
 		}
 		s = t.stepW(id)
 		s.Status, s.Output, s.Error = StatusWaiting, nil, ""
-		t.record("step.reprepare", "system", map[string]any{"step": id, "because": a.ID})
+		t.record(JournalStepReprepare, "system", map[string]any{"step": id, "because": a.ID})
 	}
 }
 
@@ -438,7 +438,7 @@ func (t *tx) derive() {
 		t.run.ResumedAt = t.at
 	}
 	if after := t.run.State; after != before && !after.Terminal() {
-		t.record("run.state", "system", map[string]any{"from": string(before), "to": string(after)})
+		t.record(JournalRunState, "system", map[string]any{"from": string(before), "to": string(after)})
 	}
 }
 
@@ -472,7 +472,7 @@ func (t *tx) deriveState() {
 				s.Status = StatusCancelled
 				queued--
 				t.effects = append(t.effects, CancelStep{Step: id, Attempt: s.Attempt})
-				t.record("step.cancelled", "system", map[string]any{"step": id, "attempt": s.Attempt, "why": "the run is failing"})
+				t.record(JournalStepCancelled, "system", map[string]any{"step": id, "attempt": s.Attempt, "why": "the run is failing"})
 			}
 		}
 		r.State = Running

@@ -37,7 +37,7 @@ type tx struct {
 // Reply is the typed response to an Answer; see package answer.
 type Reply = answer.Reply
 
-func (t *tx) record(kind, actor string, payload map[string]any) {
+func (t *tx) record(kind JournalKind, actor string, payload map[string]any) {
 	t.records = append(t.records, Record{Kind: kind, Actor: actor, At: t.at, Payload: payload})
 }
 
@@ -104,8 +104,8 @@ func (t *tx) apply(ev Event) (Transition, error) {
 	case Delegate:
 		err = t.delegate(e, expired)
 	case Note:
-		if !strings.HasPrefix(e.Kind, "notice.") {
-			err = fmt.Errorf("%w: a note's kind starts with notice., not %q", ErrWrongTransition, e.Kind)
+		if !strings.HasPrefix(e.Kind, JournalNotePrefix) {
+			err = fmt.Errorf("%w: a note's kind starts with %s, not %q", ErrWrongTransition, JournalNotePrefix, e.Kind)
 		} else {
 			t.record(e.Kind, "system", e.Payload)
 		}
@@ -161,8 +161,8 @@ func (t *tx) expire() bool {
 		// The ladder's earlier rungs, each once.
 		if !a.Reminded && !a.RemindAt.IsZero() && !t.at.Before(a.RemindAt) {
 			a.Reminded = true
-			t.record("ask.reminded", "system", map[string]any{"ask": a.ID, "audience": a.Audience, "waited_ms": t.at.Sub(a.OpenedAt).Milliseconds()})
-			t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "reminder"})
+			t.record(JournalAskReminded, "system", map[string]any{"ask": a.ID, "audience": a.Audience, "waited_ms": t.at.Sub(a.OpenedAt).Milliseconds()})
+			t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: NoticeReminder})
 		}
 		if a.EscalatedTo == "" && !a.EscalateAt.IsZero() && !t.at.Before(a.EscalateAt) {
 			t.escalate(a, a.EscalateTo, fmt.Sprintf("undecided after %s", a.EscalateAt.Sub(a.OpenedAt)))
@@ -178,8 +178,8 @@ func (t *tx) expire() bool {
 			continue
 		}
 		fired = true
-		t.closeAsk(a, AskExpired, Decision{Kind: "expire", Actor: "system", At: t.at})
-		t.record("ask.expired", "system", map[string]any{"ask": a.ID, "idle_ms": t.at.Sub(a.OpenedAt).Milliseconds()})
+		t.closeAsk(a, AskExpired, Decision{Kind: DecisionExpire, Actor: "system", At: t.at})
+		t.record(JournalAskExpired, "system", map[string]any{"ask": a.ID, "idle_ms": t.at.Sub(a.OpenedAt).Milliseconds()})
 		if t.run.State.Terminal() {
 			continue
 		}
@@ -200,9 +200,9 @@ func (t *tx) expire() bool {
 func (t *tx) escalate(a *AskRun, to, why string) {
 	a.EscalatedFrom, a.EscalatedTo = a.Audience, to
 	a.Audience, a.Approvers = to, nil
-	a.Decisions = append(a.Decisions, Decision{Kind: "escalate", Actor: "system", At: t.at, Reason: why + " → " + to})
-	t.record("ask.escalated", "system", map[string]any{"ask": a.ID, "from": a.EscalatedFrom, "to": to, "why": why})
-	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "escalated"})
+	a.Decisions = append(a.Decisions, Decision{Kind: DecisionEscalate, Actor: "system", At: t.at, Reason: why + " → " + to})
+	t.record(JournalAskEscalated, "system", map[string]any{"ask": a.ID, "from": a.EscalatedFrom, "to": to, "why": why})
+	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: NoticeEscalated})
 }
 
 func (t *tx) escalateEvent(e Escalate, expired bool) error {
@@ -282,7 +282,7 @@ func (t *tx) decide(e Decide, expired bool) error {
 		t.reject(a, e.Actor, reason)
 		return nil
 	}
-	return t.vote(a, Decision{Kind: "approve", Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy}, opt)
+	return t.vote(a, Decision{Kind: DecisionApprove, Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy}, opt)
 }
 
 // vote counts an approval of opt toward the ask's quorum of distinct
@@ -309,7 +309,7 @@ func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
 		vd.At, vd.Option = t.at, opt.ID
 		a.Decisions = append(a.Decisions, vd)
 	}
-	t.record("ask.voted", d.Actor, map[string]any{"ask": a.ID, "option": opt.ID, "votes": n, "quorum": a.Quorum, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
+	t.record(JournalAskVoted, d.Actor, map[string]any{"ask": a.ID, "option": opt.ID, "votes": n, "quorum": a.Quorum, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
 	if n < a.Quorum {
 		return nil
 	}
@@ -369,8 +369,8 @@ func (t *tx) amend(e Amend, expired bool) error {
 	withdrawn := len(a.Votes)
 	a.Votes = nil
 	change := fmt.Sprintf("%s %s → %d", e.Field, strings.Join(from, ", "), e.Value)
-	a.Decisions = append(a.Decisions, Decision{Kind: "amend", Actor: e.Actor, At: t.at, Reason: change})
-	t.record("ask.amended", e.Actor, map[string]any{"ask": a.ID, "field": e.Field, "to": e.Value, "change": change,
+	a.Decisions = append(a.Decisions, Decision{Kind: DecisionAmend, Actor: e.Actor, At: t.at, Reason: change})
+	t.record(JournalAskAmended, e.Actor, map[string]any{"ask": a.ID, "field": e.Field, "to": e.Value, "change": change,
 		"digest_before": before, "digest_after": a.PayloadDigest(), "approvals_withdrawn": withdrawn})
 	return nil
 }
@@ -394,9 +394,9 @@ func (t *tx) requestEvidence(e RequestEvidence, expired bool) error {
 	}
 	a.EvidenceRounds++
 	a.State, a.EvidenceWanted = AskEvidenceRequested, e.What
-	a.Decisions = append(a.Decisions, Decision{Kind: "request_evidence", Actor: e.Actor, At: t.at, Reason: e.What})
-	t.record("ask.evidence_requested", e.Actor, map[string]any{"ask": a.ID, "what": e.What, "round": a.EvidenceRounds})
-	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "evidence_requested"})
+	a.Decisions = append(a.Decisions, Decision{Kind: DecisionRequestEvidence, Actor: e.Actor, At: t.at, Reason: e.What})
+	t.record(JournalAskEvidenceRequested, e.Actor, map[string]any{"ask": a.ID, "what": e.What, "round": a.EvidenceRounds})
+	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: NoticeEvidenceRequested})
 	return nil
 }
 
@@ -426,10 +426,10 @@ func (t *tx) attachEvidence(e AttachEvidence) error {
 	withdrawn := len(a.Votes)
 	a.Votes = nil // they approved on other evidence (I6)
 	a.State, a.EvidenceWanted = AskPending, ""
-	a.Decisions = append(a.Decisions, Decision{Kind: "evidence", Actor: e.Actor, At: t.at, Reason: e.Note})
-	t.record("ask.evidence_attached", e.Actor, map[string]any{"ask": a.ID, "artifacts": len(e.Artifacts), "evidence_before": before,
+	a.Decisions = append(a.Decisions, Decision{Kind: DecisionEvidence, Actor: e.Actor, At: t.at, Reason: e.Note})
+	t.record(JournalAskEvidenceAttached, e.Actor, map[string]any{"ask": a.ID, "artifacts": len(e.Artifacts), "evidence_before": before,
 		"evidence_after": a.EvidenceDigest(), "approvals_withdrawn": withdrawn})
-	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "evidence_attached"})
+	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: NoticeEvidenceAttached})
 	return nil
 }
 
@@ -451,9 +451,9 @@ func (t *tx) delegate(e Delegate, expired bool) error {
 		a.Approvers[slices.Index(a.Approvers, e.Actor)] = e.To
 	}
 	a.Delegations = append(a.Delegations, Delegation{From: e.Actor, To: e.To, At: t.at, Reason: e.Reason})
-	a.Decisions = append(a.Decisions, Decision{Kind: "delegate", Actor: e.Actor, At: t.at, Reason: e.Reason, Text: e.To})
-	t.record("ask.delegated", e.Actor, map[string]any{"ask": a.ID, "to": e.To, "reason": e.Reason, "chain": len(a.Delegations)})
-	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: "delegated"})
+	a.Decisions = append(a.Decisions, Decision{Kind: DecisionDelegate, Actor: e.Actor, At: t.at, Reason: e.Reason, Text: e.To})
+	t.record(JournalAskDelegated, e.Actor, map[string]any{"ask": a.ID, "to": e.To, "reason": e.Reason, "chain": len(a.Delegations)})
+	t.effects = append(t.effects, AskNotice{Ask: a.ID, Kind: NoticeDelegated})
 	return nil
 }
 
@@ -484,8 +484,8 @@ func (t *tx) revoke(e Revoke, expired bool) error {
 	for i, v := range a.Votes {
 		if v.Actor == e.Actor {
 			a.Votes = slices.Delete(a.Votes, i, i+1)
-			a.Decisions = append(a.Decisions, Decision{Kind: "revoke", Actor: by, At: t.at, Option: v.Option, Reason: e.Reason})
-			t.record("approval.revoked", by, map[string]any{"ask": a.ID, "voter": e.Actor, "option": v.Option, "reason": e.Reason, "votes": len(a.Votes)})
+			a.Decisions = append(a.Decisions, Decision{Kind: DecisionRevoke, Actor: by, At: t.at, Option: v.Option, Reason: e.Reason})
+			t.record(JournalApprovalRevoked, by, map[string]any{"ask": a.ID, "voter": e.Actor, "option": v.Option, "reason": e.Reason, "votes": len(a.Votes)})
 			return nil
 		}
 	}
@@ -511,14 +511,14 @@ func (t *tx) answer(e Answer, expired bool) error {
 	}
 	t.reply = &r
 	a.Misses = r.Misses
-	t.record("ask.reply", e.Actor, map[string]any{"ask": a.ID, "kind": string(r.Kind), "misses": r.Misses})
+	t.record(JournalAskReply, e.Actor, map[string]any{"ask": a.ID, "kind": string(r.Kind), "misses": r.Misses})
 	switch r.Kind {
 	case answer.Selected:
 		if a.Type == InDoubt {
 			return t.resolveDoubt(a, e.Actor, r.Option.ID, "")
 		}
 		if a.Type == plan.StopText {
-			t.choose(a, Decision{Kind: "answer", Actor: e.Actor, Text: r.Text, Why: e.Why, Policy: e.Policy}, plan.Option{})
+			t.choose(a, Decision{Kind: DecisionAnswer, Actor: e.Actor, Text: r.Text, Why: e.Why, Policy: e.Policy}, plan.Option{})
 			return nil
 		}
 		opt, _ := findOption(a, r.Option.ID)
@@ -526,7 +526,7 @@ func (t *tx) answer(e Answer, expired bool) error {
 			t.reject(a, e.Actor, "answered "+opt.Label)
 			return nil
 		}
-		return t.vote(a, Decision{Kind: "answer", Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy}, opt)
+		return t.vote(a, Decision{Kind: DecisionAnswer, Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy}, opt)
 	case answer.Dropped:
 		return t.cancel(e.Actor, fmt.Sprintf("dropped while %q was asked", a.Title))
 	}
@@ -605,7 +605,7 @@ func (t *tx) choose(a *AskRun, d Decision, opt plan.Option) {
 		state = AskConsumed
 	}
 	t.closeAsk(a, state, d)
-	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": kind, "option": opt.ID, "label": opt.Label, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
+	t.record(JournalAskDecided, actor, map[string]any{"ask": a.ID, "decision": string(kind), "option": opt.ID, "label": opt.Label, "why": d.Why, "policy": d.Policy, "digest": a.PayloadDigest()})
 	if a.Type == Gate {
 		return
 	}
@@ -639,8 +639,8 @@ func (t *tx) reject(a *AskRun, actor, reason string) {
 			}
 		}
 	}
-	t.closeAsk(a, AskRejected, Decision{Kind: "reject", Actor: actor, At: t.at, Option: a.Option, Reason: reason})
-	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": "reject", "reason": reason})
+	t.closeAsk(a, AskRejected, Decision{Kind: DecisionReject, Actor: actor, At: t.at, Option: a.Option, Reason: reason})
+	t.record(JournalAskDecided, actor, map[string]any{"ask": a.ID, "decision": string(DecisionReject), "reason": reason})
 	if no != nil && (len(no.steps) > 0 || len(no.stops) > 0) {
 		t.activate(no)
 		return
@@ -652,8 +652,8 @@ func (t *tx) closeAsk(a *AskRun, state AskState, d Decision) {
 	a.State = state
 	a.Closed = t.at
 	a.Decisions = append(a.Decisions, d)
-	if d.Kind == "cancel" {
-		t.record("ask.closed", d.Actor, map[string]any{"ask": a.ID, "state": string(state), "reason": d.Reason})
+	if d.Kind == DecisionCancel {
+		t.record(JournalAskClosed, d.Actor, map[string]any{"ask": a.ID, "state": string(state), "reason": d.Reason})
 	}
 	t.effects = append(t.effects, AskClosed{Ask: a.ID, State: state})
 }
@@ -665,7 +665,7 @@ func (t *tx) cancel(actor, reason string) error {
 	if reason == "" {
 		reason = "cancelled by " + actor
 	}
-	t.record("run.cancel", actor, map[string]any{"reason": reason})
+	t.record(JournalRunCancel, actor, map[string]any{"reason": reason})
 	t.end(Cancelled, reason)
 	return nil
 }
@@ -678,7 +678,7 @@ func (t *tx) end(state State, reason string) {
 	}
 	for _, id := range sortedAskIDs(t.run) {
 		if a := t.run.Asks[id]; a.State.Open() {
-			t.closeAsk(a, AskCancelled, Decision{Kind: "cancel", Actor: "system", At: t.at, Reason: "the run ended " + string(state)})
+			t.closeAsk(a, AskCancelled, Decision{Kind: DecisionCancel, Actor: "system", At: t.at, Reason: "the run ended " + string(state)})
 		}
 	}
 	for _, id := range sortedStepIDs(t.run) {
@@ -689,7 +689,7 @@ func (t *tx) end(state State, reason string) {
 		switch {
 		case s.Status == StatusQueued || s.Status.InFlight():
 			t.effects = append(t.effects, CancelStep{Step: id, Attempt: s.Attempt})
-			t.record("step.cancelled", "system", map[string]any{"step": id, "attempt": s.Attempt, "was": string(s.Status)})
+			t.record(JournalStepCancelled, "system", map[string]any{"step": id, "attempt": s.Attempt, "was": string(s.Status)})
 			s.Status = StatusCancelled
 		case s.Status == StatusWaiting:
 			s.Status = StatusCancelled
@@ -697,7 +697,7 @@ func (t *tx) end(state State, reason string) {
 	}
 	t.run.State = state
 	t.run.Reason = reason
-	t.record("run.ended", "system", map[string]any{"state": string(state), "reason": reason})
+	t.record(JournalRunEnded, "system", map[string]any{"state": string(state), "reason": reason})
 	t.effects = append(t.effects, RunEnded{State: state, Reason: reason})
 }
 
@@ -725,7 +725,7 @@ func (t *tx) leased(e StepLeased) error {
 	s.Blocked = false
 	a := &s.Attempts[len(s.Attempts)-1]
 	a.Executor, a.LeaseID, a.LeasedAt = e.Executor, e.LeaseID, t.at
-	t.record("step.leased", e.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "lease": e.LeaseID})
+	t.record(JournalStepLeased, e.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "lease": e.LeaseID})
 	return nil
 }
 
@@ -740,7 +740,7 @@ func (t *tx) started(e StepStarted) error {
 	s.Status = StatusStarted
 	a := &s.Attempts[len(s.Attempts)-1]
 	a.StartedAt = t.at
-	t.record("step.started", a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "grant": s.Grant})
+	t.record(JournalStepStarted, a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "grant": s.Grant})
 	return nil
 }
 
@@ -766,7 +766,7 @@ func (t *tx) finished(step string, n int, output json.RawMessage, errText string
 		if errText == "" {
 			s.Output = output
 		}
-		t.record("step.result_after_end", a.Executor, map[string]any{"step": step, "attempt": n, "ok": errText == ""})
+		t.record(JournalStepResultAfterEnd, a.Executor, map[string]any{"step": step, "attempt": n, "ok": errText == ""})
 		return nil
 	}
 	if errText == "" {
@@ -774,11 +774,11 @@ func (t *tx) finished(step string, n int, output json.RawMessage, errText string
 			output, _ = json.Marshal(string(output))
 		}
 		s.Status, s.Output = StatusSucceeded, output
-		t.record("step.succeeded", a.Executor, map[string]any{"step": step, "attempt": n})
+		t.record(JournalStepSucceeded, a.Executor, map[string]any{"step": step, "attempt": n})
 		return nil
 	}
 	a.Error = errText
-	t.record("step.failed", a.Executor, map[string]any{"step": step, "attempt": n, "error": errText})
+	t.record(JournalStepFailed, a.Executor, map[string]any{"step": step, "attempt": n, "error": errText})
 	if n <= info.Retry {
 		t.queue(step, s, "retry")
 		return nil
@@ -801,7 +801,7 @@ func (t *tx) leaseLost(e LeaseLost) error {
 	info := t.m.steps[e.Step].step
 	a := &s.Attempts[len(s.Attempts)-1]
 	a.Error, a.FinishedAt = LeaseLostError, t.at
-	t.record("step.lease_lost", a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "status": string(s.Status)})
+	t.record(JournalStepLeaseLost, a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "status": string(s.Status)})
 	if s.Status == StatusStarted && info.SideEffect && !info.Idempotent {
 		// I7: the effect may have happened. Never retry blindly: a
 		// person says what happened (DESIGN.md §6).
@@ -823,7 +823,7 @@ func (t *tx) blocked(e StepBlocked) error {
 	}
 	if !s.Blocked {
 		s.Blocked = true
-		t.record("step.blocked", "system", map[string]any{"step": e.Step})
+		t.record(JournalStepBlocked, "system", map[string]any{"step": e.Step})
 	}
 	return nil
 }
@@ -878,7 +878,7 @@ func (t *tx) openDoubt(step string, attempt int) {
 	t.floorQuorum(a)
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
-	t.record("ask.opened", "system", map[string]any{"ask": a.ID, "title": a.Title, "in_doubt": step, "expires_at": a.ExpiresAt})
+	t.record(JournalAskOpened, "system", map[string]any{"ask": a.ID, "title": a.Title, "in_doubt": step, "expires_at": a.ExpiresAt})
 }
 
 // resolveDoubt applies a person's word on an in-doubt side effect.
@@ -902,15 +902,15 @@ func (t *tx) resolveDoubt(a *AskRun, actor, option, reason string) error {
 			}
 		}
 		a.Votes = append(a.Votes, Vote{Actor: actor, Option: opt.ID, At: t.at, Digest: a.PayloadDigest()})
-		t.record("ask.voted", actor, map[string]any{"ask": a.ID, "option": opt.ID, "votes": len(a.Votes), "quorum": a.Quorum, "digest": a.PayloadDigest()})
+		t.record(JournalAskVoted, actor, map[string]any{"ask": a.ID, "option": opt.ID, "votes": len(a.Votes), "quorum": a.Quorum, "digest": a.PayloadDigest()})
 		if len(a.Votes) < a.Quorum {
-			a.Decisions = append(a.Decisions, Decision{Kind: "answer", Actor: actor, At: t.at, Option: opt.ID, Reason: reason})
+			a.Decisions = append(a.Decisions, Decision{Kind: DecisionAnswer, Actor: actor, At: t.at, Option: opt.ID, Reason: reason})
 			return nil
 		}
 	}
 	a.Option, a.Label = opt.ID, opt.Label
-	t.closeAsk(a, AskAnswered, Decision{Kind: "answer", Actor: actor, At: t.at, Option: opt.ID, Reason: reason})
-	t.record("ask.decided", actor, map[string]any{"ask": a.ID, "decision": "in_doubt", "option": opt.ID, "label": opt.Label})
+	t.closeAsk(a, AskAnswered, Decision{Kind: DecisionAnswer, Actor: actor, At: t.at, Option: opt.ID, Reason: reason})
+	t.record(JournalAskDecided, actor, map[string]any{"ask": a.ID, "decision": DecidedInDoubt, "option": opt.ID, "label": opt.Label})
 	switch opt.ID {
 	case DoubtRetry:
 		// The decided retry is the approval of the next attempt, consumed
@@ -921,7 +921,7 @@ func (t *tx) resolveDoubt(a *AskRun, actor, option, reason string) error {
 		t.queue(a.Step, s, "retry after doubt")
 	case DoubtRan:
 		s.Status, s.Output = StatusSucceeded, []byte("null")
-		t.record("step.succeeded", actor, map[string]any{"step": a.Step, "attempt": s.Attempt, "by": "in-doubt answer"})
+		t.record(JournalStepSucceeded, actor, map[string]any{"step": a.Step, "attempt": s.Attempt, "by": "in-doubt answer"})
 	default:
 		s.Status, s.Error = StatusFailed, "stopped: the outcome of a side effect was unknown"
 		t.end(Failed, fmt.Sprintf("%s stopped the run: %s may or may not have happened", actor, a.Step))

@@ -227,16 +227,16 @@ b: notes.store {"text": "{a}"}
 		return out
 	}
 	tr := s.apply(Tick{At: a.OpenedAt.Add(time.Hour)})
-	if k := kinds(); k["ask.reminded"] != 1 || len(tr.Effects) == 0 {
+	if k := kinds(); k[JournalAskReminded] != 1 || len(tr.Effects) == 0 {
 		t.Fatalf("reminded once: %v %v", k, tr.Effects)
 	}
 	s.apply(Tick{At: a.OpenedAt.Add(90 * time.Minute)})
-	if k := kinds(); k["ask.reminded"] != 1 || k["ask.escalated"] != 0 {
+	if k := kinds(); k[JournalAskReminded] != 1 || k[JournalAskEscalated] != 0 {
 		t.Fatalf("nothing more before the escalation: %v", k)
 	}
 	s.apply(Tick{At: a.OpenedAt.Add(2 * time.Hour)})
 	a = s.run.Asks[ask]
-	if a.Audience != "cfo" || a.EscalatedFrom != "finance" || a.State != AskPending || kinds()["ask.escalated"] != 1 {
+	if a.Audience != "cfo" || a.EscalatedFrom != "finance" || a.State != AskPending || kinds()[JournalAskEscalated] != 1 {
 		t.Fatalf("escalated to cfo, still pending: %+v", a)
 	}
 	if !a.DueAt().Equal(a.ExpiresAt) {

@@ -62,7 +62,7 @@ func TestRejectEndsRejected(t *testing.T) {
 		t.Fatalf("reason %q, save dispatched %d", s.run.Reason, s.dispatched()["save"])
 	}
 	d := s.run.Asks["ask_1"].Decisions
-	if len(d) != 1 || d[0].Actor != "alice" || d[0].Kind != "reject" || d[0].Reason != "not today" || !d[0].At.Equal(s.now) {
+	if len(d) != 1 || d[0].Actor != "alice" || d[0].Kind != DecisionReject || d[0].Reason != "not today" || !d[0].At.Equal(s.now) {
 		t.Fatalf("decision recorded with actor, time and reason: %+v", d)
 	}
 }
@@ -115,7 +115,7 @@ func TestExpiryIsEnforcedByTheReader(t *testing.T) {
 		}
 		var idle any
 		for _, r := range s.records {
-			if r.Kind == "ask.expired" {
+			if r.Kind == JournalAskExpired {
 				idle = r.Payload["idle_ms"]
 			}
 		}
@@ -385,7 +385,7 @@ func TestNoBranchSideEffectIsJournaledAsConsumed(t *testing.T) {
 	}
 	consumed := false
 	for _, r := range s.records {
-		if r.Kind == "approval.consumed" && r.Payload["step"] == "tell" {
+		if r.Kind == JournalApprovalConsumed && r.Payload["step"] == "tell" {
 			consumed = true
 		}
 	}

@@ -58,9 +58,9 @@ type Escalate struct {
 }
 
 // Note journals a fact about a run that changes nothing in it, such as a
-// notice delivered to a webhook. Kind must start with "notice.".
+// notice delivered to a webhook. Kind must start with JournalNotePrefix.
 type Note struct {
-	Kind    string
+	Kind    JournalKind
 	Payload map[string]any
 	At      time.Time
 }
@@ -241,11 +241,11 @@ type CancelStep struct {
 // AskOpened: a person must decide; notify the audience.
 type AskOpened struct{ Ask string }
 
-// AskNotice: a rung of the deadline ladder was reached ("reminder",
-// "escalated"); notify the ask's (new) audience.
+// AskNotice: a rung of the ask's life was reached (NoticeReminder,
+// NoticeEscalated, …); notify the ask's (new) audience.
 type AskNotice struct {
 	Ask  string
-	Kind string
+	Kind NoticeKind
 }
 
 // AskClosed: the ask left pending.
@@ -270,7 +270,7 @@ func (RunEnded) effect()   {}
 // Record is one journal entry the transition produces; the store chains
 // them (I8).
 type Record struct {
-	Kind    string         `json:"kind"`
+	Kind    JournalKind    `json:"kind"`
 	Actor   string         `json:"actor"`
 	At      time.Time      `json:"at"`
 	Payload map[string]any `json:"payload,omitempty"`

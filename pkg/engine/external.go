@@ -178,7 +178,7 @@ func (t *tx) openGateEvent(e OpenGate) error {
 	t.floorQuorum(a)
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
-	t.record("ask.opened", e.Actor, map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": 0,
+	t.record(JournalAskOpened, e.Actor, map[string]any{"ask": a.ID, "title": a.Title, "expires_at": a.ExpiresAt, "round": 0,
 		"digest": a.PayloadDigest(), "evidence": a.EvidenceDigest(), "action": e.Server + "." + e.Tool, "also": a.Also})
 	return nil
 }
@@ -213,7 +213,7 @@ func (t *tx) scriptStep(e ScriptStep) error {
 		at.Error = s.Error
 	}
 	s.Attempts = append(s.Attempts, at)
-	t.record("step.recorded", e.Actor, map[string]any{"step": e.Step, "attempt": s.Attempt, "exit": e.Exit,
+	t.record(JournalStepRecorded, e.Actor, map[string]any{"step": e.Step, "attempt": s.Attempt, "exit": e.Exit,
 		"output_digest": e.OutputDigest, "duration_ms": end.Sub(start).Milliseconds()})
 	return nil
 }
@@ -229,7 +229,7 @@ func (t *tx) finish(e Finish) error {
 		if strings.TrimSpace(e.Reason) == "" {
 			return ErrReasonRequired
 		}
-		t.record("run.finish", e.Actor, map[string]any{"failed": true, "reason": e.Reason})
+		t.record(JournalRunFinish, e.Actor, map[string]any{"failed": true, "reason": e.Reason})
 		t.end(Failed, e.Reason)
 		return nil
 	}
@@ -237,7 +237,7 @@ func (t *tx) finish(e Finish) error {
 	if reason == "" {
 		reason = "finished by " + e.Actor
 	}
-	t.record("run.finish", e.Actor, map[string]any{"reason": reason})
+	t.record(JournalRunFinish, e.Actor, map[string]any{"reason": reason})
 	t.end(Complete, reason)
 	return nil
 }

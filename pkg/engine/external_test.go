@@ -50,7 +50,7 @@ func TestExternalRunParksAtEachGate(t *testing.T) {
 		}
 		s.approve(g, "bob")
 		s.want(Running)
-		if a := s.run.Asks[g]; a.State != AskConsumed || a.Decisions[0].Actor != "bob" || a.Decisions[0].Kind != "approve" {
+		if a := s.run.Asks[g]; a.State != AskConsumed || a.Decisions[0].Actor != "bob" || a.Decisions[0].Kind != DecisionApprove {
 			t.Fatalf("gate %s after approval: %+v", g, a)
 		}
 	}
@@ -61,7 +61,7 @@ func TestExternalRunParksAtEachGate(t *testing.T) {
 	}
 	decided := 0
 	for _, r := range s.records {
-		if r.Kind == "ask.decided" && r.Actor == "bob" {
+		if r.Kind == JournalAskDecided && r.Actor == "bob" {
 			decided++
 		}
 	}

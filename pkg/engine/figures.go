@@ -91,7 +91,7 @@ func (m *Machine) FansDone(before, after *Run, records []Record) []FanFigures {
 	var seen []Place
 	for _, rec := range records {
 		switch rec.Kind {
-		case "step.succeeded", "step.failed", "step.cancelled":
+		case JournalStepSucceeded, JournalStepFailed, JournalStepCancelled:
 		default:
 			continue
 		}

@@ -215,7 +215,7 @@ func (m *Machine) StartWith(id, requester string, inputs map[string]string, at t
 		r.Inputs = maps.Clone(inputs)
 	}
 	t := &tx{m: m, run: r, at: at}
-	t.record("run.started", requester, map[string]any{"plan_digest": m.digest})
+	t.record(JournalRunStarted, requester, map[string]any{"plan_digest": m.digest})
 	t.activate(m.top)
 	t.advance()
 	return t.result()

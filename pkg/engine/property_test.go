@@ -71,18 +71,18 @@ func fuzzRun(t *testing.T, name string, m *Machine, rng *rand.Rand, cov *coverag
 			step, _ := rec.Payload["step"].(string)
 			ask, _ := rec.Payload["ask"].(string)
 			switch rec.Kind {
-			case "step.reprepare":
+			case JournalStepReprepare:
 				if m.steps[step].step.SideEffect {
 					t.Fatalf("%s: I7: side-effecting %s re-prepared", name, step)
 				}
 				delete(succeeded, step)
-			case "approval.fresh":
+			case JournalApprovalFresh:
 				fresh[ask] = true
 				cov.fresh++
-			case "ask.stale":
+			case JournalAskStale:
 				fresh[ask] = false
 				cov.stale++
-			case "ask.opened":
+			case JournalAskOpened:
 				fresh[ask] = false
 			}
 		}

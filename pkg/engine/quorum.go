@@ -37,6 +37,6 @@ func (t *tx) raiseQuorum(a *AskRun, q int, actor string) {
 	if !a.countsQuorum() || q <= max(a.Quorum, 1) {
 		return
 	}
-	t.record("ask.quorum_raised", actor, map[string]any{"ask": a.ID, "from": max(a.Quorum, 1), "to": q, "by": "policy"})
+	t.record(JournalAskQuorumRaised, actor, map[string]any{"ask": a.ID, "from": max(a.Quorum, 1), "to": q, "by": "policy"})
 	a.Quorum = q
 }

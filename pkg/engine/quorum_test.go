@@ -123,7 +123,7 @@ func TestPolicyQuorumRaisedAfterOpen(t *testing.T) {
 	}
 	raised := false
 	for _, r := range s.records {
-		raised = raised || (r.Kind == "ask.quorum_raised" && r.Payload["to"] == 2)
+		raised = raised || (r.Kind == JournalAskQuorumRaised && r.Payload["to"] == 2)
 	}
 	if !raised {
 		t.Fatal("the raise is not journaled")

@@ -36,7 +36,7 @@ func (t *tx) refused(e StepRefused) error {
 	s.Status, s.Error = StatusFailed, e.Reason
 	// A step.failed like any other (metrics, traces and fans count it),
 	// marked as refused before it ran.
-	t.record("step.failed", "system", map[string]any{"step": e.Step, "attempt": e.Attempt, "error": e.Reason, "refused": true})
+	t.record(JournalStepFailed, "system", map[string]any{"step": e.Step, "attempt": e.Attempt, "error": e.Reason, "refused": true})
 	if t.m.steps[e.Step].step.OnFail != plan.OnFailSkip && t.run.Failing == "" {
 		t.run.Failing = e.Step
 	}

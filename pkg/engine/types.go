@@ -155,10 +155,6 @@ type StepRun struct {
 // approval, with the requester as the actor.
 const GrantStart = "start"
 
-// JournalApprovalConsumed is the journal kind recording that an approval
-// (a gate's, or a decided in-doubt retry) was used by a dispatch.
-const JournalApprovalConsumed = "approval.consumed"
-
 // AttemptAuthorized is the one rule for what authorizes an attempt of a
 // side-effecting step dispatched under grant (StepRun.Grant): the start,
 // for a `without asking` step, or an approval consumed before it — a
@@ -330,14 +326,14 @@ func (a *AskRun) PayloadDigest() string {
 
 // Decision is one recorded act on an ask.
 type Decision struct {
-	Kind   string    `json:"kind"` // approve, reject, answer, expire, cancel
-	Actor  string    `json:"actor"`
-	At     time.Time `json:"at"`
-	Option string    `json:"option,omitempty"`
-	Reason string    `json:"reason,omitempty"`
-	Text   string    `json:"text,omitempty"`
-	Why    string    `json:"why,omitempty"`    // the authority it was made under (policy's reason, a delegation)
-	Policy string    `json:"policy,omitempty"` // the policy version it was authorized under
+	Kind   DecisionKind `json:"kind"`
+	Actor  string       `json:"actor"`
+	At     time.Time    `json:"at"`
+	Option string       `json:"option,omitempty"`
+	Reason string       `json:"reason,omitempty"`
+	Text   string       `json:"text,omitempty"`
+	Why    string       `json:"why,omitempty"`    // the authority it was made under (policy's reason, a delegation)
+	Policy string       `json:"policy,omitempty"` // the policy version it was authorized under
 }
 
 // Errors Apply returns for an event it refuses; the run is unchanged.

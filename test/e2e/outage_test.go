@@ -13,6 +13,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
 // waitLog waits until a line of the control plane's log contains every
@@ -147,7 +148,7 @@ func TestItem8_FrameTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
 	for _, tc := range []struct {
 		kind    string
 		written bool
-	}{{"step.started", false}, {"step.started", true}, {"step.succeeded", false}, {"step.succeeded", true}} {
+	}{{engine.JournalStepStarted, false}, {engine.JournalStepStarted, true}, {engine.JournalStepSucceeded, false}, {engine.JournalStepSucceeded, true}} {
 		t.Run(fmt.Sprintf("%s/written=%v", tc.kind, tc.written), func(t *testing.T) {
 			st := &lossyStore{Store: memstore.New(memstore.Config{}), kind: tc.kind, written: tc.written}
 			w := newWorldOn(t, "", st)
@@ -167,7 +168,7 @@ func TestItem8_FrameTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, kind := range []string{"step.started", "step.succeeded"} {
+			for _, kind := range []string{engine.JournalStepStarted, engine.JournalStepSucceeded} {
 				n := 0
 				for _, r := range j.GetRecords() {
 					if r.GetKind() == kind && strings.Contains(r.GetPayloadJson(), `"w"`) {

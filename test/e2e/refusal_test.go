@@ -17,6 +17,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/executor"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -100,7 +101,7 @@ func TestLeaseAckStoreBlipRunsSideEffectOnce(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	for _, written := range []bool{false, true} {
 		t.Run(map[bool]string{false: "lost", true: "written"}[written], func(t *testing.T) {
-			st := &lossyStore{Store: memstore.New(memstore.Config{}), kind: "step.leased", written: written}
+			st := &lossyStore{Store: memstore.New(memstore.Config{}), kind: engine.JournalStepLeased, written: written}
 			w := newWorldOn(t, "", st)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

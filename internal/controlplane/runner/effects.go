@@ -51,7 +51,7 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 		}
 	}
 	for _, rec := range tr.Records {
-		if rec.Kind == "ask.expired" {
+		if rec.Kind == engine.JournalAskExpired {
 			r.expiries.Add(1)
 			r.log.LogAttrs(ctx, slog.LevelInfo, "ask expired", slog.String("run", runID), slog.Any("ask", rec.Payload["ask"]), slog.Any("idle_ms", rec.Payload["idle_ms"]))
 		}

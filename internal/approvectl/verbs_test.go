@@ -1,0 +1,395 @@
+package approvectl
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/verbs.golden from what the verbs print now")
+
+// The verbs' bytes are the CLI's contract (scripts parse -o json, people
+// and the e2e tests read the text, exit codes drive scripts): this test
+// runs every verb that talks to the control plane against canned answers
+// and compares stdout, stderr and the exit code with testdata/verbs.golden.
+// Change the golden file only with a change of the CLI (go test -update).
+
+var base = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+func tsAt(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(base.Add(d)) }
+
+// fakePlane answers every call with fixed data; a few ids fail the way a
+// control plane would: nope (NOT_FOUND), taken (FAILED_PRECONDITION),
+// down (UNAVAILABLE).
+type fakePlane struct {
+	tollgatev1.UnimplementedRunServiceServer
+	tollgatev1.UnimplementedApprovalServiceServer
+	tollgatev1.UnimplementedAuditServiceServer
+	tollgatev1.UnimplementedGateServiceServer
+}
+
+func failFor(id string) error {
+	switch {
+	case strings.Contains(id, "nope"):
+		return status.Error(codes.NotFound, "no such thing "+id)
+	case strings.Contains(id, "taken"):
+		return status.Error(codes.FailedPrecondition, "already decided")
+	case strings.Contains(id, "down"):
+		return status.Error(codes.Unavailable, "the store is away")
+	}
+	return nil
+}
+
+func fakeAsk(id string) *tollgatev1.Ask {
+	return &tollgatev1.Ask{Id: id, RunId: "r1", StoppingPointId: "approve_payment", State: tollgatev1.AskState_ASK_STATE_PENDING,
+		StateReason: "waiting for finance", Title: "Pay invoice 1187?", Consequence: "pays V-1187 4,000.00 EUR", Requester: "alice",
+		AuthorityRequired: &tollgatev1.AuthorityRequirement{Description: "role finance", Principals: []string{"dave"}, Quorum: 2, Excluded: []string{"alice"}},
+		Actions:           []*tollgatev1.Action{{StepId: "pay", Server: "payments", Tool: "pay", ArgsJson: `{"amount":400000}`, PayloadDigest: "sha256:p1"}},
+		PayloadDigest:     "sha256:p1", EvidenceDigest: "sha256:e1", ResourceVersion: "v7",
+		Evidence:       []*tollgatev1.EvidenceArtifact{{Name: "invoice.pdf", MediaType: "application/pdf", Content: []byte("pdf"), Digest: "sha256:i1"}},
+		MaterialFields: map[string]string{"vendor": "V-1187", "amount": "400000"}, Options: []*tollgatev1.AskOption{{Id: "1", Label: "Yes"}, {Id: "2", Label: "No"}},
+		Amendable: []*tollgatev1.AmendBound{{Field: "amount", Min: 1, Max: 500000}}, CreatedAt: tsAt(0), RemindAt: tsAt(2 * time.Hour), EscalateAt: tsAt(4 * time.Hour),
+		ExpiresAt: tsAt(8 * time.Hour), EscalatedTo: "cfo", AnswerCommand: "approvectl approve " + id,
+		Decisions: []*tollgatev1.Decision{{Kind: tollgatev1.DecisionKind_DECISION_KIND_APPROVE, Actor: "bob", Time: tsAt(time.Minute), Reason: "fine", OptionId: "1", Authority: "role finance"}}}
+}
+
+func fakeSummary(id string) *tollgatev1.AskSummary {
+	return &tollgatev1.AskSummary{Id: id, RunId: "r1", StoppingPointId: "approve_payment", State: tollgatev1.AskState_ASK_STATE_PENDING,
+		Title: "Pay invoice 1187?", Requester: "alice", CreatedAt: tsAt(0), ExpiresAt: tsAt(8 * time.Hour), AnswerCommand: "approvectl approve " + id}
+}
+
+func fakeRun(id string, state tollgatev1.RunState) *tollgatev1.Run {
+	return &tollgatev1.Run{Id: id, PlanDigest: "sha256:plan", PlanCard: "plan pay-invoice\n  1. read the invoice\n  2. ask finance\n", Requester: "alice",
+		State: state, StateReason: "waiting at approve_payment", CreatedAt: tsAt(0), ResumeCommand: "approvectl approve " + id + "/ask_1",
+		Steps: []*tollgatev1.StepState{
+			{StepId: "read", State: tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, BranchTime: durationpb.New(300 * time.Millisecond),
+				Attempts: []*tollgatev1.Attempt{{N: 1, Executor: "x1", LeaseId: "l1", QueuedAt: tsAt(time.Second), LeasedAt: tsAt(2 * time.Second), StartedAt: tsAt(2 * time.Second), FinishedAt: tsAt(3 * time.Second)}}},
+			{StepId: "a", State: tollgatev1.StepStatus_STEP_STATUS_FAILED, ParallelGroup: "probes", BranchTime: durationpb.New(time.Second),
+				Attempts: []*tollgatev1.Attempt{{N: 1, Executor: "x2", QueuedAt: tsAt(4 * time.Second), LeasedAt: tsAt(4 * time.Second), FinishedAt: tsAt(5 * time.Second), Error: &tollgatev1.StepError{Message: "boom"}}}},
+			{StepId: "b", State: tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, ParallelGroup: "probes", BranchTime: durationpb.New(time.Second),
+				Attempts: []*tollgatev1.Attempt{{N: 1, Executor: "x1", QueuedAt: tsAt(4 * time.Second), LeasedAt: tsAt(4 * time.Second), FinishedAt: tsAt(5 * time.Second)}}},
+			{StepId: "pay", State: tollgatev1.StepStatus_STEP_STATUS_RUNNABLE, GoverningAskId: "ask_1"},
+		},
+		Fans: []*tollgatev1.FanTiming{{Group: "probes", Branches: 2, Steps: []string{"a", "b"}, Start: tsAt(4 * time.Second), End: tsAt(5 * time.Second),
+			Wall: durationpb.New(time.Second), BranchSum: durationpb.New(2 * time.Second), BranchMax: durationpb.New(time.Second)}},
+		Asks: []*tollgatev1.AskSummary{fakeSummary(id + "/ask_1")}}
+}
+
+func (fakePlane) ListAsks(context.Context, *tollgatev1.ListAsksRequest) (*tollgatev1.ListAsksResponse, error) {
+	return &tollgatev1.ListAsksResponse{Items: []*tollgatev1.InboxItem{{Ask: fakeSummary("r1/ask_1"), Why: "you are in finance"},
+		{Ask: fakeSummary("r2/ask_1"), Why: "named approver"}}}, nil
+}
+
+func (fakePlane) GetAsk(_ context.Context, r *tollgatev1.GetAskRequest) (*tollgatev1.GetAskResponse, error) {
+	if err := failFor(r.GetAskId()); err != nil && !strings.Contains(r.GetAskId(), "taken") {
+		return nil, err
+	}
+	return &tollgatev1.GetAskResponse{Ask: fakeAsk(r.GetAskId()), MayDecide: true, Why: "you are in finance"}, nil
+}
+
+func (fakePlane) Decide(_ context.Context, r *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
+	if err := failFor(r.GetAskId()); err != nil {
+		return nil, err
+	}
+	a := fakeAsk(r.GetAskId())
+	a.PayloadDigest = "sha256:p2"
+	return &tollgatev1.DecideResponse{Ask: a, RunState: tollgatev1.RunState_RUN_STATE_RUNNING,
+		Decision: &tollgatev1.Decision{Kind: tollgatev1.DecisionKind_DECISION_KIND_REJECT, Actor: "dave", Time: tsAt(time.Hour), Reason: r.GetReject().GetReason()}}, nil
+}
+
+func (fakePlane) Answer(_ context.Context, r *tollgatev1.AnswerRequest) (*tollgatev1.AnswerResponse, error) {
+	if err := failFor(r.GetAskId()); err != nil {
+		return nil, err
+	}
+	if r.GetText() == "menu" {
+		return &tollgatev1.AnswerResponse{Kind: tollgatev1.AnswerKind_ANSWER_KIND_RESHOWN, ResponseText: "1) Yes\n2) No", RunState: tollgatev1.RunState_RUN_STATE_PARKED}, nil
+	}
+	return &tollgatev1.AnswerResponse{Kind: tollgatev1.AnswerKind_ANSWER_KIND_SELECTED, ResponseText: "You chose Yes.", SelectedOptionId: "1", RunState: tollgatev1.RunState_RUN_STATE_RUNNING}, nil
+}
+
+func (fakePlane) WatchAsks(r *tollgatev1.WatchAsksRequest, s grpc.ServerStreamingServer[tollgatev1.WatchAsksResponse]) error {
+	if err := failFor(r.GetRunId()); err != nil {
+		return err
+	}
+	for _, m := range []*tollgatev1.WatchAsksResponse{
+		{Kind: tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_ADDED, Item: &tollgatev1.InboxItem{Ask: fakeSummary("r1/ask_1"), Why: "you are in finance"}},
+		{Kind: tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_SYNCED},
+		{Kind: tollgatev1.InboxChangeKind_INBOX_CHANGE_KIND_REMOVED, Item: &tollgatev1.InboxItem{Ask: fakeSummary("r1/ask_1")}},
+	} {
+		if err := s.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (fakePlane) AttachEvidence(_ context.Context, r *tollgatev1.AttachEvidenceRequest) (*tollgatev1.AttachEvidenceResponse, error) {
+	if err := failFor(r.GetAskId()); err != nil {
+		return nil, err
+	}
+	a := fakeAsk(r.GetAskId())
+	a.EvidenceDigest = fmt.Sprintf("sha256:e%d", len(r.GetArtifacts()))
+	return &tollgatev1.AttachEvidenceResponse{Ask: a}, nil
+}
+
+func (fakePlane) ListExceptions(_ context.Context, r *tollgatev1.ListExceptionsRequest) (*tollgatev1.ListExceptionsResponse, error) {
+	out := []*tollgatev1.StandingException{{Id: "sx_1", AskId: "r1/ask_1", GrantedBy: "dave", Until: tsAt(720 * time.Hour), Scope: "payments.pay vendor=V-1187"}}
+	if r.GetIncludeInactive() {
+		out = append(out, &tollgatev1.StandingException{Id: "sx_0", AskId: "r0/ask_1", GrantedBy: "dave", Until: tsAt(-time.Hour), Scope: "payments.pay"},
+			&tollgatev1.StandingException{Id: "sx_9", AskId: "r9/ask_1", GrantedBy: "dave", Until: tsAt(time.Hour), Scope: "x", Revoked: true, RevokedBy: "carol"})
+	}
+	return &tollgatev1.ListExceptionsResponse{Exceptions: out}, nil
+}
+
+func (fakePlane) RevokeException(_ context.Context, r *tollgatev1.RevokeExceptionRequest) (*tollgatev1.RevokeExceptionResponse, error) {
+	if err := failFor(r.GetExceptionId()); err != nil {
+		return nil, err
+	}
+	return &tollgatev1.RevokeExceptionResponse{Exception: &tollgatev1.StandingException{Id: r.GetExceptionId(), Revoked: true, RevokedBy: "dave"}}, nil
+}
+
+func (fakePlane) VerifyJournal(_ context.Context, r *tollgatev1.VerifyJournalRequest) (*tollgatev1.VerifyJournalResponse, error) {
+	if err := failFor(r.GetRunId()); err != nil {
+		return nil, err
+	}
+	out := []*tollgatev1.JournalVerification{{RunId: "r1", Ok: true}, {RunId: "r2", Ok: true}}
+	if r.GetRunId() == "bad" {
+		out = append(out, &tollgatev1.JournalVerification{RunId: "bad", FirstBrokenSeq: 4, Reason: "hash mismatch"})
+	}
+	return &tollgatev1.VerifyJournalResponse{Results: out}, nil
+}
+
+func (fakePlane) CheckInvariants(_ context.Context, r *tollgatev1.CheckInvariantsRequest) (*tollgatev1.CheckInvariantsResponse, error) {
+	out := &tollgatev1.CheckInvariantsResponse{RunsChecked: 2}
+	if r.GetRunId() == "bad" {
+		out.Violations = []*tollgatev1.InvariantViolation{{Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL, RunId: "bad", StepId: "pay", Detail: "started before its approval"}}
+	}
+	return out, nil
+}
+
+func (fakePlane) StartRun(_ context.Context, r *tollgatev1.StartRunRequest) (*tollgatev1.StartRunResponse, error) {
+	if err := failFor(r.GetSkill()); err != nil {
+		return nil, err
+	}
+	id := "r1"
+	if r.GetSkill() == "fail" {
+		id = "r_fail"
+	}
+	return &tollgatev1.StartRunResponse{Run: fakeRun(id, tollgatev1.RunState_RUN_STATE_RUNNING), Created: r.GetRequestId() == ""}, nil
+}
+
+func (fakePlane) GetRun(_ context.Context, r *tollgatev1.GetRunRequest) (*tollgatev1.GetRunResponse, error) {
+	if err := failFor(r.GetRunId()); err != nil {
+		return nil, err
+	}
+	state := tollgatev1.RunState_RUN_STATE_PARKED
+	if strings.Contains(r.GetRunId(), "live") {
+		state = tollgatev1.RunState_RUN_STATE_RUNNING
+	}
+	return &tollgatev1.GetRunResponse{Run: fakeRun(r.GetRunId(), state)}, nil
+}
+
+func (fakePlane) ListRuns(_ context.Context, r *tollgatev1.ListRunsRequest) (*tollgatev1.ListRunsResponse, error) {
+	if err := failFor(r.GetRequester()); err != nil {
+		return nil, err
+	}
+	return &tollgatev1.ListRunsResponse{NextPageToken: "p2", Runs: []*tollgatev1.RunSummary{
+		{Id: "r1", PlanName: "pay-invoice", Requester: "alice", State: tollgatev1.RunState_RUN_STATE_PARKED, OpenAsks: 1, CreatedAt: tsAt(-3 * time.Hour)},
+		{Id: "r2", Skill: "greet", PlanName: "greet", Requester: "bob", State: tollgatev1.RunState_RUN_STATE_COMPLETE, CreatedAt: tsAt(-50 * time.Hour)}}}, nil
+}
+
+func (fakePlane) WatchRun(r *tollgatev1.WatchRunRequest, s grpc.ServerStreamingServer[tollgatev1.WatchRunResponse]) error {
+	if err := failFor(r.GetRunId()); err != nil {
+		return err
+	}
+	end := tollgatev1.RunState_RUN_STATE_PARKED
+	if strings.Contains(r.GetRunId(), "fail") {
+		end = tollgatev1.RunState_RUN_STATE_FAILED
+	}
+	for i, st := range []tollgatev1.RunState{tollgatev1.RunState_RUN_STATE_RUNNING, end} {
+		run := fakeRun(r.GetRunId(), st)
+		if err := s.Send(&tollgatev1.WatchRunResponse{Event: &tollgatev1.RunEvent{Time: tsAt(time.Duration(i) * time.Second), Run: run}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (fakePlane) CancelRun(_ context.Context, r *tollgatev1.CancelRunRequest) (*tollgatev1.CancelRunResponse, error) {
+	if err := failFor(r.GetRunId()); err != nil {
+		return nil, err
+	}
+	return &tollgatev1.CancelRunResponse{Run: fakeRun(r.GetRunId(), tollgatev1.RunState_RUN_STATE_CANCELLED),
+		Report: &tollgatev1.CancellationReport{Text: "ran read; did not run pay."}}, nil
+}
+
+func (fakePlane) CreateRun(_ context.Context, r *tollgatev1.CreateRunRequest) (*tollgatev1.CreateRunResponse, error) {
+	if err := failFor(r.GetRequestId()); err != nil {
+		return nil, err
+	}
+	return &tollgatev1.CreateRunResponse{Run: &tollgatev1.Run{Id: "r_ext"}, Created: r.GetName() != "again"}, nil
+}
+
+func (fakePlane) OpenGate(_ context.Context, r *tollgatev1.OpenGateRequest) (*tollgatev1.OpenGateResponse, error) {
+	if err := failFor(r.GetGate()); err != nil {
+		return nil, err
+	}
+	a := fakeAsk("r_ext/" + r.GetGate())
+	a.StoppingPointId = r.GetGate()
+	g := &tollgatev1.Gate{Ask: a, Outcome: tollgatev1.GateOutcome_GATE_OUTCOME_APPROVED, DecidedBy: "dave", DecidedAt: tsAt(time.Hour)}
+	switch {
+	case r.GetGate() == "nowait":
+		g.Outcome = tollgatev1.GateOutcome_GATE_OUTCOME_PENDING
+	case r.GetGate() == "no":
+		g.Outcome, g.Reason = tollgatev1.GateOutcome_GATE_OUTCOME_REJECTED, "not this month"
+	}
+	return &tollgatev1.OpenGateResponse{RunId: "r_ext", Gate: g, Created: true}, nil
+}
+
+func (fakePlane) RecordStep(_ context.Context, r *tollgatev1.RecordStepRequest) (*tollgatev1.RecordStepResponse, error) {
+	return &tollgatev1.RecordStepResponse{}, nil
+}
+
+func (fakePlane) FinishRun(_ context.Context, r *tollgatev1.FinishRunRequest) (*tollgatev1.FinishRunResponse, error) {
+	if err := failFor(r.GetRunId()); err != nil {
+		return nil, err
+	}
+	st := tollgatev1.RunState_RUN_STATE_COMPLETE
+	if r.GetFailed() {
+		st = tollgatev1.RunState_RUN_STATE_FAILED
+	}
+	return &tollgatev1.FinishRunResponse{Run: &tollgatev1.Run{Id: r.GetRunId(), State: st, StateReason: r.GetReason()}}, nil
+}
+
+func TestVerbsGolden(t *testing.T) {
+	// Some verbs print times in the local zone: the golden file has them
+	// in UTC, whatever the machine's zone.
+	var local []string
+	for _, d := range []time.Duration{-time.Hour, 0, time.Second, time.Hour, 8 * time.Hour, 720 * time.Hour} {
+		for _, layout := range []string{"2006-01-02 15:04", "15:04:05"} {
+			local = append(local, base.Add(d).Local().Format(layout), base.Add(d).Format(layout))
+		}
+	}
+	inUTC := strings.NewReplacer(local...)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	f := fakePlane{}
+	tollgatev1.RegisterRunServiceServer(srv, f)
+	tollgatev1.RegisterApprovalServiceServer(srv, f)
+	tollgatev1.RegisterAuditServiceServer(srv, f)
+	tollgatev1.RegisterGateServiceServer(srv, f)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	addr := lis.Addr().String()
+	dir := t.TempDir()
+	evidence := filepath.Join(dir, "note.txt")
+	if err := os.WriteFile(evidence, []byte("the invoice, signed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	type verbCase struct{ args, stdin string }
+	cases := []verbCase{
+		{args: "asks"}, {args: "asks -o json"},
+		{args: "asks show r1/ask_1"}, {args: "asks show r1/ask_1 -o json"}, {args: "asks show r1/nope"}, {args: "asks show r1/down"},
+		{args: "approve r1/ask_1"}, {args: "approve r1/ask_1 -o json"}, {args: "approve r1/taken --payload sha256:p1 --evidence sha256:e1"},
+		{args: "approve r1/nope"}, {args: "approve r1/ask_1 --until 720h --scope s --reason r"}, {args: "approve r1/ask_1 --until 720h"},
+		{args: "reject r1/ask_1 --reason no"}, {args: "reject r1/ask_1"}, {args: "reject r1/taken --reason no -o json"},
+		{args: "revoke r1/ask_1 --reason oops"}, {args: "request-evidence r1/ask_1 --what receipts"},
+		{args: "delegate r1/ask_1 --to carol --reason away"}, {args: "delegate r1/ask_1 --to carol"},
+		{args: "amend r1/ask_1 amount 300000"}, {args: "amend r1/ask_1 amount 300000 -o json"}, {args: "amend r1/taken amount 1"},
+		{args: "standing"}, {args: "standing --all -o json"}, {args: "standing revoke sx_1 --reason done"},
+		{args: "standing revoke sx_1 --reason done -o json"}, {args: "standing revoke sx_1"}, {args: "standing revoke nope --reason x"},
+		{args: "evidence r1/ask_1 " + evidence}, {args: "evidence r1/ask_1 " + evidence + " -o json"}, {args: "evidence r1/ask_1 /does/not/exist"},
+		{args: "answer r1/ask_1 1"}, {args: "answer r1/ask_1 1 -o json"}, {args: "answer r1/ask_1", stdin: "menu\n1\n"},
+		{args: "answer r1/ask_1 -o json", stdin: "menu\n"}, {args: "answer r1/nope 1"},
+		{args: "audit"}, {args: "audit -o json"}, {args: "audit --run bad"}, {args: "audit --run bad -o json"}, {args: "audit --run down"},
+		{args: "watch"}, {args: "watch -o json"}, {args: "watch --run r1"},
+		{args: "runs"}, {args: "runs -o json"}, {args: "runs --state parked --state nosuch"}, {args: "runs --requester down"},
+		{args: "runs show r1"}, {args: "runs show r1 -o json"}, {args: "runs show nope"},
+		{args: "runs cancel r1 --reason stop"}, {args: "runs cancel r1 -o json"}, {args: "runs cancel taken"},
+		{args: "run greet"}, {args: "run greet -o json"}, {args: "run greet --request-id k1"}, {args: "run greet --wait"},
+		{args: "run greet --wait -o json"}, {args: "run fail --wait"}, {args: "run down"},
+		{args: "begin --request-id k1"}, {args: "begin --request-id k1 --name again -o json"}, {args: "begin"}, {args: "begin --request-id down"},
+		{args: "finish --run r_ext"}, {args: "finish --run r_ext --failed broke -o json"}, {args: "finish"}, {args: "finish --run taken"},
+		{args: "gate claims --summary s --run r_ext"}, {args: "gate claims --summary s --run r_ext -o json"}, {args: "gate no --summary s --run r_ext"},
+		{args: "gate nowait --summary s --run r_ext --no-wait"}, {args: "gate claims --run r_ext"}, {args: "gate nope --summary s --run r_ext"},
+		{args: "step extract --run r1 -- true"}, {args: "step extract --run live1 -- sh -c exit\\ 3"}, {args: "step read --run live1 -- true"},
+		{args: "step extract --run live1 -- echo hi"}, {args: "step extract -- true"}, {args: "step extract --run nope -- true"},
+	}
+	for _, verb := range []string{"", "asks", "asks show", "approve", "reject", "revoke", "request-evidence", "delegate", "amend", "standing",
+		"standing revoke", "evidence", "answer", "audit", "watch", "runs", "runs show", "runs cancel", "run", "begin", "finish", "gate", "step",
+		"grant", "grant verify", "plan"} {
+		cases = append(cases, verbCase{args: strings.TrimSpace(verb + " --help")})
+	}
+	var got bytes.Buffer
+	for _, c := range cases {
+		for _, who := range []string{"--token tok", ""} {
+			if who == "" && c.args != "asks" && c.args != "run greet" {
+				continue // one verb each way is enough to pin the no-token path
+			}
+			args := append(strings.Fields(strings.ReplaceAll(c.args, `\ `, "\x00")), "--server", addr)
+			args = append(args, strings.Fields(who)...)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "\x00", " ")
+			}
+			var stdout, stderr bytes.Buffer
+			cfg := Config{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string {
+				if k == "TOLLGATE_HOME" {
+					return dir
+				}
+				return ""
+			}, Now: func() time.Time { return base.Add(90 * time.Minute) }, Terminal: func(io.Writer) bool { return false }}
+			if c.stdin != "" {
+				cfg.Stdin = strings.NewReader(c.stdin)
+			}
+			err := Run(context.Background(), args, cfg)
+			out := inUTC.Replace(strings.ReplaceAll(stdout.String()+"\x01"+stderr.String(), addr, "ADDR"))
+			out = strings.ReplaceAll(out, dir, "DIR")
+			so, se, _ := strings.Cut(out, "\x01")
+			fmt.Fprintf(&got, "=== approvectl %s %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.ReplaceAll(c.args, dir, "DIR"), who, ExitCode(err), so, se)
+		}
+	}
+	golden := filepath.Join("testdata", "verbs.golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		g, w := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < max(len(g), len(w)); i++ {
+			if i >= len(g) || i >= len(w) || g[i] != w[i] {
+				lo := max(0, i-8)
+				t.Fatalf("verbs print otherwise than testdata/verbs.golden from line %d:\n got:\n%s\n want:\n%s", i+1,
+					strings.Join(g[lo:min(len(g), i+4)], "\n"), strings.Join(w[lo:min(len(w), i+4)], "\n"))
+			}
+		}
+	}
+}

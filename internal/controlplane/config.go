@@ -1,0 +1,216 @@
+package controlplane
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+)
+
+// Options are the control plane's settings. One table (settings) names
+// each one as a flag and as a config-file key, with its default and its
+// help; a setting given on the command line wins over the file.
+type Options struct {
+	Listen        string
+	AdminListen   string
+	PProf         bool    // net/http/pprof on the admin listener
+	OTLPEndpoint  string  // OTLP gRPC collector for traces; empty: off
+	TraceSample   float64 // share of runs traced
+	Redis         string
+	AllowVolatile bool
+	Dev           bool
+	Home          string
+	Catalogs      []string
+	Issuer        string
+	Audience      string
+	JWTKeys       []string // PEM public keys; the key id is the file name without extension
+	Policy        string   // casbin policy CSV (pkg/authz); watched and reloaded
+	PolicyModel   string   // casbin model; default: the built-in one
+	// PolicyAllowEmpty accepts a policy with no p rule; PolicyMaxDrop is
+	// the share of the rules in force one reload may drop (authz.Guard).
+	PolicyAllowEmpty bool
+	PolicyMaxDrop    float64
+	Domain           string   // the policy domain of this plane's runs
+	AgentOwners      []string // AGENT=PERSON
+	EscalateTo       string   // role an ask nobody may decide goes to
+	DeadlinePass     time.Duration
+	Webhooks         []WebhookOption // config file only: secrets are read from files
+	AskExpiry        time.Duration
+	Reflection       bool
+	DrainTimeout     time.Duration
+	GrantKey         string // PEM (PKCS#8) Ed25519 private key that signs grants
+	LeaseTTL         time.Duration
+	GateGrantTTL     time.Duration
+	// The executor listener: mTLS, ExecutorService only.
+	ExecutorListen string
+	ExecutorCert   string // the listener's certificate (PEM)
+	ExecutorKey    string
+	ExecutorCA     string // CA bundle that executors' client certificates chain to
+	TrustDomain    string
+	// Bounds on what callers can make a replica hold in memory.
+	PlanCache           int
+	MaxWatchesPerCaller int
+}
+
+// WebhookOption is one webhook receiver in the config file. The secret is
+// read from SecretFile (at least 16 bytes), never written in the config.
+type WebhookOption struct {
+	Name       string   `yaml:"name"`
+	URL        string   `yaml:"url"`
+	SecretFile string   `yaml:"secret_file"`
+	Roles      []string `yaml:"roles"`
+	People     []string `yaml:"people"`
+	Kinds      []string `yaml:"kinds"`
+}
+
+// setting is one row of the table: where it is kept (a pointer into
+// Options), its flag (empty: config file only), its config-file key, its
+// default and its help. A file value that is the zero value of its type
+// leaves the setting as it is; a list in the file adds to the flags'.
+type setting struct {
+	value any // *string, *bool, *int, *float64, *time.Duration, *[]string, *[]WebhookOption
+	flag  string
+	key   string
+	def   any // nil: the zero value
+	help  string
+}
+
+// settings is the one table of the control plane's settings.
+func (o *Options) settings() []setting {
+	return []setting{
+		{&o.Listen, "listen", "listen", "", "gRPC listen address (default 127.0.0.1:7443 with --dev)"},
+		{&o.AdminListen, "admin-listen", "admin_listen", "", "admin HTTP address for /healthz and /metrics (Prometheus) (empty: off)"},
+		{&o.OTLPEndpoint, "otlp-endpoint", "otlp_endpoint", "", "send traces by OTLP gRPC to this HOST:PORT (Jaeger, a collector); empty: no tracing"},
+		{&o.TraceSample, "trace-sample", "trace_sample", 1.0, "share of runs traced, 0 < S ≤ 1; executors follow the decision through each lease"},
+		{&o.PProf, "pprof", "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin listener (needs --admin-listen)"},
+		{&o.Redis, "redis", "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock"},
+		{&o.AllowVolatile, "allow-volatile-store", "allow_volatile_store", false, "accept a Redis that keeps nothing on disk (appendonly no)"},
+		{&o.Dev, "dev", "dev", false, "development mode: memory store, dev key and tokens, loopback only"},
+		{&o.Home, "home", "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)"},
+		{&o.Catalogs, "catalog", "catalogs", nil, "tool catalog file (repeatable; default: the built-in example catalog); executors' advertised annotations make it stricter, never laxer"},
+		{&o.Issuer, "jwt-issuer", "jwt_issuer", "tollgate-dev", "required JWT issuer"},
+		{&o.Audience, "jwt-audience", "jwt_audience", "tollgate", "required JWT audience"},
+		{&o.JWTKeys, "jwt-key", "jwt_keys", nil, "Ed25519 public key PEM that signs tokens (repeatable)"},
+		{&o.Policy, "policy", "policy", "", "policy file (CSV, pkg/authz): roles, limits, quorum, separation of duties, delegations; reloaded on change (--dev: examples/policy.csv copied to the dev folder)"},
+		{&o.PolicyModel, "policy-model", "policy_model", "", "casbin model file (default: the built-in one)"},
+		{&o.PolicyAllowEmpty, "policy-allow-empty", "policy_allow_empty", false, "accept a policy with no p rule, which denies every decision (without it such a file fails the start, and a reload to it keeps the last good policy)"},
+		{&o.PolicyMaxDrop, "policy-max-drop", "policy_max_drop", authz.DefaultMaxDrop, "largest share of the rules in force, 0 < S ≤ 1, one policy reload may drop; a reload dropping more keeps the last good policy and logs an error (1: no limit)"},
+		{&o.Domain, "domain", "domain", "acme", "policy domain of this control plane's runs"},
+		{&o.EscalateTo, "escalate-to", "escalate_to", "", "role an ask goes to when policy leaves nobody eligible and its recipe names no escalation (--dev: finance)"},
+		{&o.DeadlinePass, "deadline-pass", "deadline_pass", 15 * time.Second, "how often the deadline pass applies due reminders, escalations and expiries (readers apply them anyway)"},
+		{&o.AgentOwners, "agent-owner", "agent_owners", nil, "AGENT=PERSON: PERSON owns the agent principal AGENT; separation of duties excludes both (repeatable)"},
+		{&o.Webhooks, "", "webhooks", nil, ""},
+		{&o.AskExpiry, "ask-expiry", "ask_expiry", engine.DefaultAskExpiry, "deadline of an ask whose recipe sets none"},
+		{&o.Reflection, "reflection", "reflection", false, "serve gRPC reflection"},
+		{&o.GrantKey, "grant-key", "grant_key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)"},
+		{&o.DrainTimeout, "drain-timeout", "drain_timeout", 10 * time.Second, "how long shutdown waits for in-flight RPCs"},
+		{&o.LeaseTTL, "lease-ttl", "lease_ttl", 10 * time.Second, "a lease whose executor sends no heartbeat for this long is lost"},
+		{&o.GateGrantTTL, "gate-grant-ttl", "gate_grant_ttl", DefaultGateGrantTTL, "how long the grant of an approved gate (approvectl gate) stays valid after the approval"},
+		{&o.ExecutorListen, "executor-listen", "executor_listen", "", "executor listener address: mTLS, ExecutorService only (default 127.0.0.1:7444 with --dev; empty: no executors)"},
+		{&o.ExecutorCert, "executor-cert", "executor_cert", "", "certificate (PEM) of the executor listener (--dev: minted in the dev folder)"},
+		{&o.ExecutorKey, "executor-key", "executor_key", "", "private key (PEM) of --executor-cert"},
+		{&o.ExecutorCA, "executor-ca", "executor_ca", "", "CA bundle (PEM) executors' client certificates must chain to"},
+		{&o.TrustDomain, "trust-domain", "trust_domain", identity.DefaultTrustDomain, "executors are spiffe://TRUST-DOMAIN/executor/NAME in their certificate's URI SAN"},
+		{&o.PlanCache, "plan-cache", "plan_cache", runner.DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations), least recently used evicted; an evicted plan is read from the store again"},
+		{&o.MaxWatchesPerCaller, "max-watches-per-caller", "max_watches_per_caller", DefaultMaxWatchesPerCaller, "watch streams (WatchRun, WatchAsks) one caller may hold open at once; more are refused with RESOURCE_EXHAUSTED"},
+	}
+}
+
+// register defines every setting that has a flag on fs, and --config,
+// whose value it returns.
+func (o *Options) register(fs *flag.FlagSet) *string {
+	configFile := fs.String("config", "", "YAML config file (flags override it)")
+	for _, s := range o.settings() {
+		if s.flag == "" {
+			continue
+		}
+		switch p := s.value.(type) {
+		case *string:
+			fs.StringVar(p, s.flag, s.def.(string), s.help)
+		case *bool:
+			fs.BoolVar(p, s.flag, s.def.(bool), s.help)
+		case *int:
+			fs.IntVar(p, s.flag, s.def.(int), s.help)
+		case *float64:
+			fs.Float64Var(p, s.flag, s.def.(float64), s.help)
+		case *time.Duration:
+			fs.DurationVar(p, s.flag, s.def.(time.Duration), s.help)
+		case *[]string:
+			fs.Var(listFlag{p}, s.flag, s.help)
+		default:
+			panic(fmt.Sprintf("setting %s: no flag for %T", s.flag, s.value)) // a bug in the table
+		}
+	}
+	return configFile
+}
+
+// load reads a YAML config file into o: each key must name a setting; a
+// setting given on the command line keeps its flag's value.
+func (o *Options) load(path string, fs *flag.FlagSet) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil // an empty file
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return fmt.Errorf("config %s: line %d: want a mapping of settings", path, top.Line)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	byKey := map[string]setting{}
+	for _, s := range o.settings() {
+		byKey[s.key] = s
+	}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k, v := top.Content[i], top.Content[i+1]
+		s, ok := byKey[k.Value]
+		if !ok {
+			return fmt.Errorf("config %s: line %d: unknown setting %q", path, k.Line, k.Value)
+		}
+		if s.flag != "" && set[s.flag] && !isList(s.value) {
+			continue // the command line wins
+		}
+		// Decode into a fresh value of the setting's type, then apply it.
+		fresh := reflect.New(reflect.TypeOf(s.value).Elem())
+		if err := v.Decode(fresh.Interface()); err != nil {
+			return fmt.Errorf("config %s: line %d: %s: %w", path, v.Line, k.Value, err)
+		}
+		dst := reflect.ValueOf(s.value).Elem()
+		switch {
+		case isList(s.value):
+			dst.Set(reflect.AppendSlice(dst, fresh.Elem()))
+		case !fresh.Elem().IsZero():
+			dst.Set(fresh.Elem())
+		}
+	}
+	return nil
+}
+
+func isList(v any) bool { return reflect.TypeOf(v).Elem().Kind() == reflect.Slice }
+
+// listFlag is a repeatable flag.
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+func (l listFlag) Set(s string) error { *l.v = append(*l.v, s); return nil }

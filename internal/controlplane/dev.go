@@ -1,0 +1,91 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+)
+
+// devConfig is who --dev mints credentials for.
+type devConfig struct {
+	// Users get tokens: the people of the dev policy
+	// (examples/policy.csv), audrey (auditor) and otto (operator), who may
+	// read every run, and mallory, who is in no policy row.
+	Users []string
+	// Executors get client certificates: the executor --dev starts
+	// (the first), and two for executors started by hand
+	// (examples/executor.yaml).
+	Executors []string
+}
+
+func defaultDev() devConfig {
+	return devConfig{
+		Users:     []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"},
+		Executors: []string{"dev-executor", "edge-1", "edge-2"},
+	}
+}
+
+// setUpDev sets up dev mode: loopback listeners, credentials minted in
+// the dev folder, the example policy, and the embedded store. It fills in
+// o's dev defaults and says on mc.Stdout what it made.
+func setUpDev(mc MainConfig, o *Options, dev devConfig) (store.Store, identity.DevBundle, error) {
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:7443"
+	}
+	if !identity.Loopback(o.Listen) || (o.AdminListen != "" && !identity.Loopback(o.AdminListen)) {
+		return nil, identity.DevBundle{}, fmt.Errorf("--dev listens on loopback only; %s is not", o.Listen)
+	}
+	if o.ExecutorListen == "" {
+		o.ExecutorListen = "127.0.0.1:7444"
+	}
+	if !identity.Loopback(o.ExecutorListen) {
+		return nil, identity.DevBundle{}, fmt.Errorf("--dev listens on loopback only; %s is not", o.ExecutorListen)
+	}
+	dir := filepath.Join(o.Home, "dev")
+	b, err := identity.MintDev(dir, dev.Users, o.Issuer, o.Audience, 30*24*time.Hour, time.Now())
+	if err != nil {
+		return nil, identity.DevBundle{}, fmt.Errorf("mint dev identities: %w", err)
+	}
+	if o.ExecutorCert == "" {
+		pki, err := identity.MintDevPKI(filepath.Join(dir, "pki"), o.TrustDomain, dev.Executors, 30*24*time.Hour, time.Now())
+		if err != nil {
+			return nil, identity.DevBundle{}, fmt.Errorf("mint dev certificates: %w", err)
+		}
+		o.ExecutorCert, o.ExecutorKey, o.ExecutorCA = pki.Server.Cert, pki.Server.Key, pki.CA
+	}
+	if o.EscalateTo == "" {
+		o.EscalateTo = "finance"
+	}
+	if o.Policy == "" {
+		o.Policy = filepath.Join(dir, "policy.csv")
+		if _, err := os.Stat(o.Policy); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(o.Policy, examples.Policy, 0o644); err != nil {
+				return nil, identity.DevBundle{}, fmt.Errorf("write dev policy: %w", err)
+			}
+		}
+	}
+	fmt.Fprintf(mc.Stdout, `Tollgate control plane (dev mode)
+  store:   in memory — nothing survives this process
+  tokens:  %s (users %s)
+  policy:  %s (edit it: reloaded within a second)
+  certs:   %s (executors %s)
+  use:     approvectl --as alice run graph-ask-demo --wait
+           TOLLGATE_TOKEN=$(cat %s) approvectl asks
+`, filepath.Join(dir, "tokens"), strings.Join(dev.Users, ", "), o.Policy, filepath.Join(dir, "pki"), strings.Join(dev.Executors, ", "), b.TokenPaths["alice"])
+	return memstore.New(memstore.Config{}), b, nil
+}
+
+// devExecutorTLS is the client TLS of the executor --dev starts.
+func devExecutorTLS(o *Options, dev devConfig) (string, string) {
+	pki := filepath.Join(o.Home, "dev", "pki")
+	name := dev.Executors[0]
+	return filepath.Join(pki, "executor-"+name+".pem"), filepath.Join(pki, "executor-"+name+".key")
+}
