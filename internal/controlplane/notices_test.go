@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
@@ -112,7 +113,7 @@ b: payments.pay {"vendor": "V-1", "invoice": "I-1", "amount": 5000, "currency": 
 	for _, r := range journal(t, e, id) {
 		kinds[r.GetKind()]++
 	}
-	if kinds["ask.escalated"] != 1 || kinds["ask.reminded"] != 1 {
+	if kinds[engine.JournalAskEscalated] != 1 || kinds[engine.JournalAskReminded] != 1 {
 		t.Fatalf("the escalation and a reminder in the journal: %v", kinds)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -125,7 +126,7 @@ b: payments.pay {"vendor": "V-1", "invoice": "I-1", "amount": 5000, "currency": 
 	for {
 		n := 0
 		for _, r := range journal(t, e, id) {
-			if r.GetKind() == "notice.delivery" && strings.Contains(r.GetPayloadJson(), `"outcome":"delivered"`) {
+			if r.GetKind() == engine.JournalNoticeDelivery && strings.Contains(r.GetPayloadJson(), `"outcome":"delivered"`) {
 				n++
 			}
 		}

@@ -52,9 +52,9 @@ func (d *Desk) Noticed(ctx context.Context, _ runner.Recorder, run *engine.Run, 
 		return
 	}
 	switch kind {
-	case "reminder":
+	case engine.NoticeReminder:
 		d.notify(ctx, run, a, webhook.KindReminder)
-	case "escalated":
+	case engine.NoticeEscalated:
 		d.notify(ctx, run, a, webhook.KindEscalated)
 	}
 }
@@ -111,7 +111,7 @@ func (j DeliveryJournal) Delivered(ctx context.Context, d webhook.Delivery) erro
 		return fmt.Errorf("delivery for ask %q: no run", d.AskID)
 	}
 	_, err := j.Runner.Event(ctx, runID, func(now time.Time) engine.Event {
-		return engine.Note{Kind: "notice.delivery", At: now, Payload: map[string]any{"ask": d.AskID, "endpoint": d.Endpoint, "event": d.Kind,
+		return engine.Note{Kind: engine.JournalNoticeDelivery, At: now, Payload: map[string]any{"ask": d.AskID, "endpoint": d.Endpoint, "event": d.Kind,
 			"delivery": d.ID, "attempt": d.Attempt, "outcome": string(d.Outcome), "status": d.Status, "error": d.Err, "final": d.Final}}
 	})
 	return err
