@@ -55,7 +55,7 @@ func toStatus(err error) error {
 	case errors.Is(err, errkind.Unimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, store.ErrUnavailable):
-		return status.Error(codes.Unavailable, clientText(err))
+		return status.Error(codes.Unavailable, errkind.ClientText(err))
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -71,17 +71,6 @@ type cutError struct{ error }
 
 func (e cutError) Error() string { return limits.Truncate(e.error.Error(), limits.MaxErrorBytes) }
 func (e cutError) Unwrap() error { return e.error }
-
-// clientText is what a client (a caller or an executor) is told of err.
-// A store that is unavailable is named only as that: the error it wraps
-// names the store's socket or address, which go to the server's log,
-// never to a client.
-func clientText(err error) string {
-	if errors.Is(err, store.ErrUnavailable) {
-		return store.ErrUnavailable.Error() + "; retry later"
-	}
-	return err.Error()
-}
 
 // unaryErrors is the unary interceptor that maps and logs errors.
 func unaryErrors(log *slog.Logger) grpc.UnaryServerInterceptor {

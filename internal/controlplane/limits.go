@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,9 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
-	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
@@ -189,31 +185,6 @@ func visit(path string, v protoreflect.Value, set func(protoreflect.Value), f fu
 		})
 	}
 	return true
-}
-
-// leaseFits checks a lease against the message limit. The engine never
-// dispatches a step whose resolved args or prompt exceed
-// limits.MaxValueBytes, so a lease fits by construction; this is the
-// stream's own guard should that ever change.
-func leaseFits(msg *tollgatev1.ControlMessage) error {
-	if n := proto.Size(msg); n > limits.MaxMessageBytes {
-		return fmt.Errorf("its lease is %d bytes, more than the %s message limit, so it was not sent: %w", n, limits.Size(limits.MaxMessageBytes), errkind.Undeliverable)
-	}
-	return nil
-}
-
-// refuseStep fails a queued step the dispatcher will not hand out (on a
-// record worker: d.mu may be held). Its attempt never ran.
-func (d *ExecDispatcher) refuseStep(o offer, why string) {
-	d.handle(func() {
-		_, err := o.rec.Event(context.Background(), o.runID, func(now time.Time) engine.Event {
-			return engine.StepRefused{Step: o.d.Step, Attempt: o.d.Attempt, Reason: why, At: now}
-		})
-		if err != nil && !engineRefusal(err) {
-			// Still queued in the store: offered again at the next start-up.
-			d.cfg.Log.Warn("the refusal of a step was not recorded", "run", o.runID, "step", o.d.Step, "error", err)
-		}
-	})
 }
 
 // inputsTooLarge bounds a run's inputs, names and values together, as one

@@ -19,6 +19,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/dispatch"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
@@ -49,7 +50,7 @@ const (
 type Config struct {
 	Store    store.Store
 	Verifier *identity.Verifier
-	Catalog  *compiler.Catalog // with the built-in dispatcher, executors' hellos make it stricter (toolviews.go)
+	Catalog  *compiler.Catalog // with the built-in dispatcher, executors' hellos make it stricter (dispatch/toolviews.go)
 	Skills   Skills
 	// Policy, Domain, Owners, EscalateTo and Notifier: see
 	// approvals.Config.
@@ -101,7 +102,7 @@ type Server struct {
 	Runner    *runner.Runner
 	health    *health.Server
 	log       *slog.Logger
-	execs     *ExecDispatcher
+	execs     *dispatch.Dispatcher
 	svc       *Services
 }
 
@@ -115,9 +116,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	var execs *ExecDispatcher
+	var execs *dispatch.Dispatcher
 	if cfg.Dispatcher == nil {
-		execs = NewExecDispatcher(DispatcherConfig{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL, Tracing: cfg.Tracing, Catalog: cfg.Catalog})
+		execs = dispatch.New(dispatch.Config{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL, Tracing: cfg.Tracing, Catalog: cfg.Catalog})
 		cfg.Dispatcher = execs
 	}
 	observers := cfg.Observers
@@ -241,7 +242,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 		<-done
 	}
 	if s.execs != nil {
-		s.execs.closeOnce.Do(s.execs.Close)
+		s.execs.Close()
 	}
 }
 

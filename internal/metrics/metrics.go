@@ -94,7 +94,7 @@ type Metrics struct {
 	runs         metric.Int64ObservableGauge
 	asks         metric.Int64ObservableGauge
 
-	meter          metric.Meter // for sources registered after New (Report)
+	meter metric.Meter // for sources registered after New (Report)
 
 	// Attribute sets made once, by the engine's word for them.
 	outcomes     map[string]labels // run state → outcome

@@ -1,4 +1,4 @@
-package controlplane
+package dispatch
 
 import (
 	"fmt"
@@ -116,7 +116,7 @@ func sameEffects(a, b *compiler.Catalog) bool {
 
 // Catalog is the catalog recipes compile against: the configured one,
 // each tool as strict as any executor has advertised it (toolViews).
-func (d *ExecDispatcher) Catalog() *compiler.Catalog { return d.views.catalog() }
+func (d *Dispatcher) Catalog() *compiler.Catalog { return d.views.catalog() }
 
 // refuseUngoverned keeps a tool step that its plan took as read-only from
 // every executor once some executor has advertised the tool as
@@ -124,7 +124,7 @@ func (d *ExecDispatcher) Catalog() *compiler.Catalog { return d.views.catalog() 
 // approval governs the step and its lease would go out without a grant
 // (I1, I2). The step fails with the reason instead; it reports whether it
 // did. d.mu is held: the failure is recorded on a record worker.
-func (d *ExecDispatcher) refuseUngoverned(o offer) bool {
+func (d *Dispatcher) refuseUngoverned(o offer) bool {
 	if o.d.Kind != plan.KindTool || o.d.SideEffect {
 		return false
 	}

@@ -1,0 +1,191 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// session is one executor's stream: what it offers (labels, tools,
+// prose), the credits it has left, and the queue its sender sends from.
+type session struct {
+	id       string
+	executor string
+	labels   []string
+	tools    map[string]bool // "server.tool"
+	prose    bool
+	credits  int
+	out      chan *tollgatev1.ControlMessage
+	// silent is set when a lease of this session expired without a
+	// heartbeat: the executor may be stopped or cut off, so it gets no new
+	// lease until it is heard from again.
+	silent bool
+}
+
+func (s *session) takes(o offer) bool {
+	if o.d.On != "" && !slices.Contains(s.labels, o.d.On) {
+		return false
+	}
+	if o.d.Kind == plan.KindProse {
+		return s.prose
+	}
+	return s.tools[o.d.Server+"."+o.d.Tool]
+}
+
+// Connect serves one executor's stream: hello, then leases down and
+// acks, starts, heartbeats and results up.
+func (d *Dispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) error {
+	ctx := stream.Context()
+	p, ok := identity.FromContext(ctx)
+	if !ok {
+		return fmt.Errorf("no authenticated executor: %w", errkind.Unauthenticated)
+	}
+	if p.Kind != identity.KindExecutor {
+		return fmt.Errorf("%s %s may not open an executor stream: %w", p.Kind, p.Subject, errkind.Denied)
+	}
+	who := p.Subject
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return fmt.Errorf("the first message must be hello: %w", errkind.Invalid)
+	}
+	if id := hello.GetExecutorId(); id != "" && id != who {
+		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", limits.Short(id), who, errkind.Denied)
+	}
+	d.mu.Lock()
+	d.seq++
+	s := &session{id: fmt.Sprintf("%s#%d", hello.GetExecutorId(), d.seq), executor: hello.GetExecutorId(), labels: hello.GetLabels(),
+		tools: map[string]bool{}, prose: hello.GetProse() != nil, credits: int(hello.GetCapacityCredits()),
+		out: make(chan *tollgatev1.ControlMessage, 1024)}
+	d.mu.Unlock()
+	if s.executor == "" {
+		s.executor = who
+	}
+	for _, t := range hello.GetTools() {
+		s.tools[t.GetServer()+"."+t.GetTool()] = true
+	}
+	d.views.advertised(s.executor, hello.GetTools())
+	welcome := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Welcome{Welcome: &tollgatev1.Welcome{SessionId: s.id,
+		HeartbeatInterval: durationpb.New(d.cfg.LeaseTTL / 3), LeaseTtl: durationpb.New(d.cfg.LeaseTTL)}}}
+	if err := stream.Send(welcome); err != nil {
+		return err
+	}
+	d.cfg.Log.Info("executor connected", "executor", s.executor, "principal", who, "tools", len(s.tools), "credits", s.credits)
+
+	// One goroutine sends; this one receives. The sender ends when ctx
+	// does (the stream is over) or when the session is closed below.
+	sendCtx, cancel := context.WithCancel(ctx)
+	var senders sync.WaitGroup
+	senders.Add(1)
+	go func() {
+		defer senders.Done()
+		for {
+			select {
+			case <-sendCtx.Done():
+				return
+			case m := <-s.out:
+				if err := stream.Send(m); err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	d.mu.Lock()
+	d.sessions[s] = true
+	d.handOut()
+	d.mu.Unlock()
+
+	err = d.serve(ctx, stream, s)
+
+	cancel()
+	senders.Wait()
+	d.mu.Lock()
+	delete(d.sessions, s)
+	var gone []*lease
+	for id, l := range d.leases {
+		if l.s == s {
+			delete(d.leases, id)
+			gone = append(gone, l)
+		}
+	}
+	d.mu.Unlock()
+	d.cfg.Log.Info("executor disconnected", "executor", s.executor, "leases_lost", len(gone))
+	d.lost(context.WithoutCancel(ctx), gone)
+	if errors.Is(err, io.EOF) || errors.Is(ctx.Err(), context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// serve reads the executor's messages. Acks, starts and results are
+// handled concurrently (so a fan's results can share a commit), but in
+// order per lease: a start or result waits until its lease's ack is done.
+func (d *Dispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorService_ConnectServer, s *session) error {
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	// What an executor has told us is recorded even if its stream ends
+	// meanwhile: a result, an ack or a start is a fact about the world.
+	rec := context.WithoutCancel(ctx)
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch x := m.GetMessage().(type) {
+		case *tollgatev1.ExecutorMessage_Ack:
+			d.acked(ctx, rec, s, x.Ack, &handlers)
+		case *tollgatev1.ExecutorMessage_Start:
+			d.started(ctx, rec, s, x.Start, &handlers)
+		case *tollgatev1.ExecutorMessage_Heartbeat:
+			d.heartbeat(s, x.Heartbeat)
+		case *tollgatev1.ExecutorMessage_Result:
+			handlers.Add(1)
+			d.handle(func() {
+				defer handlers.Done()
+				d.result(rec, s, x.Result)
+			})
+		case *tollgatev1.ExecutorMessage_Credit:
+			d.mu.Lock()
+			s.credits += int(x.Credit.GetCredits())
+			d.handOut()
+			d.mu.Unlock()
+		case *tollgatev1.ExecutorMessage_Drained:
+			return nil
+		}
+	}
+}
+
+// refuse tells the executor a message of its is refused, for good.
+func (d *Dispatcher) refuse(s *session, id string, fence uint64, why string) {
+	// The lease id and the reason may quote what the executor sent.
+	id, why = limits.Short(id), limits.Truncate(why, limits.MaxErrorBytes)
+	d.cfg.Log.Info("refused an executor message", "executor", s.executor, "lease", id, "fence", fence, "why", why)
+	select {
+	case s.out <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Refused{Refused: &tollgatev1.Refused{LeaseId: id, Fence: fence, Message: why}}}:
+	default:
+	}
+}
+
+// answer queues m to the executor; with its queue full it is dropped
+// (the executor sends its result again when no answer comes).
+func (d *Dispatcher) answer(s *session, m *tollgatev1.ControlMessage) {
+	select {
+	case s.out <- m:
+	default:
+	}
+}
