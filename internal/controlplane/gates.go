@@ -168,59 +168,12 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 	case tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:
 		ev.OnExpiry = "cancel"
 	}
-	aud, approvers, err := s.gateAudience(action, req.GetApprovers())
+	aud, approvers, err := s.cfg.Approvals.RouteGate(ev.Gate, action, ev.Also, req.GetApprovers())
 	if err != nil {
 		return ev, err
 	}
-	for _, also := range ev.Also {
-		if s.cfg.Authority == nil {
-			return ev, fmt.Errorf("gate %s: --action %s needs a policy to judge it, and none is loaded: %w", ev.Gate, also, errkind.Precondition)
-		}
-		if f, ok := s.cfg.Authority.Floor(s.cfg.Domain, also); !ok || len(f.Rules) == 0 {
-			return ev, fmt.Errorf("gate %s: no policy rule names the action %s in %s, so nobody could decide the gate under it too: %w", ev.Gate, also, s.cfg.Domain, errkind.Precondition)
-		}
-	}
 	ev.Audience, ev.Approvers = aud, approvers
 	return ev, nil
-}
-
-// gateAudience is whom a gate asks: the first approvers entry that is a
-// role is the audience, and the rest narrow it; with none, the first role
-// the policy allows for the action. Policy decides at decision time as for
-// any ask (limits, separation of duties); an action the policy does not
-// name cannot be decided by anyone, so it is refused here, not left
-// waiting.
-func (s *Services) gateAudience(action string, names []string) (string, []string, error) {
-	var cleaned []string
-	for _, n := range names {
-		for _, part := range strings.Split(n, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				cleaned = append(cleaned, part)
-			}
-		}
-	}
-	if s.cfg.Authority == nil {
-		// No policy: only the requester decides (`ask me`).
-		return "", cleaned, nil
-	}
-	floor, ok := s.cfg.Authority.Floor(s.cfg.Domain, action)
-	if !ok || len(floor.Rules) == 0 {
-		return "", nil, fmt.Errorf("no policy rule names the action %s in %s, so nobody could decide the gate; add `p, role:ROLE, %s, %s, -` and `p2, %s, %s, 1, requester, -` to the policy: %w",
-			action, s.cfg.Domain, s.cfg.Domain, action, s.cfg.Domain, action, errkind.Precondition)
-	}
-	audience := ""
-	var people []string
-	for _, n := range cleaned {
-		if audience == "" && s.cfg.Authority.IsRole(n, s.cfg.Domain) {
-			audience = strings.TrimPrefix(n, "role:")
-			continue
-		}
-		people = append(people, n)
-	}
-	if audience == "" {
-		audience = floor.Rules[0].Role
-	}
-	return audience, people, nil
 }
 
 // GetGate returns a gate and, once approved, its grant.
