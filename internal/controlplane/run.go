@@ -186,7 +186,6 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		return fmt.Errorf("policy: %w", err)
 	}
 	var notifier *webhook.Notifier
-	var srvRef *Server
 	if len(o.Webhooks) > 0 {
 		var eps []webhook.Endpoint
 		for _, w := range o.Webhooks {
@@ -196,9 +195,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			}
 			eps = append(eps, webhook.Endpoint{Name: w.Name, URL: w.URL, Secret: []byte(strings.TrimSpace(string(secret))), Roles: w.Roles, People: w.People, Kinds: w.Kinds})
 		}
-		notifier, err = webhook.New(webhook.Config{Log: log, Recorder: webhook.RecorderFunc(func(ctx context.Context, d webhook.Delivery) error {
-			return approvals.DeliveryJournal{Runner: srvRef.Runner}.Delivered(ctx, d)
-		})}, eps)
+		notifier, err = webhook.New(webhook.Config{Log: log}, eps)
 		if err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}
@@ -231,7 +228,6 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller})
-	srvRef = srv
 	if met != nil {
 		// Its caches and watch streams, read at scrape time.
 		if err := met.Report(srv); err != nil {

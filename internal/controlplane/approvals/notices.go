@@ -42,39 +42,40 @@ func (d *Desk) Opened(ctx context.Context, rec runner.Recorder, run *engine.Run,
 			d.log().Warn("could not escalate an ask nobody may decide", "ask", askID, "error", err)
 		}
 	}
-	d.notify(ctx, run, a, webhook.KindOpened)
+	d.notify(ctx, rec, run, a, webhook.KindOpened)
 }
 
 // Noticed implements runner.AskHook: a rung of the deadline ladder.
-func (d *Desk) Noticed(ctx context.Context, _ runner.Recorder, run *engine.Run, askID, kind string) {
+func (d *Desk) Noticed(ctx context.Context, rec runner.Recorder, run *engine.Run, askID, kind string) {
 	a := run.Asks[askID]
 	if a == nil {
 		return
 	}
 	switch kind {
 	case engine.NoticeReminder:
-		d.notify(ctx, run, a, webhook.KindReminder)
+		d.notify(ctx, rec, run, a, webhook.KindReminder)
 	case engine.NoticeEscalated:
-		d.notify(ctx, run, a, webhook.KindEscalated)
+		d.notify(ctx, rec, run, a, webhook.KindEscalated)
 	}
 }
 
 // Closed implements runner.AskHook: the audience hears how it ended.
-func (d *Desk) Closed(ctx context.Context, _ runner.Recorder, run *engine.Run, askID string, state engine.AskState) {
+func (d *Desk) Closed(ctx context.Context, rec runner.Recorder, run *engine.Run, askID string, state engine.AskState) {
 	a := run.Asks[askID]
 	if a == nil {
 		return
 	}
 	switch state {
 	case engine.AskExpired:
-		d.notify(ctx, run, a, webhook.KindExpired)
+		d.notify(ctx, rec, run, a, webhook.KindExpired)
 	case engine.AskApproved, engine.AskConsumed, engine.AskRejected, engine.AskAnswered, engine.AskStale:
-		d.notify(ctx, run, a, webhook.KindDecided)
+		d.notify(ctx, rec, run, a, webhook.KindDecided)
 	}
 }
 
-// notify tells the ask's audience, and the people it names, of kind.
-func (d *Desk) notify(ctx context.Context, run *engine.Run, a *engine.AskRun, kind string) {
+// notify tells the ask's audience, and the people it names, of kind;
+// each delivery attempt is recorded in the run's journal through rec.
+func (d *Desk) notify(ctx context.Context, rec runner.Recorder, run *engine.Run, a *engine.AskRun, kind string) {
 	if d.cfg.Notifier == nil {
 		return
 	}
@@ -87,7 +88,8 @@ func (d *Desk) notify(ctx context.Context, run *engine.Run, a *engine.AskRun, ki
 	ev := webhook.Event{ID: fmt.Sprintf("%s/%s/%s/%d", run.ID, a.ID, kind, run.Version), Kind: kind, AskID: store.AskID(run.ID, a.ID), RunID: run.ID,
 		Title: a.Title, Audience: audience, People: people, ExpiresAt: a.ExpiresAt,
 		Payload: map[string]any{"state": string(a.State), "requester": run.Requester, "payload_digest": a.PayloadDigest(),
-			"answer_command": d.answerCommand(run, a)}}
+			"answer_command": d.answerCommand(run, a)},
+		Journal: DeliveryJournal{Runner: rec}}
 	if err := d.cfg.Notifier.Notify(ctx, ev); err != nil {
 		d.log().Warn("notice not queued", "ask", ev.AskID, "kind", kind, "error", err)
 	}
@@ -101,7 +103,7 @@ func (d *Desk) answerCommand(run *engine.Run, a *engine.AskRun) string {
 }
 
 // DeliveryJournal records every webhook delivery attempt in the journal
-// of the run it was about (webhook.Recorder).
+// of the run it was about (webhook.Recorder); every notice carries one.
 type DeliveryJournal struct{ Runner runner.Recorder }
 
 // Delivered implements webhook.Recorder.
