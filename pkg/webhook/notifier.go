@@ -92,7 +92,7 @@ type Notifier struct {
 
 	mu        sync.Mutex
 	drops     []dropped // dropped by Notify, recorded by Run; at most max(QueueSize, dropBacklog)
-	lostDrops uint64     // dropped beyond what drops holds: counted and logged only
+	lostDrops uint64    // dropped beyond what drops holds: counted and logged only
 	dropped   chan struct{}
 
 	attempts, delivered, rejected, failed, droppedN, abandoned atomic.Uint64
