@@ -511,7 +511,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return engine.Delegate{Ask: a.ID, Actor: who, To: to, Reason: d.Delegate.GetReason(), Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_ApproveException:
-		return s.approveException(ctx, who, run, a, auth, judged, d.ApproveException)
+		return s.approveStanding(ctx, who, run, a, auth, judged, d.ApproveException)
 	case *tollgatev1.DecideRequest_Revoke:
 		if strings.TrimSpace(d.Revoke.GetReason()) == "" {
 			return nil, fmt.Errorf("revoke: a reason is required: %w", errkind.Invalid)

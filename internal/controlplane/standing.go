@@ -14,9 +14,9 @@ import (
 // ApproveException, ListExceptions, RevokeException). The rules are the
 // desk's (approvals/standing.go); these handlers convert and call.
 
-// approveException approves an ask and grants a standing approval over
+// approveStanding approves an ask and grants a standing approval over
 // its scope (approvals.Desk.GrantStanding).
-func (s *Services) approveException(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, auth approvals.Verdict, judged engine.Judged, d *tollgatev1.ApproveException) (*tollgatev1.DecideResponse, error) {
+func (s *Services) approveStanding(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, auth approvals.Verdict, judged engine.Judged, d *tollgatev1.ApproveException) (*tollgatev1.DecideResponse, error) {
 	var until time.Time
 	if d.GetUntil() != nil {
 		until = d.GetUntil().AsTime()
@@ -68,7 +68,7 @@ func (s *Services) RevokeException(ctx context.Context, req *tollgatev1.RevokeEx
 	return &tollgatev1.RevokeExceptionResponse{Exception: standingToProto(x)}, nil
 }
 
-func standingToProto(x store.Exception) *tollgatev1.StandingException {
+func standingToProto(x store.Standing) *tollgatev1.StandingException {
 	return &tollgatev1.StandingException{Id: x.ID, AskId: x.AskID, GrantedBy: x.GrantedBy, GrantedAt: ts(x.GrantedAt), Until: ts(x.Until),
 		Scope: x.Scope, Revoked: x.Revoked, RevokedBy: x.RevokedBy, RevokedAt: ts(x.RevokedAt), RevokeReason: x.RevokeReason}
 }

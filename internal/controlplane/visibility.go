@@ -147,6 +147,6 @@ func (s *Services) addressed(who string, a *engine.AskRun) bool {
 // seesStanding reports whether who may see a standing approval: who
 // granted it, anyone who may revoke it (policy lets them decide its
 // action), and auditors and operators.
-func (s *Services) seesStanding(who string, x store.Exception) bool {
+func (s *Services) seesStanding(who string, x store.Standing) bool {
 	return x.GrantedBy == who || s.cfg.Approvals.MayGovern(who, x.Scope) || s.seesEverything(who)
 }

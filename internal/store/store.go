@@ -60,10 +60,10 @@ type Ask struct {
 	DueAt time.Time `json:"due_at"`
 }
 
-// Exception is a standing approval: later asks whose every governed action
+// Standing is a standing approval: later asks whose every governed action
 // lies within Scope (package standing) are approved by it until Until,
 // unless revoked. It is stored whole and replaced whole.
-type Exception struct {
+type Standing struct {
 	ID           string    `json:"id"`
 	AskID        string    `json:"ask_id"` // the ask it was granted on
 	GrantedBy    string    `json:"granted_by"`
@@ -165,11 +165,11 @@ type Store interface {
 	PutPlan(ctx context.Context, digest string, data []byte) error
 	// GetPlan returns a stored plan or ErrNotFound.
 	GetPlan(ctx context.Context, digest string) ([]byte, error)
-	// PutException stores a standing approval, replacing one with its id.
-	PutException(ctx context.Context, e Exception) error
-	// ListExceptions returns every standing approval, revoked and expired
+	// PutStanding stores a standing approval, replacing one with its id.
+	PutStanding(ctx context.Context, e Standing) error
+	// ListStanding returns every standing approval, revoked and expired
 	// ones included, by id.
-	ListExceptions(ctx context.Context) ([]Exception, error)
+	ListStanding(ctx context.Context) ([]Standing, error)
 	// Counts returns how many runs and asks the store holds in each
 	// state, across every replica's commits. It reads counts the store
 	// keeps (no scan of the runs), so a metrics scrape may call it every

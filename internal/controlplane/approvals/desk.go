@@ -38,8 +38,8 @@ var _ Policy = (*authz.Authorizer)(nil)
 // by the store's clock.
 type Store interface {
 	Now(ctx context.Context) (time.Time, error)
-	PutException(ctx context.Context, e store.Exception) error
-	ListExceptions(ctx context.Context) ([]store.Exception, error)
+	PutStanding(ctx context.Context, e store.Standing) error
+	ListStanding(ctx context.Context) ([]store.Standing, error)
 }
 
 // Config is what a Desk needs.

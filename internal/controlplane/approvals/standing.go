@@ -22,7 +22,7 @@ import (
 // ask may grant, with it, a standing approval over a scope (package
 // standing) until a date; a later ask whose every governed action lies
 // within the scope is approved by it at once, judged as its granter now.
-// They are listed and revocable. The store keeps them as store.Exception.
+// They are listed and revocable. The store keeps them as store.Standing.
 
 // StandingGrant is what a person asks for when approving an ask with a
 // standing approval.
@@ -68,7 +68,7 @@ func (d *Desk) GrantStanding(ctx context.Context, rec runner.Recorder, who strin
 	if err := d.withinAuthority(ctx, who, run, a, sc); err != nil {
 		return engine.Transition{}, err
 	}
-	x := store.Exception{ID: "sx_" + ids.Token(), AskID: store.AskID(run.ID, a.ID), GrantedBy: who, GrantedAt: now, Until: g.Until.UTC(),
+	x := store.Standing{ID: "sx_" + ids.Token(), AskID: store.AskID(run.ID, a.ID), GrantedBy: who, GrantedAt: now, Until: g.Until.UTC(),
 		Scope: sc.String(), Reason: g.Reason}
 	opt := g.Option
 	if opt == "" {
@@ -83,7 +83,7 @@ func (d *Desk) GrantStanding(ctx context.Context, rec runner.Recorder, who strin
 	}
 	// Stored after the approval it came with: if this write fails, the
 	// ask is approved and no standing approval exists — the safe side.
-	if err := d.cfg.Store.PutException(ctx, x); err != nil {
+	if err := d.cfg.Store.PutStanding(ctx, x); err != nil {
 		return engine.Transition{}, fmt.Errorf("the ask is approved, but the standing approval was not stored: %w", err)
 	}
 	return tr, nil
@@ -124,7 +124,7 @@ func (d *Desk) applyStanding(ctx context.Context, rec runner.Recorder, run *engi
 	if a == nil || a.Type != plan.StopMenu || len(a.Payload) == 0 || d.cfg.Policy == nil {
 		return false
 	}
-	xs, err := d.cfg.Store.ListExceptions(ctx)
+	xs, err := d.cfg.Store.ListStanding(ctx)
 	if err != nil {
 		d.log().Warn("standing approvals not read; the ask waits for a person", "ask", askID, "error", err)
 		return false
@@ -174,8 +174,8 @@ func (d *Desk) applyStanding(ctx context.Context, rec runner.Recorder, run *engi
 // ListStanding returns the standing approvals in force now by the
 // store's clock, or with all every one, revoked and lapsed included. Who
 // may see which is the caller's rule to apply.
-func (d *Desk) ListStanding(ctx context.Context, all bool) ([]store.Exception, error) {
-	xs, err := d.cfg.Store.ListExceptions(ctx)
+func (d *Desk) ListStanding(ctx context.Context, all bool) ([]store.Standing, error) {
+	xs, err := d.cfg.Store.ListStanding(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (d *Desk) ListStanding(ctx context.Context, all bool) ([]store.Exception, e
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Exception
+	var out []store.Standing
 	for _, x := range xs {
 		if !all && (x.Revoked || !now.Before(x.Until)) {
 			continue
@@ -196,35 +196,35 @@ func (d *Desk) ListStanding(ctx context.Context, all bool) ([]store.Exception, e
 // RevokeStanding revokes standing approval id for reason (required): its
 // granter may, and so may anyone policy lets decide its action
 // (MayGovern). It returns the standing approval as revoked.
-func (d *Desk) RevokeStanding(ctx context.Context, who, id, reason string) (store.Exception, error) {
+func (d *Desk) RevokeStanding(ctx context.Context, who, id, reason string) (store.Standing, error) {
 	if strings.TrimSpace(reason) == "" {
-		return store.Exception{}, fmt.Errorf("revoking needs a reason: %w", errkind.Invalid)
+		return store.Standing{}, fmt.Errorf("revoking needs a reason: %w", errkind.Invalid)
 	}
-	xs, err := d.cfg.Store.ListExceptions(ctx)
+	xs, err := d.cfg.Store.ListStanding(ctx)
 	if err != nil {
-		return store.Exception{}, err
+		return store.Standing{}, err
 	}
 	for _, x := range xs {
 		if x.ID != id {
 			continue
 		}
 		if x.Revoked {
-			return store.Exception{}, fmt.Errorf("%s was revoked by %s at %s: %w", x.ID, x.RevokedBy, x.RevokedAt.Format(time.RFC3339), engine.ErrAlreadyDecided)
+			return store.Standing{}, fmt.Errorf("%s was revoked by %s at %s: %w", x.ID, x.RevokedBy, x.RevokedAt.Format(time.RFC3339), engine.ErrAlreadyDecided)
 		}
 		if who != x.GrantedBy && !d.MayGovern(who, x.Scope) {
-			return store.Exception{}, fmt.Errorf("only %s or someone policy lets decide its action may revoke %s: %w", x.GrantedBy, x.ID, errkind.Denied)
+			return store.Standing{}, fmt.Errorf("only %s or someone policy lets decide its action may revoke %s: %w", x.GrantedBy, x.ID, errkind.Denied)
 		}
 		now, err := d.cfg.Store.Now(ctx)
 		if err != nil {
-			return store.Exception{}, err
+			return store.Standing{}, err
 		}
 		x.Revoked, x.RevokedBy, x.RevokedAt, x.RevokeReason = true, who, now, reason
-		if err := d.cfg.Store.PutException(ctx, x); err != nil {
-			return store.Exception{}, err
+		if err := d.cfg.Store.PutStanding(ctx, x); err != nil {
+			return store.Standing{}, err
 		}
 		return x, nil
 	}
-	return store.Exception{}, fmt.Errorf("standing approval %s: %w", limits.Short(id), errkind.NotFound)
+	return store.Standing{}, fmt.Errorf("standing approval %s: %w", limits.Short(id), errkind.NotFound)
 }
 
 // MayGovern reports whether who holds a role policy lets decide scope's
