@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/client/grantledger"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -19,7 +20,7 @@ func signed(t *testing.T, ttl time.Duration) (*grant.Grant, []byte, map[string]e
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	args := []byte(`{"branch":"main"}`)
-	d, err := grant.PayloadDigest(args)
+	d, err := freshness.PayloadDigest(args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,11 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/tollgate-dev/tollgate/client/gates"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/pkg/gates"
+	"github.com/tollgate-dev/tollgate/internal/wire"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // Exit codes of `gate` (and `grant verify`), beyond the common ones.
@@ -139,7 +140,7 @@ reached.`,
 // the grant, and exits with the outcome's code.
 func (g *globals) reportGate(d gates.Decision, grantOut string) error {
 	if grantOut != "" && d.Grant != nil {
-		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(grantpb.ToProto(d.Grant))
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(wire.GrantToProto(d.Grant))
 		if err != nil {
 			return err
 		}
@@ -270,11 +271,11 @@ func runCommand(ctx context.Context, argv []string, cfg Config) (int, string, er
 		if code < 0 {
 			code = 128 // killed by a signal
 		}
-		return code, grant.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
+		return code, freshness.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
 	case err != nil:
 		return 0, "", err
 	}
-	return 0, grant.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
+	return 0, freshness.ContentDigest(append(out.Bytes(), errb.Bytes()...)), nil
 }
 
 func newBeginCmd(g *globals) *cobra.Command {
@@ -397,7 +398,7 @@ usage or unreadable files.`,
 					if err != nil {
 						return usageErr("--artifact: %v", err)
 					}
-					digests[filepath.Base(path)] = grant.ContentDigest(b)
+					digests[filepath.Base(path)] = freshness.ContentDigest(b)
 				}
 				if len(digests) == 0 {
 					return usageErr("grant verify: give the payload you will act on: --payload JSON or --artifact FILE")
@@ -417,7 +418,7 @@ usage or unreadable files.`,
 			}
 			defer closeLedger()
 			v := grant.NewVerifierWithLedger(trusted, led)
-			gr := grantpb.FromProto(&pg)
+			gr := wire.GrantFromProto(&pg)
 			if action == "" {
 				// The verifier names what it is about to do; taking the
 				// grant's own word for it would accept a grant for any

@@ -14,8 +14,8 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -144,7 +144,7 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 		if mt == "" {
 			mt = "application/octet-stream"
 		}
-		d := grant.ContentDigest(a.GetContent())
+		d := freshness.ContentDigest(a.GetContent())
 		digests[a.GetName()] = d
 		ev.Evidence = append(ev.Evidence, engine.Evidence{Name: a.GetName(), MediaType: mt, Content: a.GetContent(), Digest: d})
 	}
@@ -168,59 +168,12 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 	case tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:
 		ev.OnExpiry = "cancel"
 	}
-	aud, approvers, err := s.gateAudience(action, req.GetApprovers())
+	aud, approvers, err := s.cfg.Approvals.RouteGate(ev.Gate, action, ev.Also, req.GetApprovers())
 	if err != nil {
 		return ev, err
 	}
-	for _, also := range ev.Also {
-		if s.cfg.Authority == nil {
-			return ev, fmt.Errorf("gate %s: --action %s needs a policy to judge it, and none is loaded: %w", ev.Gate, also, errkind.Precondition)
-		}
-		if f, ok := s.cfg.Authority.Floor(s.cfg.Domain, also); !ok || len(f.Rules) == 0 {
-			return ev, fmt.Errorf("gate %s: no policy rule names the action %s in %s, so nobody could decide the gate under it too: %w", ev.Gate, also, s.cfg.Domain, errkind.Precondition)
-		}
-	}
 	ev.Audience, ev.Approvers = aud, approvers
 	return ev, nil
-}
-
-// gateAudience is whom a gate asks: the first approvers entry that is a
-// role is the audience, and the rest narrow it; with none, the first role
-// the policy allows for the action. Policy decides at decision time as for
-// any ask (limits, separation of duties); an action the policy does not
-// name cannot be decided by anyone, so it is refused here, not left
-// waiting.
-func (s *Services) gateAudience(action string, names []string) (string, []string, error) {
-	var cleaned []string
-	for _, n := range names {
-		for _, part := range strings.Split(n, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				cleaned = append(cleaned, part)
-			}
-		}
-	}
-	if s.cfg.Authority == nil {
-		// No policy: only the requester decides (`ask me`).
-		return "", cleaned, nil
-	}
-	floor, ok := s.cfg.Authority.Floor(s.cfg.Domain, action)
-	if !ok || len(floor.Rules) == 0 {
-		return "", nil, fmt.Errorf("no policy rule names the action %s in %s, so nobody could decide the gate; add `p, role:ROLE, %s, %s, -` and `p2, %s, %s, 1, requester, -` to the policy: %w",
-			action, s.cfg.Domain, s.cfg.Domain, action, s.cfg.Domain, action, errkind.Precondition)
-	}
-	audience := ""
-	var people []string
-	for _, n := range cleaned {
-		if audience == "" && s.cfg.Authority.IsRole(n, s.cfg.Domain) {
-			audience = strings.TrimPrefix(n, "role:")
-			continue
-		}
-		people = append(people, n)
-	}
-	if audience == "" {
-		audience = floor.Rules[0].Role
-	}
-	return audience, people, nil
 }
 
 // GetGate returns a gate and, once approved, its grant.
@@ -344,5 +297,5 @@ func (s *Services) gateGrant(run *engine.Run, a *engine.AskRun, approved time.Ti
 	}
 	g := &grant.Grant{RunID: run.ID, StepID: a.ID, Action: grant.GateAction(a.ID), AskID: a.ID, PayloadDigest: a.Payload[0].Digest, Fence: 1, ExpiresAt: approved.Add(s.cfg.GateGrantTTL)}
 	grant.Sign(g, s.cfg.KeyID, s.cfg.SigningKey)
-	return grantpb.ToProto(g)
+	return wire.GrantToProto(g)
 }

@@ -12,8 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tollgate-dev/tollgate/client/gates"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/pkg/gates"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -65,7 +66,7 @@ func TestGateBlocksUntilDecided(t *testing.T) {
 		t.Fatal(err)
 	}
 	if k := packet.GetAsk().GetKind(); k != tollgatev1.AskKind_ASK_KIND_GATE || len(packet.GetAsk().GetEvidence()) != 1 ||
-		packet.GetAsk().GetEvidence()[0].GetDigest() != grant.ContentDigest(artifact) {
+		packet.GetAsk().GetEvidence()[0].GetDigest() != freshness.ContentDigest(artifact) {
 		t.Fatalf("packet: kind %v evidence %v", k, packet.GetAsk().GetEvidence())
 	}
 	decide := func(who string) error {
@@ -94,8 +95,8 @@ func TestGateBlocksUntilDecided(t *testing.T) {
 
 	v := grant.NewVerifier(map[string]ed25519.PublicKey{"grant": pub})
 	now := time.Now()
-	payload := grant.ArtifactsPayload(map[string]string{"claims.txt": grant.ContentDigest(artifact)})
-	other := grant.ArtifactsPayload(map[string]string{"claims.txt": grant.ContentDigest([]byte("something else"))})
+	payload := grant.ArtifactsPayload(map[string]string{"claims.txt": freshness.ContentDigest(artifact)})
+	other := grant.ArtifactsPayload(map[string]string{"claims.txt": freshness.ContentDigest([]byte("something else"))})
 	if err := v.VerifyPayload(g.d.Grant, "notes.store", payload, now); !errors.Is(err, grant.ErrAction) {
 		t.Fatalf("a gate's grant for another action: %v", err)
 	}
@@ -148,7 +149,7 @@ func TestGateServiceRefusals(t *testing.T) {
 	if _, err := alice.Gate(ctx, rr.GetRun().GetId(), "kind", gates.Options{Summary: "not mine to open", Action: "gate.claims", NoWait: true}); code(err) != codes.FailedPrecondition {
 		t.Fatalf("a gate on a recipe's run: %v", err)
 	}
-	if err := alice.RecordStep(ctx, run, "extract", 0, grant.ContentDigest([]byte("out")), time.Now().Add(-time.Second), time.Now()); err != nil {
+	if err := alice.RecordStep(ctx, run, "extract", 0, freshness.ContentDigest([]byte("out")), time.Now().Add(-time.Second), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := alice.RecordStep(ctx, run, "extract", 0, "", time.Now(), time.Now()); !errors.Is(err, gates.ErrStepDone) {

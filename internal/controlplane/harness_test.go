@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
@@ -163,12 +164,12 @@ func newEnv(t *testing.T, st store.Store, tools map[string]func(json.RawMessage)
 }
 
 // newEnvWith is newEnv with the memory store and the given policy.
-func newEnvWith(t *testing.T, az Authority, tools map[string]func(json.RawMessage) (any, error)) *env {
+func newEnvWith(t *testing.T, az approvals.Policy, tools map[string]func(json.RawMessage) (any, error)) *env {
 	t.Helper()
 	return newEnvOn(t, nil, az, tools)
 }
 
-func newEnvOn(t *testing.T, st store.Store, az Authority, tools map[string]func(json.RawMessage) (any, error), opts ...func(*Config)) *env {
+func newEnvOn(t *testing.T, st store.Store, az approvals.Policy, tools map[string]func(json.RawMessage) (any, error), opts ...func(*Config)) *env {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	v, err := identity.NewVerifier(identity.Config{Issuer: testIssuer, Audience: testAudience, Keys: map[string]ed25519.PublicKey{"k": pub}})
@@ -187,7 +188,7 @@ func newEnvOn(t *testing.T, st store.Store, az Authority, tools map[string]func(
 		disp = e.exec
 	}
 	e.logs = &lockedBuffer{}
-	cfg := Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Authority: az, Domain: "acme",
+	cfg := Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Policy: az, Domain: "acme",
 		Dispatcher: disp, Log: slog.New(slog.NewTextHandler(e.logs, nil))}
 	for _, o := range opts {
 		o(&cfg)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 )
 
@@ -18,7 +19,7 @@ import (
 // read the ask it judges and before it commits the decision — exactly
 // where a concurrent decision lands when it is unlucky.
 type betweenCheckAndCommit struct {
-	Authority
+	approvals.Policy
 	mu    sync.Mutex
 	actor string
 	then  func()
@@ -40,7 +41,7 @@ func (b *betweenCheckAndCommit) Authorize(ctx context.Context, req authz.Request
 	if then != nil {
 		then()
 	}
-	return b.Authority.Authorize(ctx, req)
+	return b.Policy.Authorize(ctx, req)
 }
 
 // I6, I9: bob (limit 100000) approves the vendor payment as amended to
@@ -49,7 +50,7 @@ func (b *betweenCheckAndCommit) Authorize(ctx context.Context, req authz.Request
 // must be refused — it was judged on an ask that no longer is — and pay
 // must not run with 485000 under bob's name.
 func TestDecisionIsJudgedOnTheStateItCommits(t *testing.T) {
-	pol := &betweenCheckAndCommit{Authority: devPolicy(t)}
+	pol := &betweenCheckAndCommit{Policy: devPolicy(t)}
 	e := newEnvWith(t, pol, echoTools())
 	r := e.start("alice", "vendor-payment")
 	askID := r.GetId() + "/ask_1"

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
@@ -64,19 +64,16 @@ func TestEscalationRemindersAndWebhooks(t *testing.T) {
 	clock := &fakeClock{now: time.Now().UTC()}
 	st := memstore.New(memstore.Config{Now: clock.Now})
 	var notifier *webhook.Notifier
-	var road *runner.Runner
 	e := newEnvOn(t, st, devPolicy(t), echoTools(), func(c *Config) {
 		var err error
-		notifier, err = webhook.New(webhook.Config{Recorder: webhook.RecorderFunc(func(ctx context.Context, d webhook.Delivery) error {
-			return DeliveryJournal{Runner: road}.Delivered(ctx, d)
-		}), BaseBackoff: time.Millisecond}, []webhook.Endpoint{{Name: "finance-pager", URL: srv.URL, Secret: secret, Roles: []string{"finance", "cfo"}}})
+		// No Recorder: each notice carries its run's journal.
+		notifier, err = webhook.New(webhook.Config{BaseBackoff: time.Millisecond}, []webhook.Endpoint{{Name: "finance-pager", URL: srv.URL, Secret: secret, Roles: []string{"finance", "cfo"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Notifier = notifier
 		c.EscalateTo = "finance"
 	})
-	road = e.srv.Runner
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = notifier.Run(ctx) }()
@@ -111,7 +108,7 @@ b: payments.pay {"vendor": "V-1", "invoice": "I-1", "amount": 5000, "currency": 
 	for _, r := range journal(t, e, id) {
 		kinds[r.GetKind()]++
 	}
-	if kinds["ask.escalated"] != 1 || kinds["ask.reminded"] != 1 {
+	if kinds[engine.JournalAskEscalated] != 1 || kinds[engine.JournalAskReminded] != 1 {
 		t.Fatalf("the escalation and a reminder in the journal: %v", kinds)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -124,7 +121,7 @@ b: payments.pay {"vendor": "V-1", "invoice": "I-1", "amount": 5000, "currency": 
 	for {
 		n := 0
 		for _, r := range journal(t, e, id) {
-			if r.GetKind() == "notice.delivery" && strings.Contains(r.GetPayloadJson(), `"outcome":"delivered"`) {
+			if r.GetKind() == engine.JournalNoticeDelivery && strings.Contains(r.GetPayloadJson(), `"outcome":"delivered"`) {
 				n++
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -85,7 +86,7 @@ func TestCompileOverGRPC(t *testing.T) {
 		if err := plan.Verify(back); err != nil {
 			t.Fatalf("%s: converted plan fails Verify: %v", path, err)
 		}
-		if d, _ := plan.Digest(back); d != local.Digest {
+		if d, _ := freshness.PlanDigest(back); d != local.Digest {
 			a, _ := plan.Indent(local.Plan)
 			b, _ := plan.Indent(back)
 			t.Fatalf("%s: proto round trip changed the plan:\n%s\n---\n%s", path, a, b)

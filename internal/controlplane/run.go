@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
@@ -185,7 +186,6 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		return fmt.Errorf("policy: %w", err)
 	}
 	var notifier *webhook.Notifier
-	var srvRef *Server
 	if len(o.Webhooks) > 0 {
 		var eps []webhook.Endpoint
 		for _, w := range o.Webhooks {
@@ -195,9 +195,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			}
 			eps = append(eps, webhook.Endpoint{Name: w.Name, URL: w.URL, Secret: []byte(strings.TrimSpace(string(secret))), Roles: w.Roles, People: w.People, Kinds: w.Kinds})
 		}
-		notifier, err = webhook.New(webhook.Config{Log: log, Recorder: webhook.RecorderFunc(func(ctx context.Context, d webhook.Delivery) error {
-			return DeliveryJournal{Runner: srvRef.Runner}.Delivered(ctx, d)
-		})}, eps)
+		notifier, err = webhook.New(webhook.Config{Log: log}, eps)
 		if err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}
@@ -225,12 +223,11 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		defer met.Shutdown(context.Background())
 		observers = append(observers, met)
 	}
-	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Authority: az, Domain: o.Domain, Owners: owners,
+	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller})
-	srvRef = srv
 	if met != nil {
 		// Its caches and watch streams, read at scrape time.
 		if err := met.Report(srv); err != nil {
@@ -408,7 +405,7 @@ func loadOrCreateKey(path string, create bool) (ed25519.PrivateKey, error) {
 
 // optionalNotifier keeps a nil *webhook.Notifier from becoming a non-nil
 // Notifier interface.
-func optionalNotifier(n *webhook.Notifier) Notifier {
+func optionalNotifier(n *webhook.Notifier) approvals.Notifier {
 	if n == nil {
 		return nil
 	}

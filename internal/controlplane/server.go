@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/dispatch"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -26,6 +27,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/runtrace"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
@@ -52,13 +54,13 @@ type Config struct {
 	Verifier *identity.Verifier
 	Catalog  *compiler.Catalog // with the built-in dispatcher, executors' hellos make it stricter (dispatch/toolviews.go)
 	Skills   Skills
-	// Authority, Domain and Owners: see ServiceConfig.
-	Authority Authority
-	Domain    string
-	Owners    map[string]string
-	// EscalateTo and Notifier: see ServiceConfig.
+	// Policy, Domain, Owners, EscalateTo and Notifier: see
+	// approvals.Config.
+	Policy     approvals.Policy
+	Domain     string
+	Owners     map[string]string
 	EscalateTo string
-	Notifier   Notifier
+	Notifier   approvals.Notifier
 	Dispatcher runner.Dispatcher
 	Log        *slog.Logger
 	Engine     engine.Config
@@ -125,13 +127,14 @@ func NewServer(cfg Config) *Server {
 	if cfg.Tracing.Enabled() {
 		observers = append(slices.Clip(observers), runtrace.New(cfg.Tracing))
 	}
-	if cfg.Engine.QuorumFloor == nil && cfg.Authority != nil {
-		cfg.Engine.QuorumFloor = policyQuorum(cfg.Authority, cfg.Domain)
+	// The desk judges decisions for the handlers and hears of asks from
+	// the Runner (its AskHook); it needs neither, so it is built first.
+	desk := approvals.New(approvals.Config{Policy: cfg.Policy, Domain: cfg.Domain, Owners: cfg.Owners, Store: cfg.Store,
+		EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, AnswerCommand: wire.AnswerCommand, Log: cfg.Log})
+	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
+		cfg.Engine.QuorumFloor = desk.QuorumFloor
 	}
-	// The hook is the Services, built after the Runner they need (until
-	// approvals leave the Services).
-	var svc *Services
-	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: lateHook{&svc}})
+	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
@@ -155,7 +158,7 @@ func NewServer(cfg Config) *Server {
 		// (I2): a tool an executor calls side-effecting is gated.
 		catalog = execs.Catalog
 	}
-	svc = NewServices(ServiceConfig{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Authority: cfg.Authority, Domain: cfg.Domain, Owners: cfg.Owners, Log: cfg.Log, EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier,
+	svc := NewServices(ServiceConfig{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Approvals: desk, Log: cfg.Log,
 		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL, PlanCache: cfg.PlanCache,
 		MaxWatchesPerCaller: cfg.MaxWatchesPerCaller})
 	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))

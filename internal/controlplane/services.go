@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -19,7 +19,6 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/answer"
-	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
@@ -37,20 +36,11 @@ type ServiceConfig struct {
 	Store   store.Store
 	Catalog func() *compiler.Catalog
 	Skills  Skills
-	// Authority decides, at decision time, who may decide an ask (I9);
-	// nil allows only the requester to decide `ask me` asks. Domain is the
-	// policy domain of this control plane's runs. Owners maps an agent
-	// principal that starts runs to the person who owns it (separation of
-	// duties excludes both); a principal not listed owns itself.
-	Authority Authority
-	Domain    string
-	Owners    map[string]string
+	// Approvals judges every decision at decision time (I9), routes asks
+	// and shows who may decide them; the handlers ask it, never policy.
+	// nil: a desk with no policy.
+	Approvals *approvals.Desk
 	Log       *slog.Logger
-	// EscalateTo is the role an ask goes to when policy leaves nobody
-	// eligible and its recipe names no escalation; "" leaves it waiting
-	// (logged). Notifier, if set, sends webhook notices.
-	EscalateTo string
-	Notifier   Notifier
 	// SigningKey and KeyID sign the grant an approved gate yields (the
 	// key that signs executors' grants); GateGrantTTL is how long such a
 	// grant stays valid after the approval (default DefaultGateGrantTTL).
@@ -127,6 +117,10 @@ func NewServices(cfg ServiceConfig) *Services {
 	if cfg.PlanCache <= 0 {
 		cfg.PlanCache = runner.DefaultPlanCache
 	}
+	if cfg.Approvals == nil {
+		// No policy: only the requester decides `ask me` asks.
+		cfg.Approvals = approvals.New(approvals.Config{Store: cfg.Store, Log: cfg.Log})
+	}
 	return &Services{cfg: cfg, compiled: lru.NewWeighted(cfg.PlanCache, maxCompiledBytes,
 		func(k compileKey, _ compiler.Result) int64 { return int64(len(k.src) + len(k.name) + len(k.inputs)) }),
 		views: wire.NewViews(cfg.PlanCache), watches: newWatchLimit(cfg.MaxWatchesPerCaller), events: newEventCache()}
@@ -184,7 +178,7 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	}
 	for _, st := range res.Plan.AllSteps() {
 		if st.SideEffect && st.WithoutAsking {
-			if why, ok := s.mayStartUnasked(ctx, who, st); !ok {
+			if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, st); !ok {
 				return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
 			}
 		}
@@ -323,77 +317,13 @@ func report(m *engine.Machine, before, after *engine.Run) *tollgatev1.Cancellati
 	return r
 }
 
-// Authority is the policy the approver API consults (pkg/authz).
-type Authority interface {
-	// Authorize decides one actor on one action now; an error denies.
-	Authorize(ctx context.Context, req authz.Request) (authz.Decision, error)
-	// Holds and RolesOf answer for asks that govern no action.
-	Holds(actor, role, domain string) bool
-	RolesOf(actor, domain string) []string
-	// Floor is the policy's rule set for an action type.
-	Floor(domain, action string) (authz.Floor, bool)
-	// IsRole tells a role from a person in a gate's approvers.
-	IsRole(name, domain string) bool
-	Version() string
-}
-
-// audiences is who the caller is, for the inbox: the asks of these
-// audiences are candidates, each then authorized in full.
-func (s *Services) audiences(who string) []string {
-	out := []string{"user:" + who}
-	if s.cfg.Authority != nil {
-		for _, r := range s.cfg.Authority.RolesOf(who, s.cfg.Domain) {
-			out = append(out, "role:"+r)
-		}
-	}
-	return out
-}
-
-// authority is what mayDecide found: whether the caller may decide, why
-// (in words, for the caller and the journal), and the policy version it
-// was judged by.
-type authority struct {
-	ok        bool
-	why       string
-	policy    string
-	delegated bool
-	// quorum is the quorum policy sets now for the ask's actions (0 when
-	// policy was not asked): the decision carries it and the engine counts
-	// toward it (I9: policy wins, even raised after the ask opened).
-	quorum int
-}
-
-// matter is the policy's view of one governed action: its type, and the
-// amount and currency its args carry (fields "amount", in minor units,
-// and "currency").
-func (s *Services) matter(run *engine.Run, p engine.Payload) (authz.Matter, error) {
-	owner := run.Requester
-	if o, ok := s.cfg.Owners[run.Requester]; ok {
-		owner = o
-	}
-	m := authz.Matter{Domain: s.cfg.Domain, Action: p.Server + "." + p.Tool, Requester: run.Requester, AgentOwner: owner}
-	args, err := plan.DecodeObject(p.Args)
-	if err != nil {
-		return m, fmt.Errorf("args of %s: %w", p.Step, err)
-	}
-	if v, ok := args["amount"]; ok {
-		n, err := parseMinorUnits(fmt.Sprint(v))
-		if err != nil {
-			return m, fmt.Errorf("amount of %s: %w", p.Step, err)
-		}
-		m.Amount = &n
-		m.Currency, _ = args["currency"].(string)
-	}
-	return m, nil
-}
-
 // ListAsks is the caller's inbox: asks the caller may decide.
 func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest) (*tollgatev1.ListAsksResponse, error) {
 	who, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	q := store.AskQuery{Audiences: s.audiences(who), RunID: req.GetRunId(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	q := store.AskQuery{Audiences: s.cfg.Approvals.Audiences(who), RunID: req.GetRunId(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
 	for _, st := range req.GetStates() {
 		es, ok := wire.AskStateFromProto(st)
 		if !ok {
@@ -427,22 +357,22 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 		// The row's audience made it a candidate; policy decides now
 		// whether the caller may decide it (limits, separation of duties,
 		// delegation windows), and says why.
-		var auth authority
+		var v approvals.Verdict
 		if a.State == engine.AskPending {
-			if auth, err = s.mayDecide(ctx, who, run, a); err != nil || !auth.ok {
+			if v, err = s.cfg.Approvals.MayDecide(ctx, who, run, a); err != nil || !v.OK {
 				continue
 			}
 		}
 		basis := tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_REQUESTER
 		switch {
-		case auth.delegated:
+		case v.Delegated:
 			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_DELEGATED
 		case a.EscalatedTo != "":
 			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_ESCALATED
 		case a.Audience != "" && a.Audience != plan.AudienceRequester:
 			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_ROLE
 		}
-		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: auth.why, Ask: wire.AskSummary(run, a, "")})
+		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: v.Why, Ask: wire.AskSummary(run, a, "")})
 	}
 	return out, nil
 }
@@ -486,64 +416,24 @@ func (s *Services) GetAsk(ctx context.Context, req *tollgatev1.GetAskRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	auth, err := s.mayDecide(ctx, who, run, a)
+	v, err := s.cfg.Approvals.MayDecide(ctx, who, run, a)
 	if err != nil {
-		auth = authority{why: "policy could not be evaluated: " + err.Error()}
+		v = approvals.Verdict{Why: "policy could not be evaluated: " + err.Error()}
 	}
-	if auth.ok && a.State != engine.AskPending {
-		auth = authority{why: "it is " + string(a.State)}
+	if v.OK && a.State != engine.AskPending {
+		v = approvals.Verdict{Why: "it is " + string(a.State)}
 	}
 	out := wire.Ask(run, a)
 	out.AuthorityRequired = s.authorityRequired(ctx, run, a)
-	return &tollgatev1.GetAskResponse{Ask: out, MayDecide: auth.ok, Why: auth.why}, nil
+	return &tollgatev1.GetAskResponse{Ask: out, MayDecide: v.OK, Why: v.Why}, nil
 }
 
-// authorityRequired says who may decide the ask now, as policy routes it:
-// the roles, the people, the quorum and who separation of duties keeps
-// out.
+// authorityRequired says who may decide the ask now, as policy routes it
+// (approvals.Desk.Requirement).
 func (s *Services) authorityRequired(ctx context.Context, run *engine.Run, a *engine.AskRun) *tollgatev1.AuthorityRequirement {
-	req := &tollgatev1.AuthorityRequirement{Quorum: int32(max(a.Quorum, 1))}
-	switch {
-	case a.Audience == "" || a.Audience == plan.AudienceRequester:
-		req.Description = "the requester, " + run.Requester
-	default:
-		req.Description = "the role " + a.Audience
-		req.Roles = []string{a.Audience}
-	}
-	r, ok := s.cfg.Authority.(Router)
-	if !ok || len(a.Payload) == 0 {
-		return req
-	}
-	if a.Type == engine.InDoubt {
-		req.Description += " (it ran, stop); a retry needs what approving it did"
-	}
-	seen := map[string]bool{}
-	for _, p := range a.Payload {
-		m, err := s.matter(run, p)
-		if err != nil {
-			continue
-		}
-		rt, _ := r.Route(ctx, m, authz.RecipeAsk{Audience: a.Audience, Approvers: a.Approvers, Quorum: a.Quorum})
-		req.Quorum = max(req.Quorum, int32(rt.Quorum))
-		req.PolicyRule = rt.Reason
-		for _, d := range rt.Eligible {
-			if !seen[d.Actor] {
-				seen[d.Actor] = true
-				req.Principals = append(req.Principals, d.Actor)
-			}
-		}
-		for _, f := range rt.Floor.SeparateFrom {
-			switch f {
-			case "requester":
-				req.Excluded = append(req.Excluded, m.Requester)
-			case "agent_owner":
-				req.Excluded = append(req.Excluded, m.AgentOwner)
-			}
-		}
-	}
-	slices.Sort(req.Excluded)
-	req.Excluded = slices.Compact(req.Excluded)
-	return req
+	r := s.cfg.Approvals.Requirement(ctx, run, a)
+	return &tollgatev1.AuthorityRequirement{Description: r.Description, Roles: r.Roles, Principals: r.Principals,
+		Quorum: int32(r.Quorum), Excluded: r.Excluded, PolicyRule: r.PolicyRule}
 }
 
 // decidable loads an ask for the caller to act on: authenticated, allowed
@@ -554,24 +444,24 @@ func (s *Services) authorityRequired(ctx context.Context, run *engine.Run, a *en
 // ask all this was judged on: the engine refuses the decision's event on
 // any other (engine.AskRun.StillAsJudged), so no check here is ever of
 // another state than the one the decision commits on.
-func (s *Services) decidable(ctx context.Context, askID string, kindOf func(*engine.AskRun) decisionKind, reviewed, evidence string) (string, *engine.Run, *engine.AskRun, authority, engine.Judged, error) {
+func (s *Services) decidable(ctx context.Context, askID string, kindOf func(*engine.AskRun) approvals.Kind, reviewed, evidence string) (string, *engine.Run, *engine.AskRun, approvals.Verdict, engine.Judged, error) {
 	who, run, a, err := s.callerAsk(ctx, askID)
 	if err != nil {
-		return "", nil, nil, authority{}, engine.Judged{}, err
+		return "", nil, nil, approvals.Verdict{}, engine.Judged{}, err
 	}
 	kind := kindOf(a)
-	auth, err := s.authorize(ctx, who, run, a, kind)
+	v, err := s.cfg.Approvals.Authorize(ctx, who, run, a, kind)
 	if err != nil {
-		return "", nil, nil, auth, engine.Judged{}, fmt.Errorf("%s: %w: %w", auth.why, errkind.Denied, err)
+		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w: %w", v.Why, errkind.Denied, err)
 	}
-	if !auth.ok {
-		return "", nil, nil, auth, engine.Judged{}, fmt.Errorf("%s: %w", auth.why, errkind.Denied)
+	if !v.OK {
+		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w", v.Why, errkind.Denied)
 	}
-	judged := engine.JudgedOn(a, reviewed, evidence, kind.approves())
+	judged := engine.JudgedOn(a, reviewed, evidence, kind.Approves())
 	if err := a.StillAsJudged(judged); err != nil {
-		return "", nil, nil, auth, engine.Judged{}, err
+		return "", nil, nil, v, engine.Judged{}, err
 	}
-	return who, run, a, auth, judged, nil
+	return who, run, a, v, judged, nil
 }
 
 // Decide records a typed decision by the caller. Authority is checked now,
@@ -581,7 +471,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 	if req.GetDecision() == nil {
 		return nil, fmt.Errorf("no decision given: %w", errkind.Invalid)
 	}
-	kindOf := func(a *engine.AskRun) decisionKind { return decisionOf(req, a) }
+	kindOf := func(a *engine.AskRun) approvals.Kind { return decisionOf(req, a) }
 	who, run, a, auth, judged, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
 	if err != nil {
 		return nil, err
@@ -593,18 +483,18 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 		if opt == "" {
 			opt = "1"
 		}
-		if err := s.recheckVotes(ctx, run, a, who); err != nil {
+		if err := s.cfg.Approvals.RecheckVotes(ctx, s.cfg.Runner, run, a, who); err != nil {
 			return nil, err
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.Why, Policy: auth.Policy, Quorum: auth.Quorum, Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_Reject:
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Reject: true, Reason: d.Reject.GetReason(), Why: auth.why, Policy: auth.policy, Judged: judged, At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Reject: true, Reason: d.Reject.GetReason(), Why: auth.Why, Policy: auth.Policy, Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_Amend:
-		v, err := parseMinorUnits(d.Amend.GetNewValueJson())
+		v, err := approvals.ParseMinorUnits(d.Amend.GetNewValueJson())
 		if err != nil {
 			return nil, fmt.Errorf("amend %s: %w: %w", d.Amend.GetField(), err, errkind.Invalid)
 		}
@@ -617,14 +507,14 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 		}
 	case *tollgatev1.DecideRequest_Delegate:
 		to := d.Delegate.GetTo()
-		if err := s.mayDelegate(ctx, who, to, run, a); err != nil {
+		if err := s.cfg.Approvals.MayDelegate(ctx, who, to, run, a); err != nil {
 			return nil, err
 		}
 		build = func(now time.Time) engine.Event {
 			return engine.Delegate{Ask: a.ID, Actor: who, To: to, Reason: d.Delegate.GetReason(), Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_ApproveException:
-		return s.approveException(ctx, who, run, a, auth, judged, d.ApproveException)
+		return s.approveStanding(ctx, who, run, a, auth, judged, d.ApproveException)
 	case *tollgatev1.DecideRequest_Revoke:
 		if strings.TrimSpace(d.Revoke.GetReason()) == "" {
 			return nil, fmt.Errorf("revoke: a reason is required: %w", errkind.Invalid)
@@ -641,7 +531,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 			return nil, fmt.Errorf("the answer is empty: %w", errkind.Invalid)
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Answer{Ask: a.ID, Actor: who, Text: text, Literal: true, Why: auth.why, Policy: auth.policy, Judged: judged, At: now}
+			return engine.Answer{Ask: a.ID, Actor: who, Text: text, Literal: true, Why: auth.Why, Policy: auth.Policy, Judged: judged, At: now}
 		}
 	case nil:
 		return nil, fmt.Errorf("no decision given: %w", errkind.Invalid)
@@ -671,23 +561,23 @@ var answerKindToProto = map[answer.Kind]tollgatev1.AnswerKind{
 func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*tollgatev1.AnswerResponse, error) {
 	// The reply is judged as the decision it makes (the same matcher the
 	// engine applies).
-	kindOf := func(a *engine.AskRun) decisionKind {
+	kindOf := func(a *engine.AskRun) approvals.Kind {
 		if r := a.Reply(req.GetText(), false); r.Kind == answer.Selected {
-			return askDecisionKind(a, r.Option.ID)
+			return approvals.OptionKind(a, r.Option.ID)
 		}
-		return decideReply
+		return approvals.Reply
 	}
 	who, run, a, auth, judged, err := s.decidable(ctx, req.GetAskId(), kindOf, req.GetExpectedPayloadDigest(), req.GetExpectedEvidenceDigest())
 	if err != nil {
 		return nil, err
 	}
-	if kindOf(a) == decideRetry {
-		if err := s.recheckVotes(ctx, run, a, who); err != nil {
+	if kindOf(a) == approvals.Retry {
+		if err := s.cfg.Approvals.RecheckVotes(ctx, s.cfg.Runner, run, a, who); err != nil {
 			return nil, err
 		}
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.why, Policy: auth.policy, Quorum: auth.quorum, Judged: judged, At: now}
+		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.Why, Policy: auth.Policy, Quorum: auth.Quorum, Judged: judged, At: now}
 	})
 	if err != nil {
 		return nil, err
@@ -704,51 +594,6 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 		out.ResponseText = r.Message + " " + out.Report.Text
 	}
 	return out, nil
-}
-
-// recheckVotes re-authorizes, under the policy in force now, everyone
-// whose earlier vote the next approval would count toward a quorum; a
-// vote whose authority lapsed (a role revoked, a delegation window
-// closed) is withdrawn first, recorded as withdrawn by policy (I9).
-func (s *Services) recheckVotes(ctx context.Context, run *engine.Run, a *engine.AskRun, who string) error {
-	for _, v := range a.Votes {
-		if v.Actor == who {
-			continue
-		}
-		auth, err := s.authorize(ctx, v.Actor, run, a, askDecisionKind(a, v.Option))
-		if err == nil && auth.ok {
-			continue
-		}
-		why := auth.why
-		if err != nil {
-			why = err.Error()
-		}
-		voter := v.Actor
-		if _, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-			return engine.Revoke{Ask: a.ID, Actor: voter, By: "policy", Reason: "no longer allowed: " + why, At: now}
-		}); err != nil && !errors.Is(err, engine.ErrNoVote) {
-			return err
-		}
-	}
-	return nil
-}
-
-// mayDelegate checks that to may decide the ask in who's place: policy
-// must allow to now, as the recipe would ask them after the hand-over.
-func (s *Services) mayDelegate(ctx context.Context, who, to string, run *engine.Run, a *engine.AskRun) error {
-	if to == "" || to == who {
-		return fmt.Errorf("delegate to whom? give --to: %w", errkind.Invalid)
-	}
-	after := *a
-	if i := slices.Index(a.Approvers, who); i >= 0 {
-		after.Approvers = slices.Clone(a.Approvers)
-		after.Approvers[i] = to
-	}
-	auth, err := s.mayDecide(ctx, to, run, &after)
-	if err != nil || !auth.ok {
-		return fmt.Errorf("%s may not decide it: %s: %w", to, auth.why, errkind.Denied)
-	}
-	return nil
 }
 
 // maxEvidence bounds what one AttachEvidence may carry.
@@ -781,29 +626,4 @@ func (s *Services) AttachEvidence(ctx context.Context, req *tollgatev1.AttachEvi
 		return nil, err
 	}
 	return &tollgatev1.AttachEvidenceResponse{Ask: wire.Ask(tr.Run, tr.Run.Asks[a.ID])}, nil
-}
-
-// mayStartUnasked decides whether starting the run may approve a
-// `without asking` step (I1): only where policy lets the starter approve
-// that action themselves, as if the recipe asked them. Args that depend
-// on earlier steps cannot be judged before they run, so they are refused.
-func (s *Services) mayStartUnasked(ctx context.Context, who string, st plan.Step) (string, bool) {
-	if s.cfg.Authority == nil {
-		return "no policy is loaded", false
-	}
-	if refs, _ := plan.ObjectRefs(st.Args); len(refs) > 0 {
-		return "its args depend on earlier steps, so what it would do is not known at the start", false
-	}
-	// Judged as an approval the recipe asked of the starter (`ask me`).
-	run := &engine.Run{Requester: who}
-	a := &engine.AskRun{Type: plan.StopMenu, Audience: plan.AudienceRequester, Payload: []engine.Payload{{Step: st.ID, Server: st.Server, Tool: st.Tool, Args: st.Args}}}
-	auth, err := s.authorize(ctx, who, run, a, decideApprove)
-	if err != nil || !auth.ok {
-		return auth.why, false
-	}
-	if auth.quorum > 1 {
-		// Starting the run is one person's approval; policy wins (I9).
-		return fmt.Sprintf("policy needs %d distinct people to approve %s.%s, and starting the run is one", auth.quorum, st.Server, st.Tool), false
-	}
-	return "", true
 }

@@ -20,7 +20,7 @@ import (
 //   - whoever may decide one of its asks: an ask's audience role they
 //     hold now (directly or by a delegation in force), a name among its
 //     approvers or the one it escalated to, or — for an open ask — anyone
-//     mayDecide allows now;
+//     the desk lets decide it now (approvals.Desk.MayDecide);
 //   - whoever decided one of its asks: every person the record names as
 //     deciding, voting, amending, delegating or being delegated to, even
 //     after they lost the role they decided under;
@@ -62,12 +62,11 @@ func (s *Services) visibleRun(ctx context.Context, who, runID string) (*engine.R
 // seesEverything reports whether who holds, by policy, a role that reads
 // every run.
 func (s *Services) seesEverything(who string) bool {
-	az := s.cfg.Authority
-	return az != nil && (az.Holds(who, RoleAuditor, s.cfg.Domain) || az.Holds(who, RoleOperator, s.cfg.Domain))
+	return s.cfg.Approvals.Holds(who, RoleAuditor) || s.cfg.Approvals.Holds(who, RoleOperator)
 }
 
 // sees applies the rule to one run. The checks run cheapest first; policy
-// is consulted in full (mayDecide) only for open asks nobody names who in.
+// is consulted in full (MayDecide) only for open asks nobody names who in.
 func (s *Services) sees(ctx context.Context, who string, run *engine.Run) bool {
 	if who == "" {
 		return false
@@ -85,7 +84,7 @@ func (s *Services) sees(ctx context.Context, who string, run *engine.Run) bool {
 			continue
 		}
 		// A policy error is no authority: it does not make the run visible.
-		if auth, err := s.mayDecide(ctx, who, run, a); err == nil && auth.ok {
+		if v, err := s.cfg.Approvals.MayDecide(ctx, who, run, a); err == nil && v.OK {
 			return true
 		}
 	}
@@ -121,13 +120,12 @@ func decided(who string, a *engine.AskRun) bool {
 // addressed reports whether the ask is addressed to who: its audience
 // role, its escalation role, or a role among its approvers is one who
 // holds now, or who is a person named among its approvers (a delegate
-// sees it through mayDecide). An audience is a role (or `me`, the requester,
+// sees it through MayDecide). An audience is a role (or `me`, the requester,
 // whom sees answers for by the run's requester, never by name): a caller
 // whose name happens to be "me" or a role's name is not its holder.
 func (s *Services) addressed(who string, a *engine.AskRun) bool {
 	holds := func(role string) bool {
-		return role != "" && role != plan.AudienceRequester && s.cfg.Authority != nil &&
-			s.cfg.Authority.IsRole(role, s.cfg.Domain) && s.cfg.Authority.Holds(who, role, s.cfg.Domain)
+		return role != "" && role != plan.AudienceRequester && s.cfg.Approvals.IsRole(role) && s.cfg.Approvals.Holds(who, role)
 	}
 	if holds(a.Audience) || holds(a.EscalatedTo) || holds(a.EscalatedFrom) {
 		return true
@@ -135,7 +133,7 @@ func (s *Services) addressed(who string, a *engine.AskRun) bool {
 	for _, n := range a.Approvers {
 		switch {
 		case n == "" || n == plan.AudienceRequester:
-		case s.cfg.Authority != nil && s.cfg.Authority.IsRole(n, s.cfg.Domain):
+		case s.cfg.Approvals.IsRole(n):
 			if holds(n) {
 				return true
 			}
@@ -146,9 +144,9 @@ func (s *Services) addressed(who string, a *engine.AskRun) bool {
 	return false
 }
 
-// seesException reports whether who may see a standing exception: who
+// seesStanding reports whether who may see a standing approval: who
 // granted it, anyone who may revoke it (policy lets them decide its
 // action), and auditors and operators.
-func (s *Services) seesException(who string, x store.Exception) bool {
-	return x.GrantedBy == who || s.mayGovern(who, x.Scope) || s.seesEverything(who)
+func (s *Services) seesStanding(who string, x store.Standing) bool {
+	return x.GrantedBy == who || s.cfg.Approvals.MayGovern(who, x.Scope) || s.seesEverything(who)
 }

@@ -9,7 +9,7 @@ import (
 
 // WatchRun resumes after the cursor it was given: a watcher that saw a
 // version is sent nothing until the run moves past it, so a client that
-// re-watches after each event (pkg/gates Wait) blocks instead of spinning
+// re-watches after each event (client/gates Wait) blocks instead of spinning
 // on snapshots of a run that did not change.
 func TestWatchRunResumesAfterItsCursor(t *testing.T) {
 	e := newEnv(t, nil, echoTools())

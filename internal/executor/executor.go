@@ -22,8 +22,8 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
@@ -501,7 +501,7 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 		if c.cfg.Grants == nil {
 			return c.ungranted(l, why, tollgatev1.RefusalReason_REFUSAL_REASON_GRANT_UNKNOWN_KEY, errors.New("this executor trusts no grant key"))
 		}
-		err := c.cfg.Grants.Verify(grantpb.FromProto(l.GetGrant()), grant.Lease{RunID: l.GetRunId(), StepID: l.GetStepId(), Action: l.GetServer() + "." + l.GetTool(), Fence: l.GetFence(), Args: []byte(l.GetArgsJson())}, c.cfg.Now())
+		err := c.cfg.Grants.Verify(wire.GrantFromProto(l.GetGrant()), grant.Lease{RunID: l.GetRunId(), StepID: l.GetStepId(), Action: l.GetServer() + "." + l.GetTool(), Fence: l.GetFence(), Args: []byte(l.GetArgsJson())}, c.cfg.Now())
 		if err != nil {
 			reason := tollgatev1.RefusalReason_REFUSAL_REASON_UNSPECIFIED
 			for kind, r := range grantReasons {

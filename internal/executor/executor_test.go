@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -84,7 +85,7 @@ func TestExecutorChecksGrants(t *testing.T) {
 	fs.down <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Welcome{Welcome: &tollgatev1.Welcome{HeartbeatInterval: durationpb.New(time.Hour)}}}
 
 	args := `{"amount":485000,"bank_account":"XXXX2048"}`
-	digest, _ := grant.PayloadDigest([]byte(args))
+	digest, _ := freshness.PayloadDigest([]byte(args))
 	signed := func(fence uint64) *tollgatev1.Grant {
 		g := &grant.Grant{RunID: "r", StepID: "pay", Action: "payments.pay", AskID: "ask_1", PayloadDigest: digest, Fence: fence, ExpiresAt: time.Now().Add(time.Minute)}
 		grant.Sign(g, "cp", priv)

@@ -13,8 +13,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // annotatedHost hosts test.mark without annotations (so side-effecting,
@@ -76,7 +77,7 @@ func TestItem4_ExecutorRefusesASideEffectTheLeaseCallsReadOnly(t *testing.T) {
 		l := &tollgatev1.Lease{LeaseId: "r/" + step + "/1", Fence: 1, RunId: "r", StepId: step, Kind: tollgatev1.StepKind_STEP_KIND_TOOL,
 			Server: "test", Tool: tool, ArgsJson: args, SideEffect: sideEffect}
 		if g != nil {
-			l.Grant = grantpb.ToProto(g)
+			l.Grant = wire.GrantToProto(g)
 		}
 		fs.down <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: l}}
 	}
@@ -112,7 +113,7 @@ func TestItem4_ExecutorRefusesASideEffectTheLeaseCallsReadOnly(t *testing.T) {
 		t.Fatalf("a read-only tool runs with no Start: %v", m)
 	}
 
-	digest, _ := grant.PayloadDigest([]byte(args))
+	digest, _ := freshness.PayloadDigest([]byte(args))
 	g := &grant.Grant{RunID: "r", StepID: "m2", Action: "test.mark", PayloadDigest: digest, Fence: 1, ExpiresAt: time.Now().Add(time.Minute)}
 	grant.Sign(g, "cp", priv)
 	lease("m2", "mark", false, g)

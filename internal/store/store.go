@@ -6,16 +6,12 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"sync"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/pkg/plan"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 )
 
 // Errors a store returns. Callers match them with errors.Is.
@@ -64,10 +60,10 @@ type Ask struct {
 	DueAt time.Time `json:"due_at"`
 }
 
-// Exception is a standing approval: later asks whose every governed action
+// Standing is a standing approval: later asks whose every governed action
 // lies within Scope (package standing) are approved by it until Until,
 // unless revoked. It is stored whole and replaced whole.
-type Exception struct {
+type Standing struct {
 	ID           string    `json:"id"`
 	AskID        string    `json:"ask_id"` // the ask it was granted on
 	GrantedBy    string    `json:"granted_by"`
@@ -169,11 +165,11 @@ type Store interface {
 	PutPlan(ctx context.Context, digest string, data []byte) error
 	// GetPlan returns a stored plan or ErrNotFound.
 	GetPlan(ctx context.Context, digest string) ([]byte, error)
-	// PutException stores a standing approval, replacing one with its id.
-	PutException(ctx context.Context, e Exception) error
-	// ListExceptions returns every standing approval, revoked and expired
+	// PutStanding stores a standing approval, replacing one with its id.
+	PutStanding(ctx context.Context, e Standing) error
+	// ListStanding returns every standing approval, revoked and expired
 	// ones included, by id.
-	ListExceptions(ctx context.Context) ([]Exception, error)
+	ListStanding(ctx context.Context) ([]Standing, error)
 	// Counts returns how many runs and asks the store holds in each
 	// state, across every replica's commits. It reads counts the store
 	// keeps (no scan of the runs), so a metrics scrape may call it every
@@ -214,51 +210,11 @@ func Chain(runID string, prevSeq int64, prevHash string, recs []JournalRecord) (
 	return prevSeq, prevHash
 }
 
-// HashRecord is "sha256:" and the hex SHA-256 of the canonical JSON of
-// {actor, kind, payload, prev_hash, run_id, seq, time (RFC 3339, UTC)}.
+// HashRecord is r's link in its run's hash chain:
+// freshness.JournalDigest of every field of r but Hash.
 func HashRecord(r JournalRecord) string {
-	// The keys in canonical (sorted) order, written directly.
-	bp := hashBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 64<<10 { // a huge record's buffer is left to the GC
-			hashBufs.Put(bp)
-		}
-	}()
-	b := (*bp)[:0]
-	b = append(b, `{"actor":`...)
-	b = plan.AppendCanonical(b, r.Actor)
-	b = append(b, `,"kind":`...)
-	b = plan.AppendCanonical(b, r.Kind)
-	b = append(b, `,"payload":`...)
-	switch {
-	case len(r.Payload) == 0:
-		b = append(b, "null"...)
-	default:
-		if c, ok := plan.AppendCanonicalObject(b, r.Payload); ok {
-			b = c
-		} else {
-			b = plan.AppendCanonical(b, string(r.Payload))
-		}
-	}
-	b = append(b, `,"prev_hash":`...)
-	b = plan.AppendCanonical(b, r.PrevHash)
-	b = append(b, `,"run_id":`...)
-	b = plan.AppendCanonical(b, r.RunID)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendInt(b, r.Seq, 10)
-	b = append(b, `,"time":`...)
-	b = plan.AppendCanonical(b, r.Time.UTC().Format(time.RFC3339Nano))
-	b = append(b, '}')
-	*bp = b
-	sum := sha256.Sum256(b)
-	var out [len("sha256:") + 2*sha256.Size]byte
-	copy(out[:], "sha256:")
-	hex.Encode(out[len("sha256:"):], sum[:])
-	return string(out[:])
+	return freshness.JournalDigest(freshness.JournalRecord{RunID: r.RunID, Seq: r.Seq, Time: r.Time, Actor: r.Actor, Kind: r.Kind, Payload: r.Payload, PrevHash: r.PrevHash})
 }
-
-// hashBufs holds the buffers HashRecord writes records into.
-var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // VerifyChain checks that recs (a whole journal, in order) link up and
 // that every hash matches its record. It returns the seq of the first bad

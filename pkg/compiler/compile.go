@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -76,7 +77,7 @@ func Compile(src string, opts Options) Result {
 		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, "internal", "the compiler built a plan that fails verification, which is a bug in Tollgate: %v", err)
 		return Result{Diagnostics: d.done()}
 	}
-	digest, err := plan.Digest(pl)
+	digest, err := freshness.PlanDigest(pl)
 	if err != nil {
 		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, "internal", "cannot digest the plan: %v", err)
 		return Result{Diagnostics: d.done()}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -46,7 +47,7 @@ func FuzzCompile(f *testing.F) {
 		if err := plan.Verify(r.Plan); err != nil {
 			t.Fatalf("returned plan fails Verify for %q: %v", src, err)
 		}
-		d, err := plan.Digest(r.Plan)
+		d, err := freshness.PlanDigest(r.Plan)
 		if err != nil || d != r.Digest {
 			t.Fatalf("digest mismatch: %s vs %s (%v)", d, r.Digest, err)
 		}

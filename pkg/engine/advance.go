@@ -1,15 +1,13 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -262,9 +260,12 @@ func (t *tx) open(sp *stopInfo) bool {
 		a.Options = append(a.Options, plan.Option{ID: o.ID, Label: o.Label})
 	}
 	for _, g := range sp.governed {
-		args := t.resolveArgs(g.step.Args)
-		sum := sha256.Sum256(args)
-		a.Payload = append(a.Payload, Payload{Step: g.step.ID, Server: g.step.Server, Tool: g.step.Tool, Args: args, Digest: "sha256:" + hex.EncodeToString(sum[:])})
+		p, err := newPayload(g.step.ID, g.step.Server, g.step.Tool, t.resolveArgs(g.step.Args))
+		if err != nil {
+			t.end(Failed, fmt.Sprintf("%q cannot be asked: %v", a.Title, err))
+			return true
+		}
+		a.Payload = append(a.Payload, p)
 	}
 	if err := payloadTooLarge(a.Payload); err != nil {
 		// An approver could not be shown it, nor a lease carry it.
@@ -277,9 +278,7 @@ func (t *tx) open(sp *stopInfo) bool {
 		// What the approver reads, bound by digest: the referenced output
 		// as it is now.
 		id, field, _ := strings.Cut(ref, ".")
-		v := plan.AppendCanonical(nil, t.value(plan.Ref{ID: id, Field: field}))
-		sum := sha256.Sum256(v)
-		a.Evidence = append(a.Evidence, Evidence{Ref: ref, Digest: "sha256:" + hex.EncodeToString(sum[:])})
+		a.Evidence = append(a.Evidence, Evidence{Ref: ref, Digest: freshness.ValueDigest(t.value(plan.Ref{ID: id, Field: field}))})
 	}
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
@@ -324,7 +323,7 @@ func (t *tx) checked(askID string, attempt int) {
 			a.FactsError = err.Error()
 			t.record(JournalAskFacts, "system", map[string]any{"ask": a.ID, "error": err.Error()})
 		} else {
-			a.Material, a.ResourceVersion = facts, factsDigest(facts)
+			a.Material, a.ResourceVersion = facts, freshness.FactsDigest(facts)
 			t.record(JournalAskFacts, "system", map[string]any{"ask": a.ID, "resource_version": a.ResourceVersion})
 		}
 	}
@@ -346,11 +345,7 @@ func (t *tx) checked(askID string, attempt int) {
 	case a.Material == nil:
 		changed = append(changed, "the facts could not be read when you were asked: "+a.FactsError)
 	default:
-		for _, f := range slices.Sorted(maps.Keys(facts)) {
-			if facts[f] != a.Material[f] {
-				changed = append(changed, fmt.Sprintf("%s %s → %s", f, mask(a.Material[f]), mask(facts[f])))
-			}
-		}
+		changed = freshness.Changes(a.Material, facts)
 	}
 	a.Verifying = false
 	if len(changed) == 0 {
@@ -388,41 +383,7 @@ func (t *tx) material(a *AskRun, s *StepRun) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the check's output is not JSON: %w", err)
 	}
-	facts := map[string]string{}
-	for _, f := range t.m.stops[a.ID].sp.Check.Fields {
-		v := out
-		for _, part := range strings.Split(f, ".") {
-			m, _ := v.(map[string]any)
-			v = m[part]
-		}
-		facts[f] = string(plan.AppendCanonical(nil, v))
-	}
-	return facts, nil
-}
-
-func factsDigest(facts map[string]string) string {
-	h := sha256.New()
-	for _, f := range slices.Sorted(maps.Keys(facts)) {
-		h.Write([]byte(f + "=" + facts[f] + "\n"))
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
-}
-
-// mask shows a changed value without disclosing it: anything with a digit
-// in it (an account, an IBAN, a phone) by its last four characters only.
-func mask(canonical string) string {
-	v := canonical
-	if u, err := strconv.Unquote(canonical); err == nil {
-		v = u
-	}
-	if strings.ContainsAny(v, "0123456789") {
-		r := []rune(v)
-		if len(r) <= 4 {
-			return "ending " + strings.Repeat("•", len(r))
-		}
-		return "ending " + string(r[len(r)-4:])
-	}
-	return v
+	return freshness.ReadFacts(out, t.m.stops[a.ID].sp.Check.Fields), nil
 }
 
 // derive sets the run's state from its steps and asks, and journals a

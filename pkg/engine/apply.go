@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/pkg/answer"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -358,9 +357,11 @@ func (t *tx) amend(e Amend, expired bool) error {
 		}
 		from = append(from, fmt.Sprint(old))
 		m[e.Field] = e.Value
-		p.Args = plan.AppendCanonical(nil, m)
-		sum := sha256.Sum256(p.Args)
-		p.Digest = "sha256:" + hex.EncodeToString(sum[:])
+		amended, err := newPayload(p.Step, p.Server, p.Tool, plan.AppendCanonical(nil, m))
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadAmend, err)
+		}
+		*p = amended
 		changed++
 	}
 	if changed == 0 {
@@ -419,8 +420,7 @@ func (t *tx) attachEvidence(e AttachEvidence) error {
 	}
 	before := a.EvidenceDigest()
 	for _, ev := range e.Artifacts {
-		sum := sha256.Sum256(ev.Content)
-		ev.Digest, ev.AttachedBy, ev.Round = "sha256:"+hex.EncodeToString(sum[:]), e.Actor, a.EvidenceRounds
+		ev.Digest, ev.AttachedBy, ev.Round = freshness.ContentDigest(ev.Content), e.Actor, a.EvidenceRounds
 		a.Evidence = append(a.Evidence, ev)
 	}
 	withdrawn := len(a.Votes)
@@ -806,8 +806,7 @@ func (t *tx) leaseLost(e LeaseLost) error {
 		// I7: the effect may have happened. Never retry blindly: a
 		// person says what happened (DESIGN.md §6).
 		s.Status = StatusInDoubt
-		t.openDoubt(e.Step, s.Attempt)
-		return nil
+		return t.openDoubt(e.Step, s.Attempt)
 	}
 	t.queue(e.Step, s, "re-lease")
 	return nil
@@ -856,7 +855,7 @@ func (t *tx) blockedAll(e StepsBlocked) error {
 // asking` step: the step's args, asking the requester, as the start
 // approved it). It is routed to that audience; the requester may always
 // answer "it ran" or "stop".
-func (t *tx) openDoubt(step string, attempt int) {
+func (t *tx) openDoubt(step string, attempt int) error {
 	st := t.m.steps[step].step
 	a := &AskRun{ID: fmt.Sprintf("doubt_%s_%d", step, attempt), Type: InDoubt, Step: step, Audience: plan.AudienceRequester,
 		Title: fmt.Sprintf("did %s (%s·%s) happen? Its executor was lost after it started, so nobody knows", step, st.Server, st.Tool),
@@ -871,14 +870,19 @@ func (t *tx) openDoubt(step string, attempt int) {
 		}
 	}
 	if len(a.Payload) == 0 {
-		d := t.dispatchFor(step, t.run.Steps[step])
-		sum := sha256.Sum256(d.Args)
-		a.Payload = []Payload{{Step: step, Server: st.Server, Tool: st.Tool, Args: d.Args, Digest: "sha256:" + hex.EncodeToString(sum[:])}}
+		// Unreachable in practice: the dispatcher digested these args
+		// when it signed the lost lease's grant.
+		p, err := newPayload(step, st.Server, st.Tool, t.dispatchFor(step, t.run.Steps[step]).Args)
+		if err != nil {
+			return fmt.Errorf("%w: %s is in doubt, and its args cannot be shown: %v", ErrWrongTransition, step, err)
+		}
+		a.Payload = []Payload{p}
 	}
 	t.floorQuorum(a)
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
 	t.record(JournalAskOpened, "system", map[string]any{"ask": a.ID, "title": a.Title, "in_doubt": step, "expires_at": a.ExpiresAt})
+	return nil
 }
 
 // resolveDoubt applies a person's word on an in-doubt side effect.

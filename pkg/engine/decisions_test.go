@@ -191,14 +191,6 @@ func TestApprovalDuringTheOpeningProbe(t *testing.T) {
 	}
 }
 
-func TestMask(t *testing.T) {
-	for in, want := range map[string]string{`"DE00 2048"`: "ending 2048", `"active"`: "active", `"12"`: "ending ••", `48`: "ending ••", `null`: "null"} {
-		if got := mask(in); got != want {
-			t.Errorf("mask(%s) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // The deadline ladder: a reminder, an escalation, and the deadline, each
 // once, each journaled; an escalation changes who decides, never decides.
 func TestDeadlineLadder(t *testing.T) {

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,8 +147,8 @@ func (t *tx) openGateEvent(e OpenGate) error {
 	default:
 		return fmt.Errorf("%w: on expiry %q is not reject or cancel", ErrWrongTransition, e.OnExpiry)
 	}
-	// Canonical as grant.PayloadDigest makes it: the digest the approval
-	// binds is the one a verifier recomputes from the same args.
+	// Canonical as freshness.PayloadDigest makes it: the digest the
+	// approval binds is the one a verifier recomputes from the same args.
 	args, err := e.Args.MarshalJSON()
 	if err != nil || !json.Valid(args) || args[0] != '{' {
 		return fmt.Errorf("%w: gate %q args are not a JSON object: %v", ErrWrongTransition, e.Gate, err)
@@ -166,11 +164,14 @@ func (t *tx) openGateEvent(e OpenGate) error {
 	if err := evidenceTooLarge(nil, e.Evidence); err != nil {
 		return err
 	}
-	sum := sha256.Sum256(args)
+	p, err := newPayload(e.Gate, e.Server, e.Tool, args)
+	if err != nil {
+		return fmt.Errorf("%w: gate %q: %v", ErrWrongTransition, e.Gate, err)
+	}
 	a := &AskRun{ID: e.Gate, Type: Gate, Title: e.Title, Audience: audience, State: AskPending,
 		OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: e.OnExpiry, Quorum: e.Quorum, Approvers: slices.Clone(e.Approvers),
 		Options: []plan.Option{{ID: GateApprove, Label: "Approve"}, {ID: GateNo, Label: "No"}}, Also: slices.Clone(e.Also),
-		Payload: []Payload{{Step: e.Gate, Server: e.Server, Tool: e.Tool, Args: args, Digest: "sha256:" + hex.EncodeToString(sum[:])}}}
+		Payload: []Payload{p}}
 	for _, ev := range e.Evidence {
 		ev.AttachedBy, ev.Ref, ev.Round = e.Actor, "", 0
 		a.Evidence = append(a.Evidence, ev)

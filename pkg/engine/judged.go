@@ -2,12 +2,12 @@ package engine
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 )
 
 // Judged is what a person's decision was judged against: the payload and
@@ -52,14 +52,8 @@ func JudgedOn(a *AskRun, payload, evidence string, approves bool) Judged {
 // and reply counters are not in it: another approver's vote does not
 // change what this one may decide.
 func (a *AskRun) Basis() string {
-	var b strings.Builder
-	for _, f := range []string{string(a.Type), string(a.State), a.Audience, strings.Join(a.Approvers, ","), strconv.Itoa(a.Quorum),
-		strings.Join(a.Also, ","), a.PayloadDigest(), a.EvidenceDigest(), strconv.Itoa(a.Round), a.ResourceVersion} {
-		b.WriteString(strconv.Quote(f))
-		b.WriteByte('\n')
-	}
-	sum := sha256.Sum256([]byte(b.String()))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return freshness.BasisDigest(string(a.Type), string(a.State), a.Audience, strings.Join(a.Approvers, ","), strconv.Itoa(a.Quorum),
+		strings.Join(a.Also, ","), a.PayloadDigest(), a.EvidenceDigest(), strconv.Itoa(a.Round), a.ResourceVersion)
 }
 
 // StillAsJudged is the one check that a decision fits the ask as it is: it

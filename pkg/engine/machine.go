@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -78,7 +79,7 @@ func New(p *plan.Plan, cfg Config) (*Machine, error) {
 	if err := plan.Verify(p); err != nil {
 		return nil, fmt.Errorf("engine refuses the plan: %w", err)
 	}
-	digest, err := plan.Digest(p)
+	digest, err := freshness.PlanDigest(p)
 	if err != nil {
 		return nil, err
 	}

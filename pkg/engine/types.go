@@ -5,12 +5,12 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -249,7 +249,18 @@ type Payload struct {
 	Server string      `json:"server"`
 	Tool   string      `json:"tool"`
 	Args   plan.Object `json:"args"`
-	Digest string      `json:"digest"` // sha256 of the canonical args
+	Digest string      `json:"digest"` // freshness.PayloadDigest of Args
+}
+
+// newPayload is one governed step's payload: args as they will be
+// dispatched, and the digest an approval of them binds — the one a grant's
+// verifier recomputes from the same args (freshness.PayloadDigest).
+func newPayload(step, server, tool string, args plan.Object) (Payload, error) {
+	d, err := freshness.PayloadDigest(args)
+	if err != nil {
+		return Payload{}, fmt.Errorf("args of %s: %w", step, err)
+	}
+	return Payload{Step: step, Server: server, Tool: tool, Args: args, Digest: d}, nil
 }
 
 // Evidence is one artifact an approver reads.
@@ -273,14 +284,7 @@ type Delegation struct {
 
 // EvidenceDigest is one digest over the evidence, in order; "" without any.
 func (a *AskRun) EvidenceDigest() string {
-	if len(a.Evidence) == 0 {
-		return ""
-	}
-	h := sha256.New()
-	for _, e := range a.Evidence {
-		h.Write([]byte(e.Ref + "|" + e.Name + "=" + e.Digest + "\n"))
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return freshness.EvidenceDigest(a.Evidence, func(e Evidence) (string, string, string) { return e.Ref, e.Name, e.Digest })
 }
 
 // Vote is one person's approval of a gate that needs a quorum.
@@ -311,17 +315,7 @@ func (a *AskRun) DueAt() time.Time {
 // approval binds it.
 // An ask governing nothing (a question) has none: "".
 func (a *AskRun) PayloadDigest() string {
-	switch len(a.Payload) {
-	case 0:
-		return ""
-	case 1:
-		return a.Payload[0].Digest
-	}
-	h := sha256.New()
-	for _, p := range a.Payload {
-		h.Write([]byte(p.Step + "=" + p.Digest + "\n"))
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return freshness.PayloadsDigest(a.Payload, func(p Payload) (string, string) { return p.Step, p.Digest })
 }
 
 // Decision is one recorded act on an ask.

@@ -8,14 +8,13 @@ package grant
 
 import (
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -28,7 +27,7 @@ type Grant struct {
 	// perform, so a grant for one action never authorizes another.
 	Action        string
 	AskID         string // empty for a `without asking` step
-	PayloadDigest string // "sha256:<hex>" of the canonical args
+	PayloadDigest string // freshness.PayloadDigest of the args it permits
 	Fence         uint64
 	ExpiresAt     time.Time
 	KeyID         string
@@ -66,18 +65,6 @@ func (g *Grant) message() []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(g.ExpiresAt.Nanosecond()))
 	lp(g.KeyID)
 	return b
-}
-
-// PayloadDigest is "sha256:" and the hex SHA-256 of the canonical JSON of
-// args (keys sorted, numbers as written).
-func PayloadDigest(args []byte) (string, error) {
-	obj := plan.Object(args)
-	canon, err := obj.MarshalJSON()
-	if err != nil {
-		return "", fmt.Errorf("payload digest: %w", err)
-	}
-	sum := sha256.Sum256(canon)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // Sign fills in KeyID and Signature.
@@ -187,12 +174,6 @@ func ArtifactsPayload(digests map[string]string) []byte {
 // permits: "gate." + its name (policy names it like any action).
 func GateAction(gate string) string { return "gate." + gate }
 
-// ContentDigest is "sha256:<hex>" of bytes (an artifact's content).
-func ContentDigest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
 // Verify accepts g for lease at time now, and records it as used. It
 // returns an error wrapping one of the Err* reasons otherwise; then the
 // caller must not perform the effect.
@@ -216,7 +197,7 @@ func (v *Verifier) Verify(g *Grant, lease Lease, now time.Time) error {
 	if lease.Action == "" || g.Action != lease.Action {
 		return fmt.Errorf("%w: the grant permits %q, not %q", ErrAction, g.Action, lease.Action)
 	}
-	d, err := PayloadDigest(lease.Args)
+	d, err := freshness.PayloadDigest(lease.Args)
 	if err != nil || d != g.PayloadDigest {
 		return fmt.Errorf("%w: received %s, approved %s", ErrPayload, d, g.PayloadDigest)
 	}

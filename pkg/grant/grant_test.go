@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 )
 
 func TestVerify(t *testing.T) {
@@ -13,7 +15,7 @@ func TestVerify(t *testing.T) {
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	args := []byte(`{"text":"hi","n":1}`)
-	digest, err := PayloadDigest(args)
+	digest, err := freshness.PayloadDigest(args)
 	if err != nil {
 		t.Fatal(err)
 	}

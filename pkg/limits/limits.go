@@ -3,7 +3,7 @@
 //
 // There is one message limit, MaxMessageBytes, for every gRPC sender and
 // receiver (the control plane's API and executor listeners, executors,
-// approvectl, pkg/gates and the bench clients). It is gRPC's default
+// approvectl, client/gates and the bench clients). It is gRPC's default
 // receive limit, so a client built with default options agrees too.
 //
 // Values are bounded where they enter, so that every message carrying

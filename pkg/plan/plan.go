@@ -7,8 +7,6 @@ package plan
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -196,17 +194,6 @@ func marshal(v any) ([]byte, error) {
 		return nil, fmt.Errorf("encode json: %w", err)
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
-
-// Digest is "sha256:" and the hex SHA-256 of the canonical JSON of p. It is
-// stable across processes and versions of Go for the same plan.
-func Digest(p *Plan) (string, error) {
-	b, err := Canonical(p)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // Indent renders p as indented JSON for people: keys in the order of

@@ -41,6 +41,10 @@ type Event struct {
 	ExpiresAt  time.Time      `json:"expires_at,omitzero"`
 	OccurredAt time.Time      `json:"occurred_at,omitzero"` // Notify sets Config.Now() when zero
 	Payload    map[string]any `json:"payload,omitempty"`    // sent as is: put nothing here an endpoint's owner may not read
+	// Journal, when set, records this event's deliveries instead of
+	// Config.Recorder: the sender knows where the event's record lives
+	// (the run it is about), the Notifier need not. Never sent.
+	Journal Recorder `json:"-"`
 }
 
 // Envelope is the JSON body of one delivery. DeliveryID equals the

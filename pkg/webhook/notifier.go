@@ -91,8 +91,8 @@ type Notifier struct {
 	running atomic.Bool
 
 	mu        sync.Mutex
-	drops     []Delivery // dropped by Notify, recorded by Run; at most max(QueueSize, dropBacklog)
-	lostDrops uint64     // dropped beyond what drops holds: counted and logged only
+	drops     []dropped // dropped by Notify, recorded by Run; at most max(QueueSize, dropBacklog)
+	lostDrops uint64    // dropped beyond what drops holds: counted and logged only
 	dropped   chan struct{}
 
 	attempts, delivered, rejected, failed, droppedN, abandoned atomic.Uint64
@@ -209,7 +209,7 @@ func (n *Notifier) Notify(ctx context.Context, ev Event) error {
 	if len(raw) > MaxEventBytes {
 		return fmt.Errorf("webhook: %s %s: event is %d bytes, more than %d", ev.Kind, ev.AskID, len(raw), MaxEventBytes)
 	}
-	short := Event{ID: ev.ID, Kind: ev.Kind, AskID: ev.AskID}
+	short := Event{ID: ev.ID, Kind: ev.Kind, AskID: ev.AskID, Journal: ev.Journal}
 	targets, drops := 0, 0
 	for _, e := range *n.endpoints.Load() {
 		if !e.Wants(ev) {
@@ -226,11 +226,11 @@ func (n *Notifier) Notify(ctx context.Context, ev Event) error {
 			}
 		}
 		drops++
-		n.drop(Delivery{
+		n.drop(dropped{Delivery{
 			EventID: ev.ID, Endpoint: e.Name, Kind: ev.Kind, AskID: ev.AskID,
 			Outcome: Dropped, Err: fmt.Sprintf("queue full: %d deliveries pending", n.cfg.QueueSize),
 			At: n.cfg.Now(), Final: true,
-		})
+		}, ev.Journal})
 	}
 	if drops > 0 {
 		n.log.WarnContext(ctx, "webhook deliveries dropped: queue full", "kind", ev.Kind, "ask", ev.AskID, "dropped", drops, "endpoints", targets)
@@ -251,7 +251,7 @@ func (n *Notifier) reserve() bool {
 	}
 }
 
-func (n *Notifier) drop(d Delivery) {
+func (n *Notifier) drop(d dropped) {
 	n.droppedN.Add(1)
 	n.mu.Lock()
 	if len(n.drops) < max(n.cfg.QueueSize, dropBacklog) {
@@ -521,10 +521,17 @@ func (n *Notifier) finish(ctx context.Context, j *job, d Delivery) {
 
 func (n *Notifier) record(ctx context.Context, j *job, d Delivery) {
 	d.EventID, d.Endpoint, d.Kind, d.AskID = j.ev.ID, j.ep.Name, j.ev.Kind, j.ev.AskID
-	n.write(ctx, d)
+	n.write(ctx, j.ev.Journal, d)
 }
 
-func (n *Notifier) write(ctx context.Context, d Delivery) {
+// dropped is a delivery Notify dropped, with the journal of its event.
+type dropped struct {
+	d       Delivery
+	journal Recorder
+}
+
+// write logs a delivery and hands it to journal, else to the Recorder.
+func (n *Notifier) write(ctx context.Context, journal Recorder, d Delivery) {
 	attrs := []any{"endpoint", d.Endpoint, "kind", d.Kind, "ask", d.AskID, "event", d.EventID,
 		"delivery", d.ID, "attempt", d.Attempt, "outcome", string(d.Outcome)}
 	if d.Status != 0 {
@@ -541,12 +548,15 @@ func (n *Notifier) write(ctx context.Context, d Delivery) {
 	} else {
 		n.log.WarnContext(ctx, "webhook not delivered", attrs...)
 	}
-	if n.cfg.Recorder == nil {
+	if journal == nil {
+		journal = n.cfg.Recorder
+	}
+	if journal == nil {
 		return
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.AttemptTimeout)
 	defer cancel()
-	if err := n.cfg.Recorder.Delivered(rctx, d); err != nil {
+	if err := journal.Delivered(rctx, d); err != nil {
 		n.log.ErrorContext(ctx, "webhook delivery not recorded", "endpoint", d.Endpoint, "delivery", d.ID, "event", d.EventID, "err", err)
 	}
 }
@@ -557,7 +567,7 @@ func (n *Notifier) flushDrops(ctx context.Context) {
 	n.drops, n.lostDrops = nil, 0
 	n.mu.Unlock()
 	for _, d := range drops {
-		n.write(ctx, d)
+		n.write(ctx, d.journal, d.d)
 	}
 	if lost > 0 {
 		n.log.ErrorContext(ctx, "webhook deliveries dropped and not recorded one by one", "count", lost)

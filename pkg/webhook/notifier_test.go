@@ -778,3 +778,48 @@ func TestConcurrentNotifyAccountsForEveryDelivery(t *testing.T) {
 		}
 	}
 }
+
+// An event that carries a Journal has its deliveries, drops included,
+// recorded there and not in Config.Recorder: the sender says where an
+// event's record lives, so nothing has to be wired to the Notifier after
+// it is built.
+func TestEventJournalRecordsItsDeliveries(t *testing.T) {
+	rc := newReceiver(t, nil)
+	fallback, journal := &MemoryRecorder{}, &MemoryRecorder{}
+	cfg := fastConfig(fallback)
+	cfg.QueueSize = 1
+	n, err := New(cfg, []Endpoint{endpoint("a", rc.srv.URL, "ops")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := opened("ops")
+	first.Journal = journal
+	if err := n.Notify(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	second := opened("ops")
+	second.AskID, second.Journal = "ask-2", journal
+	if err := n.Notify(t.Context(), second); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("second Notify: %v", err)
+	}
+	third := opened("ops")
+	third.AskID = "ask-3" // no journal: the Recorder
+	start(t, n)
+	ds := waitFor(t, journal, "a delivery and a drop", finals(2))
+	outcomes := map[string]Outcome{}
+	for _, d := range ds {
+		outcomes[d.AskID] = d.Outcome
+	}
+	if outcomes["ask-1"] != Delivered || outcomes["ask-2"] != Dropped {
+		t.Fatalf("journal got %+v", ds)
+	}
+	if err := n.Notify(t.Context(), third); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitFor(t, fallback, "the third event", finals(1)); got[0].AskID != "ask-3" {
+		t.Fatalf("recorder got %+v", got)
+	}
+	if got := journal.Deliveries(); len(got) != 2 {
+		t.Fatalf("journal got %d deliveries, want 2", len(got))
+	}
+}

@@ -18,8 +18,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/wire"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // grantFiles signs a grant for the artifact payload of one file and writes
@@ -30,13 +31,13 @@ func grantFiles(t *testing.T, dir, run string) (grantPath, keyPath, artifact str
 	artifact = filepath.Join(dir, "commit.diff")
 	content := []byte("diff --git a/x b/x\n")
 	writeTestFile(t, artifact, content)
-	d, err := grant.PayloadDigest(grant.ArtifactsPayload(map[string]string{"commit.diff": grant.ContentDigest(content)}))
+	d, err := freshness.PayloadDigest(grant.ArtifactsPayload(map[string]string{"commit.diff": freshness.ContentDigest(content)}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := &grant.Grant{RunID: run, StepID: "commit", Action: "gate.commit", AskID: "commit", PayloadDigest: d, ExpiresAt: time.Now().Add(10 * time.Minute)}
 	grant.Sign(g, "grant", priv)
-	b, err := protojson.Marshal(grantpb.ToProto(g))
+	b, err := protojson.Marshal(wire.GrantToProto(g))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,10 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 )
 
 // grantFor signs the grant a side-effecting lease of o carries (I2): an
@@ -19,7 +20,7 @@ func (d *Dispatcher) grantFor(o offer, now time.Time) (*tollgatev1.Grant, error)
 	if d.cfg.SigningKey == nil {
 		return nil, errors.New("no grant signing key configured")
 	}
-	digest, err := grant.PayloadDigest(o.d.Args)
+	digest, err := freshness.PayloadDigest(o.d.Args)
 	if err != nil {
 		return nil, err
 	}
@@ -29,5 +30,5 @@ func (d *Dispatcher) grantFor(o offer, now time.Time) (*tollgatev1.Grant, error)
 	}
 	g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, Action: o.d.Server + "." + o.d.Tool, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
 	grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
-	return grantpb.ToProto(g), nil
+	return wire.GrantToProto(g), nil
 }

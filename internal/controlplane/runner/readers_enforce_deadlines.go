@@ -64,6 +64,30 @@ func (r *Runner) Expiries() int64 { return r.expiries.Load() }
 // Correctness never waits on it: readers apply the same rungs (I4). It
 // blocks until ctx ends.
 func (r *Runner) Sweep(ctx context.Context, every time.Duration) error {
+	return repeat(ctx, every, r.sweep)
+}
+
+// sweep is one deadline pass.
+func (r *Runner) sweep(ctx context.Context) {
+	now, err := r.now(ctx)
+	if err != nil {
+		return
+	}
+	rows, _, err := r.store.ListAsks(ctx, store.AskQuery{States: []string{string(engine.AskPending), string(engine.AskEvidenceRequested)}, DueBefore: now.Add(time.Millisecond), Limit: 500})
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "deadline pass could not list asks", slog.String("error", err.Error()))
+		return
+	}
+	for _, row := range rows {
+		if _, _, err := r.Get(ctx, row.RunID); err != nil && ctx.Err() == nil {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "deadline pass could not apply a deadline", slog.String("ask", row.ID), slog.String("error", err.Error()))
+		}
+	}
+}
+
+// repeat calls f every interval until ctx ends, then returns nil: the
+// shape of the Runner's background passes, which their owner runs.
+func repeat(ctx context.Context, every time.Duration, f func(context.Context)) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -71,20 +95,7 @@ func (r *Runner) Sweep(ctx context.Context, every time.Duration) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		}
-		now, err := r.now(ctx)
-		if err != nil {
-			continue
-		}
-		rows, _, err := r.store.ListAsks(ctx, store.AskQuery{States: []string{string(engine.AskPending), string(engine.AskEvidenceRequested)}, DueBefore: now.Add(time.Millisecond), Limit: 500})
-		if err != nil {
-			r.log.LogAttrs(ctx, slog.LevelWarn, "deadline pass could not list asks", slog.String("error", err.Error()))
-			continue
-		}
-		for _, row := range rows {
-			if _, _, err := r.Get(ctx, row.RunID); err != nil && ctx.Err() == nil {
-				r.log.LogAttrs(ctx, slog.LevelWarn, "deadline pass could not apply a deadline", slog.String("ask", row.ID), slog.String("error", err.Error()))
-			}
+			f(ctx)
 		}
 	}
 }

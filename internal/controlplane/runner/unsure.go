@@ -68,14 +68,5 @@ func (r *Runner) Resettle(ctx context.Context) {
 // Runner's goroutines runs it; without it, a run whose commit had an
 // unknown outcome moves on at the next restart's Recover.
 func (r *Runner) Resettling(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			r.Resettle(ctx)
-		}
-	}
+	return repeat(ctx, every, r.Resettle)
 }

@@ -32,7 +32,7 @@ type Store struct {
 	runStates map[string]int64
 	askStates map[string]int64
 
-	exceptions map[string]store.Exception
+	standing map[string]store.Standing
 }
 
 var _ store.Store = (*Store)(nil)
@@ -259,27 +259,27 @@ func (s *Store) GetPlan(_ context.Context, digest string) ([]byte, error) {
 // Close implements store.Store.
 func (s *Store) Close() error { return nil }
 
-// PutException implements store.Store.
-func (s *Store) PutException(_ context.Context, e store.Exception) error {
+// PutStanding implements store.Store.
+func (s *Store) PutStanding(_ context.Context, e store.Standing) error {
 	if e.ID == "" {
 		return fmt.Errorf("exception without an id: %w", store.ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.exceptions == nil {
-		s.exceptions = map[string]store.Exception{}
+	if s.standing == nil {
+		s.standing = map[string]store.Standing{}
 	}
-	s.exceptions[e.ID] = e
+	s.standing[e.ID] = e
 	return nil
 }
 
-// ListExceptions implements store.Store.
-func (s *Store) ListExceptions(context.Context) ([]store.Exception, error) {
+// ListStanding implements store.Store.
+func (s *Store) ListStanding(context.Context) ([]store.Standing, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]store.Exception, 0, len(s.exceptions))
-	for _, id := range slices.Sorted(maps.Keys(s.exceptions)) {
-		out = append(out, s.exceptions[id])
+	out := make([]store.Standing, 0, len(s.standing))
+	for _, id := range slices.Sorted(maps.Keys(s.standing)) {
+		out = append(out, s.standing[id])
 	}
 	return out, nil
 }

@@ -572,12 +572,13 @@ func (s *Store) listRunAsks(ctx context.Context, q store.AskQuery) ([]store.Ask,
 
 // --- standing approvals ---
 
-// exceptionsKey is one hash of every standing approval (id → JSON). They
+// standingKey is one hash of every standing approval (id → JSON). They
 // are few, read whole, and written one at a time.
-func (s *Store) exceptionsKey() string { return s.prefix + ":exceptions" }
+// The key keeps its first name, ":exceptions": stored data outlives names.
+func (s *Store) standingKey() string { return s.prefix + ":exceptions" }
 
-// PutException implements store.Store.
-func (s *Store) PutException(ctx context.Context, e store.Exception) error {
+// PutStanding implements store.Store.
+func (s *Store) PutStanding(ctx context.Context, e store.Standing) error {
 	if e.ID == "" {
 		return fmt.Errorf("redisstore: exception without an id: %w", store.ErrInvalid)
 	}
@@ -585,21 +586,21 @@ func (s *Store) PutException(ctx context.Context, e store.Exception) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: encode exception: %w", unavailable(err))
 	}
-	if err := s.rdb.HSet(ctx, s.exceptionsKey(), e.ID, b).Err(); err != nil {
+	if err := s.rdb.HSet(ctx, s.standingKey(), e.ID, b).Err(); err != nil {
 		return fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	return nil
 }
 
-// ListExceptions implements store.Store.
-func (s *Store) ListExceptions(ctx context.Context) ([]store.Exception, error) {
-	m, err := s.rdb.HGetAll(ctx, s.exceptionsKey()).Result()
+// ListStanding implements store.Store.
+func (s *Store) ListStanding(ctx context.Context) ([]store.Standing, error) {
+	m, err := s.rdb.HGetAll(ctx, s.standingKey()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
-	out := make([]store.Exception, 0, len(m))
+	out := make([]store.Standing, 0, len(m))
 	for _, id := range slices.Sorted(maps.Keys(m)) {
-		var e store.Exception
+		var e store.Standing
 		if err := json.Unmarshal([]byte(m[id]), &e); err != nil {
 			return nil, fmt.Errorf("redisstore: exception %s is damaged: %w", id, err)
 		}

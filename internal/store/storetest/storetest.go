@@ -37,7 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Plans", testPlans},
 		{"NotFound", testNotFound},
 		{"InvalidCommit", testInvalid},
-		{"Exceptions", testExceptions},
+		{"Standing", testStanding},
 		{"CountsFollowStates", testCounts},
 	}
 	for _, tc := range tests {
@@ -444,30 +444,30 @@ func testInvalid(t *testing.T, s store.Store) {
 	}
 }
 
-func testExceptions(t *testing.T, s store.Store) {
-	if got, err := s.ListExceptions(ctx); err != nil || len(got) != 0 {
+func testStanding(t *testing.T, s store.Store) {
+	if got, err := s.ListStanding(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("a new store has no exceptions: %v %v", got, err)
 	}
-	b := store.Exception{ID: "x2", AskID: "r/ask_1", GrantedBy: "dave", GrantedAt: base, Until: base.Add(time.Hour), Scope: "payments.pay amount<=5"}
+	b := store.Standing{ID: "x2", AskID: "r/ask_1", GrantedBy: "dave", GrantedAt: base, Until: base.Add(time.Hour), Scope: "payments.pay amount<=5"}
 	a := b
 	a.ID = "x1"
-	for _, e := range []store.Exception{b, a} {
-		if err := s.PutException(ctx, e); err != nil {
+	for _, e := range []store.Standing{b, a} {
+		if err := s.PutStanding(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
 	b.Revoked, b.RevokedBy, b.RevokedAt, b.RevokeReason = true, "carol", base.Add(time.Minute), "vendor under review"
-	if err := s.PutException(ctx, b); err != nil {
+	if err := s.PutStanding(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.ListExceptions(ctx)
+	got, err := s.ListStanding(ctx)
 	if err != nil || len(got) != 2 || got[0].ID != "x1" || got[1].ID != "x2" {
 		t.Fatalf("two exceptions by id: %+v %v", got, err)
 	}
 	if !got[1].Revoked || got[1].RevokedBy != "carol" || !got[1].RevokedAt.Equal(b.RevokedAt) || !got[0].Until.Equal(a.Until) || got[0].Scope != a.Scope {
 		t.Fatalf("stored whole and replaced whole: %+v", got)
 	}
-	if err := s.PutException(ctx, store.Exception{}); !errors.Is(err, store.ErrInvalid) {
+	if err := s.PutStanding(ctx, store.Standing{}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("an exception without an id: %v", err)
 	}
 }

@@ -10,6 +10,10 @@
 // as a recipe's gate. An approved gate yields a grant: the control plane's
 // signed permission for the gate's one payload, which the service that
 // performs the effect verifies (pkg/grant) before it acts.
+//
+// It talks gRPC, so it lives under client/, not pkg/ (pkg/ stays pure,
+// DESIGN.md §11). It enforces no invariant itself: the control plane
+// does, whichever client asks.
 package gates
 
 import (
@@ -27,8 +31,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
-	"github.com/tollgate-dev/tollgate/pkg/grant/grantpb"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
@@ -285,7 +289,7 @@ func StepDoneIn(r *tollgatev1.Run, step string) (bool, time.Time) {
 var ErrStepDone = errors.New("step already completed")
 
 // RecordStep journals a step the caller ran: exit status, output digest
-// ("sha256:<hex>", grant.ContentDigest) and when it ran.
+// ("sha256:<hex>", freshness.ContentDigest) and when it ran.
 func (c *Client) RecordStep(ctx context.Context, run, step string, exit int, outputDigest string, started, finished time.Time) error {
 	_, err := c.gates.RecordStep(ctx, &tollgatev1.RecordStepRequest{RunId: run, Step: step, ExitStatus: int32(exit), OutputDigest: outputDigest,
 		StartedAt: timestamppb.New(started), FinishedAt: timestamppb.New(finished)})
@@ -309,7 +313,7 @@ func (c *Client) Finish(ctx context.Context, run string, failed bool, reason str
 
 func fromProto(run string, g *tollgatev1.Gate) Decision {
 	d := Decision{RunID: run, Gate: g.GetAsk().GetStoppingPointId(), Outcome: outcomes[g.GetOutcome()], Actor: g.GetDecidedBy(),
-		Reason: g.GetReason(), Grant: grantpb.FromProto(g.GetGrant()), Ask: g.GetAsk()}
+		Reason: g.GetReason(), Grant: wire.GrantFromProto(g.GetGrant()), Ask: g.GetAsk()}
 	if d.Outcome == Approved {
 		d.Option = g.GetAsk().GetSelectedOptionId()
 	}

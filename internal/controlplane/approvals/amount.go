@@ -1,4 +1,4 @@
-package controlplane
+package approvals
 
 import (
 	"errors"
@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// parseMinorUnits reads an amount in minor units as people and the API
+// ParseMinorUnits reads an amount in minor units as people and the API
 // give it: a JSON integer ("400000", "-5"), or the same in quotes. It is
 // exact: no fractions, exponents, floats, signs of "+", leading zeros or
 // values beyond int64 — an amount that is not exactly an integer is an
 // error, never rounded.
-func parseMinorUnits(s string) (int64, error) {
+func ParseMinorUnits(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
 		s = s[1 : len(s)-1]

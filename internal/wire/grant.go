@@ -1,7 +1,4 @@
-// Package grantpb converts grants to and from their wire form,
-// tollgate.v1.Grant: the one conversion the control plane (leases, gates),
-// executors, the gates client and approvectl share.
-package grantpb
+package wire
 
 import (
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -10,8 +7,10 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
-// ToProto is g's wire form.
-func ToProto(g *grant.Grant) *tollgatev1.Grant {
+// GrantToProto is g's wire form. Grants cross the wire in leases and in
+// gate decisions; the control plane, executors, client/gates and
+// approvectl all convert them here.
+func GrantToProto(g *grant.Grant) *tollgatev1.Grant {
 	if g == nil {
 		return nil
 	}
@@ -19,9 +18,9 @@ func ToProto(g *grant.Grant) *tollgatev1.Grant {
 		ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}
 }
 
-// FromProto is the grant pg carries; nil for nil (a verifier then says
-// grant.ErrMissing).
-func FromProto(pg *tollgatev1.Grant) *grant.Grant {
+// GrantFromProto is the grant pg carries; nil for nil (a verifier then
+// says grant.ErrMissing).
+func GrantFromProto(pg *tollgatev1.Grant) *grant.Grant {
 	if pg == nil {
 		return nil
 	}

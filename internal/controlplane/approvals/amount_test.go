@@ -1,4 +1,4 @@
-package controlplane
+package approvals
 
 import (
 	"math/big"
@@ -18,9 +18,9 @@ func TestParseMinorUnits(t *testing.T) {
 		{"+5", 0, false}, {"007", 0, false}, {"", 0, false}, {"-", 0, false}, {"0x10", 0, false}, {"1_000", 0, false},
 		{`"`, 0, false}, {"--5", 0, false}, {"5 5", 0, false},
 	} {
-		got, err := parseMinorUnits(tc.in)
+		got, err := ParseMinorUnits(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseMinorUnits(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("ParseMinorUnits(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 }
@@ -31,14 +31,14 @@ func FuzzParseMinorUnits(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := parseMinorUnits(s)
+		v, err := ParseMinorUnits(s)
 		if err != nil {
 			return
 		}
 		text := strings.Trim(strings.TrimSpace(s), `"`)
 		b, ok := new(big.Int).SetString(text, 10)
 		if !ok || !b.IsInt64() || b.Int64() != v || b.String() != text {
-			t.Fatalf("parseMinorUnits(%q) = %d, but the text says %v", s, v, b)
+			t.Fatalf("ParseMinorUnits(%q) = %d, but the text says %v", s, v, b)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package grantpb
+package wire
 
 import (
 	"crypto/ed25519"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
@@ -14,19 +15,19 @@ import (
 func TestRoundTripVerifies(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	args := []byte(`{"amount":500,"vendor":"V-1"}`)
-	d, err := grant.PayloadDigest(args)
+	d, err := freshness.PayloadDigest(args)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 1, 9, 0, 0, 123456789, time.UTC)
 	g := &grant.Grant{RunID: "r1", StepID: "pay", Action: "payments.pay", AskID: "ask_1", PayloadDigest: d, Fence: 3, ExpiresAt: now.Add(time.Minute)}
 	grant.Sign(g, "grant", priv)
-	back := FromProto(ToProto(g))
+	back := GrantFromProto(GrantToProto(g))
 	v := grant.NewVerifier(map[string]ed25519.PublicKey{"grant": pub})
 	if err := v.Verify(back, grant.Lease{RunID: "r1", StepID: "pay", Action: "payments.pay", Fence: 3, Args: args}, now); err != nil {
 		t.Fatalf("round-tripped grant: %v", err)
 	}
-	if FromProto(nil) != nil || ToProto(nil) != nil {
+	if GrantFromProto(nil) != nil || GrantToProto(nil) != nil {
 		t.Fatal("nil must stay nil")
 	}
 }

@@ -1,0 +1,156 @@
+package approvals
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/pkg/authz"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// Verdict is what the desk found about one person and one decision:
+// whether they may make it, why (in words, for the caller and the
+// journal), and the policy version it was judged by.
+type Verdict struct {
+	OK     bool
+	Why    string
+	Policy string
+	// Delegated: the authority came through a delegation in force.
+	Delegated bool
+	// Quorum is the quorum policy sets now for the ask's actions (0 when
+	// policy was not asked): the decision carries it and the engine counts
+	// toward it (I9: policy wins, even raised after the ask opened).
+	Quorum int
+}
+
+// Authorize is decision-time authority (I9): whether who may make a
+// decision of kind on ask a of run now, why in words and the policy
+// version it was judged by. Every decision kind is judged here; a policy
+// error denies.
+func (d *Desk) Authorize(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, kind Kind) (Verdict, error) {
+	switch needFor(kind, a.Type) {
+	case needRequesterOrPolicy:
+		if who == run.Requester {
+			return Verdict{OK: true, Why: "you started the run, so you may say what happened"}, nil
+		}
+		return d.policyOver(ctx, who, run, a)
+	case needPolicy:
+		return d.policyOver(ctx, who, run, a)
+	}
+	return Verdict{Why: fmt.Sprintf("a %s decision does not apply to a %s ask", strings.ReplaceAll(string(kind), "_", " "), a.Type)}, nil
+}
+
+// MayDecide is whether who may make the ask's principal decision now:
+// what the inbox and GetAsk show, and what makes an open ask's run
+// visible to who.
+func (d *Desk) MayDecide(ctx context.Context, who string, run *engine.Run, a *engine.AskRun) (Verdict, error) {
+	kind := Approve
+	switch a.Type {
+	case engine.InDoubt:
+		kind = ItRan
+	case plan.StopText:
+		kind = TextAnswer
+	}
+	return d.Authorize(ctx, who, run, a, kind)
+}
+
+// policyOver checks who against policy for every action a governs, within
+// whom the ask asks; an ask governing nothing (or no policy loaded) by
+// its audience alone.
+func (d *Desk) policyOver(ctx context.Context, who string, run *engine.Run, a *engine.AskRun) (Verdict, error) {
+	me := a.Audience == "" || a.Audience == plan.AudienceRequester
+	if len(a.Payload) == 0 || d.cfg.Policy == nil {
+		switch {
+		case me && who == run.Requester:
+			return Verdict{OK: true, Why: "you started the run and the ask is for the requester"}, nil
+		case me:
+			return Verdict{Why: fmt.Sprintf("the ask is for the requester, %s", run.Requester)}, nil
+		case d.cfg.Policy != nil && d.cfg.Policy.Holds(who, a.Audience, d.cfg.Domain):
+			return Verdict{OK: true, Why: "you hold the role " + a.Audience, Policy: d.cfg.Policy.Version()}, nil
+		}
+		return Verdict{Why: "the ask is for the role " + a.Audience + ", which you do not hold"}, nil
+	}
+	return d.judge(ctx, who, d.matters(run, a), recipeAsk(a))
+}
+
+// recipeAsk is whom the recipe (or the gate's requester) asked.
+func recipeAsk(a *engine.AskRun) authz.RecipeAsk {
+	return authz.RecipeAsk{Audience: a.Audience, Approvers: a.Approvers, Quorum: a.Quorum}
+}
+
+// judge is the one place policy is asked to decide (pkg/authz): who must
+// be allowed every matter, within what the recipe asked; the first
+// refusal or unreadable matter denies.
+func (d *Desk) judge(ctx context.Context, who string, matters []matterOrErr, ask authz.RecipeAsk) (Verdict, error) {
+	var whys []string
+	policy, delegated, quorum := "", false, 0
+	for _, m := range matters {
+		if m.err != nil {
+			return Verdict{Why: m.err.Error()}, nil
+		}
+		dec, err := d.cfg.Policy.Authorize(ctx, authz.Request{Actor: who, Matter: m.Matter, Ask: ask})
+		if err != nil {
+			return Verdict{Why: dec.Reason}, fmt.Errorf("authorize %s on %s: %w", who, m.Action, err)
+		}
+		if !dec.Allowed {
+			return Verdict{Why: dec.Reason, Policy: dec.PolicyVersion}, nil
+		}
+		whys = append(whys, dec.Reason)
+		policy = dec.PolicyVersion
+		delegated = delegated || dec.Via != ""
+		quorum = max(quorum, dec.Quorum)
+	}
+	return Verdict{OK: true, Why: strings.Join(slices.Compact(whys), "; "), Policy: policy, Delegated: delegated, Quorum: quorum}, nil
+}
+
+// matterOrErr is one matter of an ask, or why it could not be read.
+type matterOrErr struct {
+	authz.Matter
+	err error
+}
+
+// matters is every matter policy must allow for a: one per governed
+// payload, and for a gate one per action its requester added to its own
+// (engine.AskRun.Also), with the gate's args — a requester raises the
+// bar, never replaces it.
+func (d *Desk) matters(run *engine.Run, a *engine.AskRun) []matterOrErr {
+	var out []matterOrErr
+	for _, p := range a.Payload {
+		m, err := d.matter(run, p)
+		out = append(out, matterOrErr{m, err})
+		for _, act := range a.Also {
+			srv, tool, _ := strings.Cut(act, ".")
+			m, err := d.matter(run, engine.Payload{Step: p.Step, Server: srv, Tool: tool, Args: p.Args})
+			out = append(out, matterOrErr{m, err})
+		}
+	}
+	return out
+}
+
+// matter is the policy's view of one governed action: its type, who
+// separation of duties keeps out (the requester and the agent's owner),
+// and the amount and currency its args carry (fields "amount", in minor
+// units, and "currency").
+func (d *Desk) matter(run *engine.Run, p engine.Payload) (authz.Matter, error) {
+	owner := run.Requester
+	if o, ok := d.cfg.Owners[run.Requester]; ok {
+		owner = o
+	}
+	m := authz.Matter{Domain: d.cfg.Domain, Action: p.Server + "." + p.Tool, Requester: run.Requester, AgentOwner: owner}
+	args, err := plan.DecodeObject(p.Args)
+	if err != nil {
+		return m, fmt.Errorf("args of %s: %w", p.Step, err)
+	}
+	if v, ok := args["amount"]; ok {
+		n, err := ParseMinorUnits(fmt.Sprint(v))
+		if err != nil {
+			return m, fmt.Errorf("amount of %s: %w", p.Step, err)
+		}
+		m.Amount = &n
+		m.Currency, _ = args["currency"].(string)
+	}
+	return m, nil
+}

@@ -1,0 +1,114 @@
+package approvals
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+)
+
+// Policy is the policy the desk consults (pkg/authz): whether one actor
+// may decide one matter now, and where an ask goes — one interface, so
+// routing (and with it escalation) cannot be lost to a policy that only
+// half implements it.
+type Policy interface {
+	// Authorize decides one actor on one matter now; an error denies.
+	Authorize(ctx context.Context, req authz.Request) (authz.Decision, error)
+	// Route is who may decide a matter as the recipe asked, and whether
+	// too few may (then the ask escalates; it is never approved by
+	// default).
+	Route(ctx context.Context, m authz.Matter, ask authz.RecipeAsk) (authz.Route, error)
+	// Holds and RolesOf answer for asks that govern no action.
+	Holds(actor, role, domain string) bool
+	RolesOf(actor, domain string) []string
+	// Floor is the policy's rule set for an action type.
+	Floor(domain, action string) (authz.Floor, bool)
+	// IsRole tells a role from a person in a gate's approvers.
+	IsRole(name, domain string) bool
+	Version() string
+}
+
+var _ Policy = (*authz.Authorizer)(nil)
+
+// Store is what the desk keeps in the store: standing approvals, judged
+// by the store's clock.
+type Store interface {
+	Now(ctx context.Context) (time.Time, error)
+	PutStanding(ctx context.Context, e store.Standing) error
+	ListStanding(ctx context.Context) ([]store.Standing, error)
+}
+
+// Config is what a Desk needs.
+type Config struct {
+	// Policy decides, at decision time, who may decide an ask (I9); nil
+	// allows only the requester to decide `ask me` asks, and nobody to
+	// grant standing approvals. Domain is the policy domain of this
+	// control plane's runs. Owners maps an agent principal that starts
+	// runs to the person who owns it (separation of duties excludes both);
+	// a principal not listed owns itself.
+	Policy Policy
+	Domain string
+	Owners map[string]string
+	// Store holds standing approvals and gives the clock they are judged
+	// by.
+	Store Store
+	// EscalateTo is the role an ask goes to when policy leaves nobody
+	// eligible and its recipe names no escalation; "" leaves it waiting
+	// (logged).
+	EscalateTo string
+	// Notifier, if set, sends webhook notices; AnswerCommand is the
+	// command a notice tells its reader to answer the ask with (nil: none).
+	Notifier      Notifier
+	AnswerCommand func(run *engine.Run, a *engine.AskRun) string
+	Log           *slog.Logger
+}
+
+// Desk is where asks are judged and routed: it decides at decision time
+// who may make which decision on an ask, routes asks and escalates those
+// nobody may decide, applies standing approvals, and sends notices. It
+// is the Runner's AskHook, and holds no run state of its own: every
+// judgement is of the run it is handed.
+type Desk struct {
+	cfg Config
+}
+
+var _ runner.AskHook = (*Desk)(nil)
+
+// New returns a Desk.
+func New(cfg Config) *Desk {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Desk{cfg: cfg}
+}
+
+func (d *Desk) log() *slog.Logger { return d.cfg.Log }
+
+// Holds reports whether who holds role, by policy, in the control plane's
+// domain now; with no policy, nobody holds any role.
+func (d *Desk) Holds(who, role string) bool {
+	return d.cfg.Policy != nil && d.cfg.Policy.Holds(who, role, d.cfg.Domain)
+}
+
+// IsRole reports whether policy names name as a role in the control
+// plane's domain (a gate's approvers mix roles and people); with no
+// policy, nothing is a role.
+func (d *Desk) IsRole(name string) bool {
+	return d.cfg.Policy != nil && d.cfg.Policy.IsRole(name, d.cfg.Domain)
+}
+
+// Audiences is who the caller is, for the inbox: the asks of these
+// audiences are candidates, each then authorized in full (MayDecide).
+func (d *Desk) Audiences(who string) []string {
+	out := []string{"user:" + who}
+	if d.cfg.Policy != nil {
+		for _, r := range d.cfg.Policy.RolesOf(who, d.cfg.Domain) {
+			out = append(out, "role:"+r)
+		}
+	}
+	return out
+}
