@@ -11,6 +11,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -141,13 +142,13 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 		if state.Terminal() {
 			for _, row := range rows {
 				out.Violations = append(out.Violations, &tollgatev1.InvariantViolation{Invariant: tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN,
-					RunId: sr.ID, RunState: runStateToProto[state], AskId: row.ID, AskState: tollgatev1.AskState_ASK_STATE_PENDING,
+					RunId: sr.ID, RunState: wire.RunState(state), AskId: row.ID, AskState: tollgatev1.AskState_ASK_STATE_PENDING,
 					Detail: fmt.Sprintf("run is %s but ask %q is still pending", state, row.Title)})
 			}
 			for _, id := range slices.Sorted(maps.Keys(run.Asks)) {
 				if a := run.Asks[id]; a.State == engine.AskPending && !slices.ContainsFunc(rows, func(r store.Ask) bool { return r.ID == store.AskID(sr.ID, id) }) {
 					out.Violations = append(out.Violations, &tollgatev1.InvariantViolation{Invariant: tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN,
-						RunId: sr.ID, RunState: runStateToProto[state], AskId: store.AskID(sr.ID, id), AskState: tollgatev1.AskState_ASK_STATE_PENDING,
+						RunId: sr.ID, RunState: wire.RunState(state), AskId: store.AskID(sr.ID, id), AskState: tollgatev1.AskState_ASK_STATE_PENDING,
 						Detail: "the run record holds a pending ask on a terminal run"})
 				}
 			}
@@ -163,7 +164,7 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 			return err
 		}
 		effects := map[string]bool{}
-		for _, st := range stepsOf(m.Plan()) {
+		for _, st := range m.Plan().AllSteps() {
 			if st.SideEffect {
 				effects[st.ID] = true
 			}
@@ -188,7 +189,7 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 					continue
 				}
 				out.Violations = append(out.Violations, &tollgatev1.InvariantViolation{Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL,
-					RunId: sr.ID, RunState: runStateToProto[state], StepId: step, StepStartedAt: ts(rec.Time), AskId: store.AskID(sr.ID, g),
+					RunId: sr.ID, RunState: wire.RunState(state), StepId: step, StepStartedAt: wire.Time(rec.Time), AskId: store.AskID(sr.ID, g),
 					Detail: fmt.Sprintf("side-effecting step %s started (journal seq %d) with no consumed approval before it", step, rec.Seq)})
 			}
 		}
@@ -228,7 +229,7 @@ func (s *Services) ListJournal(ctx context.Context, req *tollgatev1.ListJournalR
 		out.NextPageToken = fmt.Sprint(recs[limit-1].Seq)
 	}
 	for _, r := range recs {
-		out.Records = append(out.Records, &tollgatev1.JournalRecord{RunId: r.RunID, Seq: uint64(r.Seq), Time: ts(r.Time), Actor: r.Actor,
+		out.Records = append(out.Records, &tollgatev1.JournalRecord{RunId: r.RunID, Seq: uint64(r.Seq), Time: wire.Time(r.Time), Actor: r.Actor,
 			Kind: r.Kind, PayloadJson: string(r.Payload), PrevHash: r.PrevHash, Hash: r.Hash})
 	}
 	return out, nil

@@ -28,7 +28,7 @@ func TestItem12_PlanCachesStayBoundedAndEvictedPlansStillWork(t *testing.T) {
 		ids = append(ids, resp.GetRun().GetId())
 	}
 	caches := e.srv.Caches()
-	for _, name := range []string{"plans", "compiled"} { // plan_views is process-wide, bound runner.DefaultPlanCache
+	for _, name := range []string{"plans", "compiled", "plan_views"} {
 		st := caches[name]
 		if st.Entries > bound || st.Bound != bound {
 			t.Errorf("cache %s holds %d entries (bound %d) after %d distinct plans; want at most %d", name, st.Entries, st.Bound, plans, bound)

@@ -98,7 +98,7 @@ func (s *Services) CreateRun(ctx context.Context, req *tollgatev1.CreateRunReque
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.CreateRunResponse{Run: runToProto(run, m, ""), Created: created}, nil
+	return &tollgatev1.CreateRunResponse{Run: s.views.Run(run, m, ""), Created: created}, nil
 }
 
 func (s *Services) startExternal(ctx context.Context, who, requestID, name string) (*engine.Run, bool, error) {
@@ -228,7 +228,7 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 	if err != nil {
 		return nil, err
 	}
-	for _, st := range runToProto(tr.Run, m, "").GetSteps() {
+	for _, st := range s.views.Run(tr.Run, m, "").GetSteps() {
 		if st.GetStepId() == req.GetStep() {
 			return &tollgatev1.RecordStepResponse{Step: st}, nil
 		}
@@ -255,14 +255,14 @@ func (s *Services) FinishRun(ctx context.Context, req *tollgatev1.FinishRunReque
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.FinishRunResponse{Run: runToProto(tr.Run, m, "")}, nil
+	return &tollgatev1.FinishRunResponse{Run: s.views.Run(tr.Run, m, "")}, nil
 }
 
 // gateToProto renders a gate with its outcome; an approved gate carries
 // its grant, signed afresh on each read (Ed25519 is deterministic, so the
 // grant is the same bytes every time: a verifier's replay check holds).
 func (s *Services) gateToProto(ctx context.Context, run *engine.Run, a *engine.AskRun) *tollgatev1.Gate {
-	out := &tollgatev1.Gate{Ask: askToProto(run, a, ""), RunState: runStateToProto[run.State], RunReason: run.Reason}
+	out := &tollgatev1.Gate{Ask: wire.Ask(run, a), RunState: wire.RunState(run.State), RunReason: run.Reason}
 	if a.State.Open() {
 		out.Ask.AuthorityRequired = s.authorityRequired(ctx, run, a)
 	}

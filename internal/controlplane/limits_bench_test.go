@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
@@ -23,7 +24,7 @@ func BenchmarkValueLimits(b *testing.B) {
 	}
 	run := m.Start("r_bench", "alice", time.Now()).Run
 	req := &tollgatev1.GetRunRequest{RunId: run.ID}
-	resp := &tollgatev1.GetRunResponse{Run: runToProto(run, m, "graph-ask-demo")}
+	resp := &tollgatev1.GetRunResponse{Run: wire.NewViews(1).Run(run, m, "graph-ask-demo")}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := checkValues(req); err != nil {

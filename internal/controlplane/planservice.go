@@ -9,6 +9,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 )
 
@@ -40,7 +41,7 @@ func (s *PlanServer) Compile(ctx context.Context, req *tollgatev1.CompileRequest
 	if len(req.GetSource()) > compiler.MaxSourceBytes {
 		return nil, fmt.Errorf("compile: source is %d bytes, the limit is %d: %w", len(req.GetSource()), compiler.MaxSourceBytes, errkind.Invalid)
 	}
-	cat := catalogFromProto(req.GetCatalog())
+	cat := wire.CatalogFromProto(req.GetCatalog())
 	if req.GetCatalog() == nil && s.cfg.Catalog != nil {
 		cat = s.cfg.Catalog()
 	}
@@ -49,9 +50,9 @@ func (s *PlanServer) Compile(ctx context.Context, req *tollgatev1.CompileRequest
 		name = "recipe"
 	}
 	res := compiler.Compile(req.GetSource(), compiler.Options{Catalog: cat, Name: name})
-	out := &tollgatev1.CompileResponse{Diagnostics: diagnosticsToProto(res.Diagnostics)}
+	out := &tollgatev1.CompileResponse{Diagnostics: wire.Diagnostics(res.Diagnostics)}
 	if res.Plan != nil {
-		out.Plan = planToProto(res.Plan, res.Digest)
+		out.Plan = wire.Plan(res.Plan, res.Digest)
 		out.PlanDigest = res.Digest
 		out.PlanCard = compiler.Card(res.Plan, res.Digest, res.Diagnostics)
 	}

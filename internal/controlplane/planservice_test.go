@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/freshness"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -78,7 +79,7 @@ func TestCompileOverGRPC(t *testing.T) {
 		if resp.GetPlanDigest() != local.Digest || resp.GetPlan().GetDigest() != local.Digest {
 			t.Fatalf("%s: digest over gRPC %s, local %s", path, resp.GetPlanDigest(), local.Digest)
 		}
-		back, err := planFromProto(resp.GetPlan())
+		back, err := wire.PlanFromProto(resp.GetPlan())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,8 +24,10 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
+	"github.com/tollgate-dev/tollgate/internal/runtrace"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
@@ -82,11 +84,11 @@ type Config struct {
 	TrustDomain string
 	// Observers hear of every committed transition (metrics).
 	Observers []runner.Observer
-	// Tracing, when enabled, draws every run as a trace (tracing.go) and
+	// Tracing, when enabled, draws every run as a trace (package runtrace) and
 	// sets leases' sampled flags; nil: off.
 	Tracing *telemetry.Tracing
-	// PlanCache bounds each plan cache (engines, compilations) in
-	// entries; 0: DefaultPlanCache.
+	// PlanCache bounds each plan cache (engines, compilations, plan
+	// views) in entries; 0: DefaultPlanCache.
 	PlanCache int
 	// MaxWatchesPerCaller: see ServiceConfig.
 	MaxWatchesPerCaller int
@@ -123,12 +125,12 @@ func NewServer(cfg Config) *Server {
 	}
 	observers := cfg.Observers
 	if cfg.Tracing.Enabled() {
-		observers = append(slices.Clip(observers), newRunTracer(cfg.Tracing))
+		observers = append(slices.Clip(observers), runtrace.New(cfg.Tracing))
 	}
 	// The desk judges decisions for the handlers and hears of asks from
 	// the Runner (its AskHook); it needs neither, so it is built first.
 	desk := approvals.New(approvals.Config{Policy: cfg.Policy, Domain: cfg.Domain, Owners: cfg.Owners, Store: cfg.Store,
-		EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, AnswerCommand: answerCommand, Log: cfg.Log})
+		EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, AnswerCommand: wire.AnswerCommand, Log: cfg.Log})
 	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
 		cfg.Engine.QuorumFloor = desk.QuorumFloor
 	}
@@ -252,7 +254,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 // events ("watch_events").
 func (s *Server) Caches() map[string]lru.Stats {
 	out := s.Runner.Caches()
-	out["compiled"], out["plan_views"], out["watch_events"] = s.svc.compiled.Stats(), planViews.Stats(), s.svc.events.Stats()
+	out["compiled"], out["plan_views"], out["watch_events"] = s.svc.compiled.Stats(), s.svc.views.Stats(), s.svc.events.Stats()
 	return out
 }
 

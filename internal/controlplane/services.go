@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/answer"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -46,7 +47,8 @@ type ServiceConfig struct {
 	SigningKey   ed25519.PrivateKey
 	KeyID        string
 	GateGrantTTL time.Duration
-	// PlanCache bounds the compile cache in entries (0: DefaultPlanCache).
+	// PlanCache bounds the compile and plan-view caches in entries
+	// (0: DefaultPlanCache).
 	PlanCache int
 	// MaxWatchesPerCaller bounds one caller's open watch streams
 	// (0: DefaultMaxWatchesPerCaller); beyond it a watch is refused
@@ -63,6 +65,7 @@ type Services struct {
 	cfg ServiceConfig
 
 	compiled *lru.Cache[compileKey, compiler.Result] // plans are immutable once compiled
+	views    *wire.Views                             // runs as responses show them, plan parts shared
 	watches  *watchLimit
 	events   *lru.Cache[eventKey, *sharedEvent] // watch events, shared by watchers
 }
@@ -120,7 +123,7 @@ func NewServices(cfg ServiceConfig) *Services {
 	}
 	return &Services{cfg: cfg, compiled: lru.NewWeighted(cfg.PlanCache, maxCompiledBytes,
 		func(k compileKey, _ compiler.Result) int64 { return int64(len(k.src) + len(k.name) + len(k.inputs)) }),
-		watches: newWatchLimit(cfg.MaxWatchesPerCaller), events: newEventCache()}
+		views: wire.NewViews(cfg.PlanCache), watches: newWatchLimit(cfg.MaxWatchesPerCaller), events: newEventCache()}
 }
 
 func (s *Services) log() *slog.Logger { return s.cfg.Log }
@@ -173,7 +176,7 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if res.Plan == nil {
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errkind.Invalid)
 	}
-	for _, st := range stepsOf(res.Plan) {
+	for _, st := range res.Plan.AllSteps() {
 		if st.SideEffect && st.WithoutAsking {
 			if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, st); !ok {
 				return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
@@ -191,7 +194,7 @@ func (s *Services) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.StartRunResponse{Run: runToProto(run, m, req.GetSkill()), Created: created}, nil
+	return &tollgatev1.StartRunResponse{Run: s.views.Run(run, m, req.GetSkill()), Created: created}, nil
 }
 
 // GetRun returns a run; deadlines that passed are applied first (I4).
@@ -208,7 +211,7 @@ func (s *Services) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.GetRunResponse{Run: runToProto(run, m, sr.Skill)}, nil
+	return &tollgatev1.GetRunResponse{Run: s.views.Run(run, m, sr.Skill)}, nil
 }
 
 // ListRuns lists the runs the caller may see, newest first; a page may
@@ -220,7 +223,7 @@ func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest
 	}
 	q := store.RunQuery{Requester: req.GetRequester(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
 	for _, st := range req.GetStates() {
-		es, ok := runStateFromProto[st]
+		es, ok := wire.RunStateFromProto(st)
 		if !ok {
 			return nil, fmt.Errorf("state %v: %w", st, errkind.Invalid)
 		}
@@ -242,7 +245,7 @@ func (s *Services) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest
 		if !s.sees(ctx, who, run) {
 			continue
 		}
-		out.Runs = append(out.Runs, runSummary(sr, run, m.Plan().Name))
+		out.Runs = append(out.Runs, wire.RunSummary(sr, run, m.Plan().Name))
 	}
 	return out, nil
 }
@@ -271,7 +274,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.CancelRunResponse{Run: runToProto(tr.Run, m, ""), Report: report(m, run, tr.Run)}, nil
+	return &tollgatev1.CancelRunResponse{Run: s.views.Run(tr.Run, m, ""), Report: report(m, run, tr.Run)}, nil
 }
 
 // report says truthfully what did and did not run: every step of the
@@ -280,7 +283,7 @@ func (s *Services) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReque
 func report(m *engine.Machine, before, after *engine.Run) *tollgatev1.CancellationReport {
 	r := &tollgatev1.CancellationReport{}
 	var ids []string
-	for _, st := range stepsOf(m.Plan()) {
+	for _, st := range m.Plan().AllSteps() {
 		if st.Kind != plan.KindJoin {
 			ids = append(ids, st.ID)
 		}
@@ -322,7 +325,7 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 	}
 	q := store.AskQuery{Audiences: s.cfg.Approvals.Audiences(who), RunID: req.GetRunId(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
 	for _, st := range req.GetStates() {
-		es, ok := askStateFromProto[st]
+		es, ok := wire.AskStateFromProto(st)
 		if !ok {
 			return nil, fmt.Errorf("state %v: %w", st, errkind.Invalid)
 		}
@@ -369,7 +372,7 @@ func (s *Services) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest
 		case a.Audience != "" && a.Audience != plan.AudienceRequester:
 			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_ROLE
 		}
-		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: v.Why, Ask: askSummary(run, a, "")})
+		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: v.Why, Ask: wire.AskSummary(run, a, "")})
 	}
 	return out, nil
 }
@@ -420,7 +423,7 @@ func (s *Services) GetAsk(ctx context.Context, req *tollgatev1.GetAskRequest) (*
 	if v.OK && a.State != engine.AskPending {
 		v = approvals.Verdict{Why: "it is " + string(a.State)}
 	}
-	out := askToProto(run, a, "")
+	out := wire.Ask(run, a)
 	out.AuthorityRequired = s.authorityRequired(ctx, run, a)
 	return &tollgatev1.GetAskResponse{Ask: out, MayDecide: v.OK, Why: v.Why}, nil
 }
@@ -540,7 +543,7 @@ func (s *Services) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*
 		return nil, err
 	}
 	na := tr.Run.Asks[a.ID]
-	out := &tollgatev1.DecideResponse{Ask: askToProto(tr.Run, na, ""), RunState: runStateToProto[tr.Run.State]}
+	out := &tollgatev1.DecideResponse{Ask: wire.Ask(tr.Run, na), RunState: wire.RunState(tr.Run.State)}
 	if n := len(out.Ask.Decisions); n > 0 {
 		out.Decision = out.Ask.Decisions[n-1]
 	}
@@ -581,7 +584,7 @@ func (s *Services) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*
 	}
 	r := tr.Reply
 	out := &tollgatev1.AnswerResponse{Kind: answerKindToProto[r.Kind], ResponseText: r.Message, SelectedOptionId: r.Option.ID,
-		MissCount: int32(r.Misses), Ask: askSummary(tr.Run, tr.Run.Asks[a.ID], ""), RunState: runStateToProto[tr.Run.State]}
+		MissCount: int32(r.Misses), Ask: wire.AskSummary(tr.Run, tr.Run.Asks[a.ID], ""), RunState: wire.RunState(tr.Run.State)}
 	if r.Kind == answer.Dropped {
 		m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 		if err != nil {
@@ -622,5 +625,5 @@ func (s *Services) AttachEvidence(ctx context.Context, req *tollgatev1.AttachEvi
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.AttachEvidenceResponse{Ask: askToProto(tr.Run, tr.Run.Asks[a.ID], "")}, nil
+	return &tollgatev1.AttachEvidenceResponse{Ask: wire.Ask(tr.Run, tr.Run.Asks[a.ID])}, nil
 }

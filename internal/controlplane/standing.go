@@ -7,6 +7,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -27,7 +28,7 @@ func (s *Services) approveStanding(ctx context.Context, who string, run *engine.
 		return nil, err
 	}
 	na := tr.Run.Asks[a.ID]
-	out := &tollgatev1.DecideResponse{Ask: askToProto(tr.Run, na, ""), RunState: runStateToProto[tr.Run.State]}
+	out := &tollgatev1.DecideResponse{Ask: wire.Ask(tr.Run, na), RunState: wire.RunState(tr.Run.State)}
 	if n := len(out.Ask.Decisions); n > 0 {
 		out.Decision = out.Ask.Decisions[n-1]
 	}
@@ -69,6 +70,6 @@ func (s *Services) RevokeException(ctx context.Context, req *tollgatev1.RevokeEx
 }
 
 func standingToProto(x store.Standing) *tollgatev1.StandingException {
-	return &tollgatev1.StandingException{Id: x.ID, AskId: x.AskID, GrantedBy: x.GrantedBy, GrantedAt: ts(x.GrantedAt), Until: ts(x.Until),
-		Scope: x.Scope, Revoked: x.Revoked, RevokedBy: x.RevokedBy, RevokedAt: ts(x.RevokedAt), RevokeReason: x.RevokeReason}
+	return &tollgatev1.StandingException{Id: x.ID, AskId: x.AskID, GrantedBy: x.GrantedBy, GrantedAt: wire.Time(x.GrantedAt), Until: wire.Time(x.Until),
+		Scope: x.Scope, Revoked: x.Revoked, RevokedBy: x.RevokedBy, RevokedAt: wire.Time(x.RevokedAt), RevokeReason: x.RevokeReason}
 }

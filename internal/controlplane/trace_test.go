@@ -2,8 +2,8 @@ package controlplane
 
 import (
 	"context"
-	"regexp"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -12,30 +12,6 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 )
-
-func TestTraceparent(t *testing.T) {
-	w3c := regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$`)
-	tp := func(run, lease string) string {
-		return telemetry.Traceparent(telemetry.RunTraceID(run), telemetry.SpanID(lease), true)
-	}
-	a, b := tp("r1", "r1/a/1"), tp("r1", "r1/b/1")
-	if !w3c.MatchString(a) || !w3c.MatchString(b) {
-		t.Fatalf("not W3C trace context: %q %q", a, b)
-	}
-	if a[3:35] != b[3:35] || a[36:52] == b[36:52] {
-		t.Fatalf("leases of one run share the trace id and differ in span id: %q %q", a, b)
-	}
-	if tp("r2", "r2/a/1")[3:35] == a[3:35] {
-		t.Fatal("runs have their own traces")
-	}
-	sc, err := telemetry.ParseTraceparent(a)
-	if err != nil || sc.TraceID() != telemetry.RunTraceID("r1") || sc.SpanID() != telemetry.SpanID("r1/a/1") || !sc.IsSampled() {
-		t.Fatalf("parse %q: %v %v", a, sc, err)
-	}
-	if _, err := telemetry.ParseTraceparent("00-zz"); err == nil {
-		t.Fatal("a malformed traceparent is an error")
-	}
-}
 
 // spanSet indexes exported spans of one trace.
 type spanSet struct {
@@ -183,6 +159,9 @@ func TestRunIsDrawnAsATrace(t *testing.T) {
 		t.Fatalf("the fan span covers first queued → last finished: %v–%v, record %v–%v", fan.StartTime, fan.EndTime, f.Start, f.End)
 	}
 }
+
+// ms is a duration as the trace's _ms attributes carry it.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // A run that is not sampled draws nothing and its leases say so.
 func TestUnsampledRunsDrawNothing(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 )
 
@@ -162,8 +163,10 @@ func readCalls() []readCall {
 		}},
 		{name: "ListAsks(run, every state)", lists: true, inbox: true, call: func(w *visWorld, who, run, _ string) (bool, error) {
 			var states []tollgatev1.AskState
-			for st := range askStateFromProto {
-				states = append(states, st)
+			for _, v := range tollgatev1.AskState_value {
+				if _, ok := wire.AskStateFromProto(tollgatev1.AskState(v)); ok {
+					states = append(states, tollgatev1.AskState(v))
+				}
 			}
 			resp, err := w.e.approvals(who).ListAsks(ctx, &tollgatev1.ListAsksRequest{RunId: run, States: states})
 			return len(resp.GetItems()) > 0, err

@@ -14,6 +14,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -153,12 +154,12 @@ func (s *Services) runEvent(run *engine.Run, m *engine.Machine, kind tollgatev1.
 	if ev, ok := s.events.Get(k); ok {
 		return ev
 	}
-	pr := runToProto(run, m, "")
+	pr := s.views.Run(run, m, "")
 	if !k.snapshot {
 		// The plan does not change: it goes with the snapshot only.
 		pr.Plan, pr.PlanCard = nil, ""
 	}
-	resp := &tollgatev1.WatchRunResponse{Event: &tollgatev1.RunEvent{Cursor: strconv.FormatInt(run.Version, 10), Kind: kind, Time: ts(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
+	resp := &tollgatev1.WatchRunResponse{Event: &tollgatev1.RunEvent{Cursor: strconv.FormatInt(run.Version, 10), Kind: kind, Time: wire.Time(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
 		RunState: pr.State, StateReason: run.Reason, Run: pr}}
 	ev := &sharedEvent{resp: resp, size: proto.Size(resp)}
 	s.events.Add(k, ev)

@@ -1,4 +1,4 @@
-package controlplane
+package wire
 
 import (
 	"slices"
@@ -6,15 +6,14 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/examples"
-	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
-// What `runs show` draws comes from runToProto: steps in plan order with
+// What `runs show` draws comes from Views.Run: steps in plan order with
 // their place, queue and branch times, and the fan's figures as the
 // engine computes them (not a second computation here).
-func TestRunToProtoCarriesTimings(t *testing.T) {
+func TestRunCarriesTimings(t *testing.T) {
 	src, _ := examples.Skills.ReadFile("skills/graph-ask-demo/SKILL.md")
 	cat, _ := compiler.ParseCatalog(examples.Catalog)
 	res := compiler.Compile(string(src), compiler.Options{Catalog: cat})
@@ -24,6 +23,7 @@ func TestRunToProtoCarriesTimings(t *testing.T) {
 	}
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	run := m.Start("r1", "alice", t0).Run
+	views := NewViews(1)
 	apply := func(ev engine.Event) {
 		t.Helper()
 		tr, err := m.Apply(run, ev)
@@ -37,13 +37,13 @@ func TestRunToProtoCarriesTimings(t *testing.T) {
 	// runs 250ms.
 	apply(engine.StepLeased{Step: "cpu", Attempt: 1, Executor: "x1", LeaseID: "r1/cpu/1", At: t0.Add(5 * ms)})
 	apply(engine.StepLeased{Step: "mem", Attempt: 1, Executor: "x2", LeaseID: "r1/mem/1", At: t0.Add(100 * ms)})
-	if pr := runToProto(run, m, ""); len(pr.GetFans()) != 0 {
+	if pr := views.Run(run, m, ""); len(pr.GetFans()) != 0 {
 		t.Fatalf("a fan with branches in flight has no figures: %v", pr.GetFans())
 	}
 	apply(engine.StepSucceeded{Step: "cpu", Attempt: 1, Output: []byte(`{}`), At: t0.Add(305 * ms)})
 	apply(engine.StepSucceeded{Step: "mem", Attempt: 1, Output: []byte(`{}`), At: t0.Add(350 * ms)})
 
-	pr := runToProto(run, m, "")
+	pr := views.Run(run, m, "")
 	var ids []string
 	for _, s := range pr.GetSteps() {
 		ids = append(ids, s.GetStepId())
@@ -74,23 +74,36 @@ func TestRunToProtoCarriesTimings(t *testing.T) {
 	}
 }
 
-// An ask's summary says when it closed and, while it is pending, how to
-// answer it; system decisions have kinds of their own.
-func TestAskSummaryClosedAndCommand(t *testing.T) {
+// A plan's view is built once and shared by every run of the plan that a
+// Views renders; the bound holds however many plans are shown.
+func TestViewsShareThePlanView(t *testing.T) {
+	cat, _ := compiler.ParseCatalog(examples.Catalog)
+	machine := func(skill string) *engine.Machine {
+		t.Helper()
+		src, err := examples.Skills.ReadFile("skills/" + skill + "/SKILL.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := compiler.Compile(string(src), compiler.Options{Catalog: cat})
+		m, err := engine.New(res.Plan, engine.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	run := &engine.Run{ID: "r1", Requester: "alice"}
-	a := &engine.AskRun{ID: "ask_1", Type: "menu", Title: "ok?", State: engine.AskPending, OpenedAt: t0, ExpiresAt: t0.Add(time.Hour)}
-	s := askSummary(run, a, "")
-	if s.GetClosedAt() != nil || s.GetAnswerCommand() != "approvectl approve r1/ask_1   or   approvectl reject r1/ask_1 --reason TEXT" {
-		t.Fatalf("pending: %v", s)
+	views := NewViews(1)
+	m := machine("graph-ask-demo")
+	a, b := views.Run(m.Start("r1", "alice", t0).Run, m, ""), views.Run(m.Start("r2", "bob", t0).Run, m, "")
+	if a.GetPlan() != b.GetPlan() || a.GetPlanCard() == "" || a.GetPlanCard() != b.GetPlanCard() {
+		t.Fatal("two runs of one plan share its view")
 	}
-	a.State, a.Closed = engine.AskExpired, t0.Add(time.Hour)
-	a.Decisions = []engine.Decision{{Kind: "expire", Actor: "system", At: a.Closed}}
-	s = askSummary(run, a, "")
-	if !s.GetClosedAt().AsTime().Equal(t0.Add(time.Hour)) || s.GetAnswerCommand() != "" {
-		t.Fatalf("expired: %v", s)
+	if st := views.Stats(); st.Entries != 1 {
+		t.Fatalf("one plan shown, one view kept: %+v", st)
 	}
-	if k := askToProto(run, a, "").GetDecisions()[0].GetKind(); k != tollgatev1.DecisionKind_DECISION_KIND_EXPIRE {
-		t.Fatalf("an expiry is recorded as EXPIRE, got %v", k)
+	other := machine("morning-briefing")
+	views.Run(other.Start("r3", "alice", t0).Run, other, "")
+	if st := views.Stats(); st.Entries != 1 || st.Evictions != 1 {
+		t.Fatalf("a second plan evicts the first under a bound of one: %+v", st)
 	}
 }

@@ -1,4 +1,4 @@
-package controlplane
+package runtrace
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
-// runTracer draws runs as traces (DESIGN.md §9): run → phase → fan →
+// Tracer draws runs as traces (DESIGN.md §9): run → phase → fan →
 // step, the executor's span inside its step (joined through the lease's
 // traceparent), and each ask as a span of its waiting time.
 //
@@ -29,13 +30,22 @@ import (
 // the next park or the end — is a "run.resumed" span linked to the asks
 // that were decided, and the work an approval released links to the
 // ask's span.
-type runTracer struct {
+type Tracer struct {
 	tracing *telemetry.Tracing
 	tracer  trace.Tracer
 }
 
-func newRunTracer(t *telemetry.Tracing) *runTracer {
-	return &runTracer{tracing: t, tracer: t.Tracer("github.com/tollgate-dev/tollgate/internal/controlplane")}
+var _ runner.Observer = (*Tracer)(nil)
+
+// Scope is the instrumentation scope the spans are reported under. It
+// stays the path of the package that first drew them, so queries and
+// dashboards that select a scope keep working after the move.
+const Scope = "github.com/tollgate-dev/tollgate/internal/controlplane"
+
+// New returns a Tracer that exports through t; runs t does not sample
+// are not drawn.
+func New(t *telemetry.Tracing) *Tracer {
+	return &Tracer{tracing: t, tracer: t.Tracer(Scope)}
 }
 
 // Span names.
@@ -61,8 +71,9 @@ func leaseID(runID, step string, attempt int) string {
 	return runID + "/" + step + "/" + strconv.Itoa(attempt)
 }
 
-// Committed implements Observer.
-func (t *runTracer) Committed(ctx context.Context, m *engine.Machine, before, after *engine.Run, records []engine.Record) {
+// Committed implements runner.Observer: it draws the parts of the run
+// this commit finished, from the times the committed run records.
+func (t *Tracer) Committed(ctx context.Context, m *engine.Machine, before, after *engine.Run, records []engine.Record) {
 	tid := telemetry.RunTraceID(after.ID)
 	if !t.tracing.Sampled(tid) {
 		return
@@ -71,7 +82,7 @@ func (t *runTracer) Committed(ctx context.Context, m *engine.Machine, before, af
 	var phases []string
 	for _, rec := range records {
 		switch rec.Kind {
-		case "step.succeeded", "step.failed", "step.lease_lost", "step.cancelled":
+		case engine.JournalStepSucceeded, engine.JournalStepFailed, engine.JournalStepLeaseLost, engine.JournalStepCancelled:
 		default:
 			continue
 		}
@@ -129,7 +140,7 @@ func link(tid trace.TraceID, name string, kind string) trace.Link {
 
 // emit builds one finished span with a chosen id under parentName ("":
 // a root of the run's trace).
-func (t *runTracer) emit(ctx context.Context, run *engine.Run, name, parentName, spanName string, start, end time.Time, attrs []attribute.KeyValue, links []trace.Link, fail string) {
+func (t *Tracer) emit(ctx context.Context, run *engine.Run, name, parentName, spanName string, start, end time.Time, attrs []attribute.KeyValue, links []trace.Link, fail string) {
 	tid := telemetry.RunTraceID(run.ID)
 	if parentName != "" {
 		ctx = parent(ctx, tid, parentName)
@@ -146,7 +157,7 @@ func (t *runTracer) emit(ctx context.Context, run *engine.Run, name, parentName,
 	sp.End(trace.WithTimestamp(end))
 }
 
-func (t *runTracer) step(ctx context.Context, m *engine.Machine, run *engine.Run, id string, s *engine.StepRun, a engine.Attempt, rec engine.Record) {
+func (t *Tracer) step(ctx context.Context, m *engine.Machine, run *engine.Run, id string, s *engine.StepRun, a engine.Attempt, rec engine.Record) {
 	p, _ := m.Place(id)
 	parentName := phaseSpanName(run.ID, p.Phase)
 	if p.Group != "" {
@@ -185,7 +196,7 @@ func (t *runTracer) step(ctx context.Context, m *engine.Machine, run *engine.Run
 		}
 	}
 	fail := ""
-	if rec.Kind != "step.succeeded" && rec.Kind != "step.cancelled" {
+	if rec.Kind != engine.JournalStepSucceeded && rec.Kind != engine.JournalStepCancelled {
 		fail = a.Error
 		if fail == "" {
 			fail = outcome
@@ -194,7 +205,7 @@ func (t *runTracer) step(ctx context.Context, m *engine.Machine, run *engine.Run
 	t.emit(ctx, run, spanStep+" "+id, parentName, leaseID(run.ID, id, a.N), a.QueuedAt, end, attrs, links, fail)
 }
 
-func (t *runTracer) fan(ctx context.Context, run *engine.Run, f engine.FanFigures) {
+func (t *Tracer) fan(ctx context.Context, run *engine.Run, f engine.FanFigures) {
 	attrs := []attribute.KeyValue{
 		attribute.String("tollgate.fan.group", f.Group),
 		attribute.Int("tollgate.fan.branches", f.Branches),
@@ -216,7 +227,7 @@ func phaseDone(m *engine.Machine, run *engine.Run, phase string) bool {
 	return len(ids) > 0
 }
 
-func (t *runTracer) phase(ctx context.Context, m *engine.Machine, run *engine.Run, phase string) {
+func (t *Tracer) phase(ctx context.Context, m *engine.Machine, run *engine.Run, phase string) {
 	var start, end time.Time
 	failed := 0
 	for _, id := range m.PhaseSteps(phase) {
@@ -251,7 +262,7 @@ func (t *runTracer) phase(ctx context.Context, m *engine.Machine, run *engine.Ru
 	t.emit(ctx, run, spanPhase+" "+label, runSpanName(run.ID), phaseSpanName(run.ID, phase), start, end, attrs, links, "")
 }
 
-func (t *runTracer) ask(ctx context.Context, m *engine.Machine, run *engine.Run, id string, a *engine.AskRun) {
+func (t *Tracer) ask(ctx context.Context, m *engine.Machine, run *engine.Run, id string, a *engine.AskRun) {
 	end := a.Closed
 	if end.IsZero() && len(a.Decisions) > 0 {
 		end = a.Decisions[len(a.Decisions)-1].At
@@ -282,7 +293,7 @@ func (t *runTracer) ask(ctx context.Context, m *engine.Machine, run *engine.Run,
 // or ended): the first is the "run" span, from creation; each later one a
 // "run.resumed" span, from when it left its last park, linked to the
 // first and to the asks decided by then.
-func (t *runTracer) stretch(ctx context.Context, run *engine.Run) {
+func (t *Tracer) stretch(ctx context.Context, run *engine.Run) {
 	end := run.UpdatedAt
 	first := run.Parks == 0 || (run.Parks == 1 && run.State == engine.Parked)
 	attrs := []attribute.KeyValue{attribute.String("tollgate.run.state", string(run.State)), attribute.String("tollgate.run.requester", run.Requester), attribute.Int("tollgate.run.parks", run.Parks)}

@@ -1,4 +1,4 @@
-package controlplane
+package wire
 
 import (
 	"fmt"
@@ -7,12 +7,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // This file is the edge between the plan model and its proto mirror. The
-// two must stay lossless: planFromProto(planToProto(p)) digests as p.
+// two must stay lossless: PlanFromProto(Plan(p, d)) digests as p.
 
 var (
 	kindToProto = map[plan.Kind]tollgatev1.StepKind{
@@ -28,14 +27,6 @@ var (
 		"reject": tollgatev1.OnExpiry_ON_EXPIRY_REJECT, "cancel": tollgatev1.OnExpiry_ON_EXPIRY_CANCEL,
 	}
 )
-
-func invert[K, V comparable](m map[K]V) map[V]K {
-	out := make(map[V]K, len(m))
-	for k, v := range m {
-		out[v] = k
-	}
-	return out
-}
 
 var (
 	kindFromProto   = invert(kindToProto)
@@ -73,7 +64,9 @@ func objectString(o plan.Object) string {
 	return string(b)
 }
 
-func planToProto(p *plan.Plan, digest string) *tollgatev1.Plan {
+// Plan is p as the API shows it, under digest (the caller's digest of p:
+// plans are digested once, when compiled or stored).
+func Plan(p *plan.Plan, digest string) *tollgatev1.Plan {
 	out := &tollgatev1.Plan{Name: p.Name, Description: p.Description, Digest: digest,
 		InitialSteps: stepsToProto(p.InitialSteps), StoppingPoints: stopsToProto(p.StoppingPoints), Inputs: p.Inputs}
 	for _, n := range p.Notes {
@@ -126,9 +119,9 @@ func stopsToProto(stops []plan.StoppingPoint) []*tollgatev1.StoppingPoint {
 	return out
 }
 
-// planFromProto converts a proto plan to the domain model. It checks enum
+// PlanFromProto converts a proto plan to the domain model. It checks enum
 // values; the caller runs plan.Verify before trusting the result.
-func planFromProto(p *tollgatev1.Plan) (*plan.Plan, error) {
+func PlanFromProto(p *tollgatev1.Plan) (*plan.Plan, error) {
 	if p == nil {
 		return nil, fmt.Errorf("no plan")
 	}
@@ -220,36 +213,4 @@ func stopsFromProto(in []*tollgatev1.StoppingPoint) ([]plan.StoppingPoint, error
 		out = append(out, sp)
 	}
 	return out, nil
-}
-
-func diagnosticsToProto(ds compiler.Diagnostics) []*tollgatev1.Diagnostic {
-	out := make([]*tollgatev1.Diagnostic, 0, len(ds))
-	for _, d := range ds {
-		sev := tollgatev1.DiagnosticSeverity_DIAGNOSTIC_SEVERITY_WARNING
-		if d.Severity == compiler.Error {
-			sev = tollgatev1.DiagnosticSeverity_DIAGNOSTIC_SEVERITY_ERROR
-		}
-		out = append(out, &tollgatev1.Diagnostic{Line: int32(d.Pos.Line), Column: int32(d.Pos.Col), Severity: sev, Code: d.Code, Message: d.Message})
-	}
-	return out
-}
-
-// catalogFromProto builds a compiler catalog; the catalog policy's
-// read_only and idempotent overrides win over the MCP hints.
-func catalogFromProto(c *tollgatev1.ToolCatalog) *compiler.Catalog {
-	var tools []compiler.ToolInfo
-	for _, ct := range c.GetTools() {
-		t := ct.GetTool()
-		a := t.GetAnnotations()
-		info := compiler.ToolInfo{Server: t.GetServer(), Name: t.GetTool(), ReadOnly: a.GetReadOnlyHint(),
-			Idempotent: a.GetIdempotentHint(), Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
-		if ct.ReadOnly != nil {
-			info.ReadOnly = ct.GetReadOnly()
-		}
-		if ct.Idempotent != nil {
-			info.Idempotent = ct.GetIdempotent()
-		}
-		tools = append(tools, info)
-	}
-	return compiler.NewCatalog(tools)
 }

@@ -1,0 +1,24 @@
+package plan
+
+// AllSteps lists every step of the plan at any depth: the initial steps,
+// then, stopping point by stopping point, each option's continuation and
+// the phase after it, depth first. Callers that ask "does any step of this
+// plan …" (a side effect started unasked, the steps a cancel reports) see
+// every step the run could reach, not only the first phase.
+func (p *Plan) AllSteps() []Step {
+	var out []Step
+	var walk func(steps []Step, stops []StoppingPoint)
+	walk = func(steps []Step, stops []StoppingPoint) {
+		out = append(out, steps...)
+		for _, sp := range stops {
+			for _, o := range sp.Options {
+				walk(o.Steps, o.StoppingPoints)
+			}
+			if sp.Then != nil {
+				walk(sp.Then.Steps, sp.Then.StoppingPoints)
+			}
+		}
+	}
+	walk(p.InitialSteps, p.StoppingPoints)
+	return out
+}
