@@ -140,7 +140,7 @@ reached.`,
 // the grant, and exits with the outcome's code.
 func (g *globals) reportGate(d gates.Decision, grantOut string) error {
 	if grantOut != "" && d.Grant != nil {
-		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(wire.GrantToProto(d.Grant))
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(wire.Grant(d.Grant))
 		if err != nil {
 			return err
 		}

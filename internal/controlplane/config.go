@@ -120,7 +120,7 @@ func (o *Options) settings() []setting {
 		{&o.ExecutorKey, "executor-key", "executor_key", "", "private key (PEM) of --executor-cert"},
 		{&o.ExecutorCA, "executor-ca", "executor_ca", "", "CA bundle (PEM) executors' client certificates must chain to"},
 		{&o.TrustDomain, "trust-domain", "trust_domain", identity.DefaultTrustDomain, "executors are spiffe://TRUST-DOMAIN/executor/NAME in their certificate's URI SAN"},
-		{&o.PlanCache, "plan-cache", "plan_cache", runner.DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations), least recently used evicted; an evicted plan is read from the store again"},
+		{&o.PlanCache, "plan-cache", "plan_cache", runner.DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations, plan views), least recently used evicted; an evicted plan is read from the store again"},
 		{&o.MaxWatchesPerCaller, "max-watches-per-caller", "max_watches_per_caller", DefaultMaxWatchesPerCaller, "watch streams (WatchRun, WatchAsks) one caller may hold open at once; more are refused with RESOURCE_EXHAUSTED"},
 	}
 }

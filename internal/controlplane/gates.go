@@ -297,5 +297,5 @@ func (s *Services) gateGrant(run *engine.Run, a *engine.AskRun, approved time.Ti
 	}
 	g := &grant.Grant{RunID: run.ID, StepID: a.ID, Action: grant.GateAction(a.ID), AskID: a.ID, PayloadDigest: a.Payload[0].Digest, Fence: 1, ExpiresAt: approved.Add(s.cfg.GateGrantTTL)}
 	grant.Sign(g, s.cfg.KeyID, s.cfg.SigningKey)
-	return wire.GrantToProto(g)
+	return wire.Grant(g)
 }

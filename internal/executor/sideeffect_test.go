@@ -77,7 +77,7 @@ func TestItem4_ExecutorRefusesASideEffectTheLeaseCallsReadOnly(t *testing.T) {
 		l := &tollgatev1.Lease{LeaseId: "r/" + step + "/1", Fence: 1, RunId: "r", StepId: step, Kind: tollgatev1.StepKind_STEP_KIND_TOOL,
 			Server: "test", Tool: tool, ArgsJson: args, SideEffect: sideEffect}
 		if g != nil {
-			l.Grant = wire.GrantToProto(g)
+			l.Grant = wire.Grant(g)
 		}
 		fs.down <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: l}}
 	}

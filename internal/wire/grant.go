@@ -7,10 +7,10 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
-// GrantToProto is g's wire form. Grants cross the wire in leases and in
+// Grant is g's wire form. Grants cross the wire in leases and in
 // gate decisions; the control plane, executors, client/gates and
 // approvectl all convert them here.
-func GrantToProto(g *grant.Grant) *tollgatev1.Grant {
+func Grant(g *grant.Grant) *tollgatev1.Grant {
 	if g == nil {
 		return nil
 	}

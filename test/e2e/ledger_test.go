@@ -37,7 +37,7 @@ func grantFiles(t *testing.T, dir, run string) (grantPath, keyPath, artifact str
 	}
 	g := &grant.Grant{RunID: run, StepID: "commit", Action: "gate.commit", AskID: "commit", PayloadDigest: d, ExpiresAt: time.Now().Add(10 * time.Minute)}
 	grant.Sign(g, "grant", priv)
-	b, err := protojson.Marshal(wire.GrantToProto(g))
+	b, err := protojson.Marshal(wire.Grant(g))
 	if err != nil {
 		t.Fatal(err)
 	}

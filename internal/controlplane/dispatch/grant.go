@@ -30,5 +30,5 @@ func (d *Dispatcher) grantFor(o offer, now time.Time) (*tollgatev1.Grant, error)
 	}
 	g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, Action: o.d.Server + "." + o.d.Tool, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
 	grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
-	return wire.GrantToProto(g), nil
+	return wire.Grant(g), nil
 }
