@@ -241,7 +241,7 @@ func TestRevokedRoleReachesEveryReplica(t *testing.T) {
 	for {
 		resp, err := planes[1].approvals("dave").GetAsk(bg, &tollgatev1.GetAskRequest{AskId: askID})
 		if status.Code(err) == codes.NotFound {
-			break // no longer his to decide, nor to see (visibility.go)
+			break // no longer his to decide, nor to see (api/readers.go)
 		}
 		if err != nil {
 			t.Fatal(err)

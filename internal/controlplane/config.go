@@ -10,6 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/gatesvc"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
@@ -114,14 +116,14 @@ func (o *Options) settings() []setting {
 		{&o.GrantKey, "grant-key", "grant_key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)"},
 		{&o.DrainTimeout, "drain-timeout", "drain_timeout", 10 * time.Second, "how long shutdown waits for in-flight RPCs"},
 		{&o.LeaseTTL, "lease-ttl", "lease_ttl", 10 * time.Second, "a lease whose executor sends no heartbeat for this long is lost"},
-		{&o.GateGrantTTL, "gate-grant-ttl", "gate_grant_ttl", DefaultGateGrantTTL, "how long the grant of an approved gate (approvectl gate) stays valid after the approval"},
+		{&o.GateGrantTTL, "gate-grant-ttl", "gate_grant_ttl", gatesvc.DefaultGateGrantTTL, "how long the grant of an approved gate (approvectl gate) stays valid after the approval"},
 		{&o.ExecutorListen, "executor-listen", "executor_listen", "", "executor listener address: mTLS, ExecutorService only (default 127.0.0.1:7444 with --dev; empty: no executors)"},
 		{&o.ExecutorCert, "executor-cert", "executor_cert", "", "certificate (PEM) of the executor listener (--dev: minted in the dev folder)"},
 		{&o.ExecutorKey, "executor-key", "executor_key", "", "private key (PEM) of --executor-cert"},
 		{&o.ExecutorCA, "executor-ca", "executor_ca", "", "CA bundle (PEM) executors' client certificates must chain to"},
 		{&o.TrustDomain, "trust-domain", "trust_domain", identity.DefaultTrustDomain, "executors are spiffe://TRUST-DOMAIN/executor/NAME in their certificate's URI SAN"},
 		{&o.PlanCache, "plan-cache", "plan_cache", runner.DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations, plan views), least recently used evicted; an evicted plan is read from the store again"},
-		{&o.MaxWatchesPerCaller, "max-watches-per-caller", "max_watches_per_caller", DefaultMaxWatchesPerCaller, "watch streams (WatchRun, WatchAsks) one caller may hold open at once; more are refused with RESOURCE_EXHAUSTED"},
+		{&o.MaxWatchesPerCaller, "max-watches-per-caller", "max_watches_per_caller", api.DefaultMaxWatchesPerCaller, "watch streams (WatchRun, WatchAsks) one caller may hold open at once; more are refused with RESOURCE_EXHAUSTED"},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/runsvc"
 )
 
 func recipeReq(rid, recipe string, inputs map[string]string) *tollgatev1.StartRunRequest {
@@ -109,7 +110,7 @@ func TestItem15_StartRunInputsCollidingOrTooManyAreRefused(t *testing.T) {
 				m[fmt.Sprintf("in%d", i)] = "v"
 			}
 			return m
-		}(), []string{"10002 inputs", fmt.Sprint(MaxInputs)}},
+		}(), []string{"10002 inputs", fmt.Sprint(runsvc.MaxInputs)}},
 		"a name no reference can read": {map[string]string{"who": "bob", "two words": "x"}, []string{`input "two words"`}},
 		"an empty name":                {map[string]string{"who": "bob", "": "x"}, []string{`input ""`}},
 	} {

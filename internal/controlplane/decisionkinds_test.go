@@ -1,8 +1,6 @@
 package controlplane
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,51 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
-	"github.com/tollgate-dev/tollgate/pkg/engine"
-	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
-
-// Every decision the API accepts (each field of DecideRequest's oneof,
-// and each in-doubt option) maps to a decision kind: a new one added to
-// the proto without a kind fails here (Decide refuses what it cannot
-// judge).
-func TestItem3_EveryDecideRequestHasAKind(t *testing.T) {
-	oneof := (&tollgatev1.DecideRequest{}).ProtoReflect().Descriptor().Oneofs().ByName("decision")
-	if oneof == nil {
-		t.Fatal("DecideRequest has no oneof decision")
-	}
-	asks := []*engine.AskRun{
-		{Type: plan.StopMenu, Options: []plan.Option{{ID: "1", Label: "Yes"}, {ID: "2", Label: "No"}}},
-		{Type: engine.InDoubt, Options: []plan.Option{{ID: engine.DoubtRetry, Label: "retry"}, {ID: engine.DoubtRan, Label: "it ran"}, {ID: engine.DoubtStop, Label: "stop"}}},
-	}
-	fields := oneof.Fields()
-	for i := range fields.Len() {
-		f := fields.Get(i)
-		typed := &tollgatev1.DecideRequest{}
-		m := typed.ProtoReflect()
-		m.Set(f, m.NewField(f))
-		for _, a := range asks {
-			if k := decisionOf(typed, a); k == "" {
-				t.Errorf("DecideRequest.%s on a %s ask has no decision kind", f.Name(), a.Type)
-			}
-		}
-	}
-}
-
-// Item 1 at the handler: a gate is opened under gate.NAME whatever the
-// request says; an action the request names is added (Also), to raise
-// the bar (approvals' TestItem1_GateActionOnlyRaisesTheBar judges it).
-func TestItem1_GateOpensUnderItsOwnAction(t *testing.T) {
-	s := NewServices(ServiceConfig{Approvals: approvals.New(approvals.Config{Policy: devPolicy(t), Domain: "acme"})})
-	ev, err := s.gateEvent(context.Background(), "alice", &tollgatev1.OpenGateRequest{Gate: "claims", Summary: "s", Action: "notes.store"})
-	if err != nil || ev.Server+"."+ev.Tool != "gate.claims" || fmt.Sprint(ev.Also) != "[notes.store]" {
-		t.Fatalf("open claims naming notes.store: %s.%s also %v, %v", ev.Server, ev.Tool, ev.Also, err)
-	}
-	if _, err := s.gateEvent(context.Background(), "alice", &tollgatev1.OpenGateRequest{Gate: "anything", Summary: "s", Action: "notes.store"}); err == nil || !strings.Contains(err.Error(), "gate.anything") {
-		t.Fatalf("a gate no policy names, opened under notes.store: %v", err)
-	}
-}
 
 // Item 5: every approving decision binds the evidence its decider was
 // shown. On vendor-payment (evidence: the vendor record), dave approving

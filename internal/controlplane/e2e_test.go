@@ -36,7 +36,7 @@ func TestRunParksAndAnApprovalContinuesTheSameRun(t *testing.T) {
 		t.Fatalf("the run names the command that answers it: %q", r.GetResumeCommand())
 	}
 	// bob is not the requester, and the ask is alice's: to him it does
-	// not exist (visibility.go).
+	// not exist (api/readers.go).
 	_, err := e.approvals("bob").Decide(bg, &tollgatev1.DecideRequest{AskId: askID, Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}})
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("bob approving alice's ask: %v", err)

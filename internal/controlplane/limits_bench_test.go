@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -27,10 +28,10 @@ func BenchmarkValueLimits(b *testing.B) {
 	resp := &tollgatev1.GetRunResponse{Run: wire.NewViews(1).Run(run, m, "graph-ask-demo")}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := checkValues(req); err != nil {
+		if err := api.CheckValues(req); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := fitResponse(resp); err != nil {
+		if _, err := api.FitResponse(resp); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
@@ -127,7 +128,7 @@ together reads:
 func TestItem9_FitResponseLeavesTheOriginalAlone(t *testing.T) {
 	orig := &tollgatev1.GetAskResponse{Ask: &tollgatev1.Ask{AnswerText: strings.Repeat("a", 3<<20),
 		Evidence: []*tollgatev1.EvidenceArtifact{{Name: "e", Content: make([]byte, 2<<20)}}}}
-	fitted, err := fitResponse(orig)
+	fitted, err := api.FitResponse(orig)
 	if err != nil {
 		t.Fatal(err)
 	}

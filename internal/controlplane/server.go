@@ -18,6 +18,12 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/approvalsvc"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/auditsvc"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/gatesvc"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/plansvc"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/runsvc"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/dispatch"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
@@ -53,7 +59,7 @@ type Config struct {
 	Store    store.Store
 	Verifier *identity.Verifier
 	Catalog  *compiler.Catalog // with the built-in dispatcher, executors' hellos make it stricter (dispatch/toolviews.go)
-	Skills   Skills
+	Skills   runsvc.Skills
 	// Policy, Domain, Owners, EscalateTo and Notifier: see
 	// approvals.Config.
 	Policy     approvals.Policy
@@ -90,7 +96,9 @@ type Config struct {
 	// PlanCache bounds each plan cache (engines, compilations, plan
 	// views) in entries; 0: DefaultPlanCache.
 	PlanCache int
-	// MaxWatchesPerCaller: see ServiceConfig.
+	// MaxWatchesPerCaller bounds one caller's open watch streams (0:
+	// api.DefaultMaxWatchesPerCaller); beyond it a watch is refused with
+	// RESOURCE_EXHAUSTED.
 	MaxWatchesPerCaller int
 }
 
@@ -105,7 +113,9 @@ type Server struct {
 	health    *health.Server
 	log       *slog.Logger
 	execs     *dispatch.Dispatcher
-	svc       *Services
+	runs      *runsvc.Service
+	views     *wire.Views
+	watches   *api.Watches
 }
 
 // healthMethods skip authentication so load balancers can probe.
@@ -148,8 +158,8 @@ func NewServer(cfg Config) *Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	}
 	gs := grpc.NewServer(append([]grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip), valueLimits()),
-		grpc.ChainStreamInterceptor(streamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip), streamValueLimits()),
+		grpc.ChainUnaryInterceptor(api.UnaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip), api.ValueLimits()),
+		grpc.ChainStreamInterceptor(api.StreamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip), api.StreamValueLimits()),
 	}, limits...)...)
 	cat := cfg.Catalog
 	catalog := func() *compiler.Catalog { return cat }
@@ -158,20 +168,25 @@ func NewServer(cfg Config) *Server {
 		// (I2): a tool an executor calls side-effecting is gated.
 		catalog = execs.Catalog
 	}
-	svc := NewServices(ServiceConfig{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Approvals: desk, Log: cfg.Log,
-		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL, PlanCache: cfg.PlanCache,
-		MaxWatchesPerCaller: cfg.MaxWatchesPerCaller})
-	tollgatev1.RegisterPlanServiceServer(gs, NewPlanServer(PlanConfig{Catalog: catalog}))
-	tollgatev1.RegisterRunServiceServer(gs, svc)
-	tollgatev1.RegisterApprovalServiceServer(gs, svc)
-	tollgatev1.RegisterAuditServiceServer(gs, svc)
-	tollgatev1.RegisterGateServiceServer(gs, svc)
+	// What the services share: who may see a run, the plan views runs are
+	// drawn with, and the watch streams' limit and events.
+	readers := api.Readers{Runner: run, Desk: desk}
+	views := wire.NewViews(cfg.PlanCache)
+	watches := api.NewWatches(cfg.MaxWatchesPerCaller, views)
+	runs := runsvc.New(runsvc.Config{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Approvals: desk,
+		Readers: readers, Views: views, Watches: watches, Log: cfg.Log, PlanCache: cfg.PlanCache})
+	runs.Register(gs)
+	approvalsvc.New(approvalsvc.Config{Runner: run, Store: cfg.Store, Approvals: desk, Readers: readers, Watches: watches, Log: cfg.Log}).Register(gs)
+	auditsvc.New(auditsvc.Config{Runner: run, Store: cfg.Store, Readers: readers}).Register(gs)
+	gatesvc.New(gatesvc.Config{Runner: run, Approvals: desk, Readers: readers, Views: views,
+		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL, Log: cfg.Log}).Register(gs)
+	plansvc.New(plansvc.Config{Catalog: catalog}).Register(gs)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, execs: execs, svc: svc}
+	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, execs: execs, runs: runs, views: views, watches: watches}
 	if execs != nil {
 		td := cfg.TrustDomain
 		if td == "" {
@@ -185,8 +200,8 @@ func NewServer(cfg Config) *Server {
 			tlsCfg = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
 		}
 		srv.Executors = grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsCfg)),
-			grpc.ChainUnaryInterceptor(unaryErrors(cfg.Log), identity.ExecutorUnaryInterceptor(td)),
-			grpc.ChainStreamInterceptor(streamErrors(cfg.Log), identity.ExecutorStreamInterceptor(td)),
+			grpc.ChainUnaryInterceptor(api.UnaryErrors(cfg.Log), identity.ExecutorUnaryInterceptor(td)),
+			grpc.ChainStreamInterceptor(api.StreamErrors(cfg.Log), identity.ExecutorStreamInterceptor(td)),
 		}, limits...)...)
 		tollgatev1.RegisterExecutorServiceServer(srv.Executors, execs)
 		healthpb.RegisterHealthServer(srv.Executors, hs)
@@ -254,12 +269,12 @@ func (s *Server) Shutdown(ctx context.Context) {
 // events ("watch_events").
 func (s *Server) Caches() map[string]lru.Stats {
 	out := s.Runner.Caches()
-	out["compiled"], out["plan_views"], out["watch_events"] = s.svc.compiled.Stats(), s.svc.views.Stats(), s.svc.events.Stats()
+	out["compiled"], out["plan_views"], out["watch_events"] = s.runs.Compiled(), s.views.Stats(), s.watches.EventCache()
 	return out
 }
 
 // Watches reports the open watch streams and those refused, for metrics.
-func (s *Server) Watches() WatchStats { return s.svc.watches.stats() }
+func (s *Server) Watches() api.WatchStats { return s.watches.Stats() }
 
 // WatchFigures is Watches as metrics.Bounds reads it.
 func (s *Server) WatchFigures() (active int, refused int64) {

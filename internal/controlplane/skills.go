@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/runsvc"
 )
 
 // embeddedSkills serves the example skills built into the binary.
@@ -17,4 +18,4 @@ func (embeddedSkills) Skill(name string) (string, bool) {
 }
 
 // ExampleSkills returns the skills built into the binary (examples/skills).
-func ExampleSkills() Skills { return embeddedSkills{} }
+func ExampleSkills() runsvc.Skills { return embeddedSkills{} }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 )
@@ -99,11 +100,11 @@ func newVisWorld(t *testing.T) *visWorld {
 }
 
 // wantNotVisible checks that err is what a caller who may not see the
-// run gets: NOT_FOUND, as for a run never created (visibility.go).
+// run gets: NOT_FOUND, as for a run never created (api/readers.go).
 func wantNotVisible(t *testing.T, who string, err error, runID string) {
 	t.Helper()
-	if status.Code(err) != codes.NotFound || status.Convert(err).Message() != notVisible(runID).Error() {
-		t.Fatalf("%s: %v, want NOT_FOUND %q", who, err, notVisible(runID))
+	if status.Code(err) != codes.NotFound || status.Convert(err).Message() != api.NotVisible(runID).Error() {
+		t.Fatalf("%s: %v, want NOT_FOUND %q", who, err, api.NotVisible(runID))
 	}
 }
 

@@ -1,4 +1,4 @@
-package controlplane
+package plansvc
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/freshness"
@@ -41,8 +42,8 @@ func serve(t *testing.T) tollgatev1.PlanServiceClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(ServerOptions(slog.New(slog.NewTextHandler(io.Discard, nil)))...)
-	tollgatev1.RegisterPlanServiceServer(srv, NewPlanServer(PlanConfig{Catalog: func() *compiler.Catalog { return cat }}))
+	srv := grpc.NewServer(api.ServerOptions(slog.New(slog.NewTextHandler(io.Discard, nil)))...)
+	New(Config{Catalog: func() *compiler.Catalog { return cat }}).Register(srv)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

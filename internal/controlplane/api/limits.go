@@ -1,4 +1,4 @@
-package controlplane
+package api
 
 import (
 	"cmp"
@@ -30,12 +30,12 @@ const responseBudget = limits.MaxMessageBytes - 64<<10
 // cutBytes is how much of a cut value a response keeps.
 const cutBytes = 1 << 10
 
-// valueLimits is the unary interceptor that refuses oversized request
+// ValueLimits is the unary interceptor that refuses oversized request
 // values and fits responses to the message limit.
-func valueLimits() grpc.UnaryServerInterceptor {
+func ValueLimits() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if m, ok := req.(proto.Message); ok {
-			if err := checkValues(m); err != nil {
+			if err := CheckValues(m); err != nil {
 				return nil, err
 			}
 		}
@@ -44,15 +44,15 @@ func valueLimits() grpc.UnaryServerInterceptor {
 			return nil, err
 		}
 		if m, ok := resp.(proto.Message); ok {
-			return fitResponse(m)
+			return FitResponse(m)
 		}
 		return resp, nil
 	}
 }
 
-// streamValueLimits is valueLimits for streams: each message received is
+// StreamValueLimits is ValueLimits for streams: each message received is
 // checked, each message sent is fitted.
-func streamValueLimits() grpc.StreamServerInterceptor {
+func StreamValueLimits() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		return handler(srv, limitedStream{ss})
 	}
@@ -65,14 +65,14 @@ func (s limitedStream) RecvMsg(m any) error {
 		return err
 	}
 	if pm, ok := m.(proto.Message); ok {
-		return checkValues(pm)
+		return CheckValues(pm)
 	}
 	return nil
 }
 
 func (s limitedStream) SendMsg(m any) error {
 	if pm, ok := m.(proto.Message); ok {
-		fitted, err := fitResponse(pm)
+		fitted, err := FitResponse(pm)
 		if err != nil {
 			return err
 		}
@@ -81,10 +81,10 @@ func (s limitedStream) SendMsg(m any) error {
 	return s.ServerStream.SendMsg(m)
 }
 
-// checkValues refuses a message any of whose string or bytes values is
+// CheckValues refuses a message any of whose string or bytes values is
 // longer than limits.MaxValueBytes; the error names the field's path
 // (decision.text_answer.text, inputs["who"]) and the limit.
-func checkValues(m proto.Message) error {
+func CheckValues(m proto.Message) error {
 	var err error
 	walkValues(m.ProtoReflect(), "", func(path string, n int, _ func(int)) bool {
 		if e := limits.Value(path, n); e != nil {
@@ -96,11 +96,11 @@ func checkValues(m proto.Message) error {
 	return err
 }
 
-// fitResponse returns m if it fits the message limit, or else a copy of m
+// FitResponse returns m if it fits the message limit, or else a copy of m
 // (m may share parts with caches, so it is never changed) whose longest
 // string and bytes values are cut, longest first, until it fits. A
 // response that cannot be made to fit is ResourceExhausted.
-func fitResponse(m proto.Message) (proto.Message, error) {
+func FitResponse(m proto.Message) (proto.Message, error) {
 	n := proto.Size(m)
 	if n <= responseBudget {
 		return m, nil
@@ -187,10 +187,10 @@ func visit(path string, v protoreflect.Value, set func(protoreflect.Value), f fu
 	return true
 }
 
-// inputsTooLarge bounds a run's inputs, names and values together, as one
-// value (each one alone is bounded by checkValues): what a run holds and
+// InputsTooLarge bounds a run's inputs, names and values together, as one
+// value (each one alone is bounded by CheckValues): what a run holds and
 // shows stays within what one message carries.
-func inputsTooLarge(in map[string]string) error {
+func InputsTooLarge(in map[string]string) error {
 	n := 0
 	for k, v := range in {
 		n += len(k) + len(v)

@@ -1,4 +1,4 @@
-package controlplane
+package api
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -18,11 +19,13 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
+// WatchPoll is how often a watcher re-reads what it watches to see
+// commits made by other replicas.
+const WatchPoll = time.Second
+
 // DefaultMaxWatchesPerCaller is how many watch streams (WatchRun and
 // WatchAsks together) one caller may hold open at once unless configured.
 const DefaultMaxWatchesPerCaller = 64
-
-// errkind.Exhausted: a caller is over a limit of the plane's resources.
 
 // watchLimit counts the open watch streams of each caller.
 type watchLimit struct {
@@ -76,14 +79,36 @@ func (l *watchLimit) stats() WatchStats {
 	return WatchStats{Active: l.active, Refused: l.refused.Load()}
 }
 
-// watchSlot takes a watch slot for the stream's caller (see watchLimit).
-func (s *Services) watchSlot(ctx context.Context) (func(), error) {
-	who, err := caller(ctx)
+// Watches is what every watch stream of a replica shares: the per-caller
+// limit on open streams (WatchRun and WatchAsks together) and the events
+// they send, built once per run version.
+type Watches struct {
+	limit  *watchLimit
+	events *lru.Cache[eventKey, *Event]
+	views  *wire.Views
+}
+
+// NewWatches returns the watches of a replica: at most maxPerCaller open
+// streams per caller (0: DefaultMaxWatchesPerCaller); events drawn with
+// views.
+func NewWatches(maxPerCaller int, views *wire.Views) *Watches {
+	return &Watches{limit: newWatchLimit(maxPerCaller), events: newEventCache(), views: views}
+}
+
+// Slot takes a watch slot for the stream's caller (see watchLimit).
+func (w *Watches) Slot(ctx context.Context) (release func(), err error) {
+	who, err := Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.watches.acquire(who)
+	return w.limit.acquire(who)
 }
+
+// Stats reports the open watch streams and those refused.
+func (w *Watches) Stats() WatchStats { return w.limit.stats() }
+
+// EventCache reports the shared events' cache, for metrics.
+func (w *Watches) EventCache() lru.Stats { return w.events.Stats() }
 
 // The events watchers are sent, shared: every watcher of a run at one
 // version sends the same immutable message, encoded once, rather than
@@ -101,26 +126,26 @@ type eventKey struct {
 	snapshot bool // the first event of a stream carries the plan
 }
 
-// sharedEvent is one watch event and, once a stream has encoded it, its
+// Event is one watch event and, once a stream has encoded it, its
 // encoding, which every uncompressed stream sends as it is.
-type sharedEvent struct {
+type Event struct {
 	resp *tollgatev1.WatchRunResponse
 	size int
 	once sync.Once
 	pm   *grpc.PreparedMsg // nil: not encodable in advance; each stream encodes resp
 }
 
-func newEventCache() *lru.Cache[eventKey, *sharedEvent] {
+func newEventCache() *lru.Cache[eventKey, *Event] {
 	return lru.NewWeighted(maxSharedEvents, maxSharedEventsBytes,
-		func(_ eventKey, e *sharedEvent) int64 { return 2 * int64(e.size) }) // the message and its encoding
+		func(_ eventKey, e *Event) int64 { return 2 * int64(e.size) }) // the message and its encoding
 }
 
-// sendEvent sends a shared event on a watch stream. A stream whose client
+// SendEvent sends a shared event on a watch stream. A stream whose client
 // asked for no compression (the usual case) sends the one encoding every
 // such stream shares: gRPC sends a prepared message's bytes as they are,
 // and a message sent uncompressed is valid on any stream. A compressed
 // stream encodes and compresses its own.
-func sendEvent(stream grpc.ServerStream, ev *sharedEvent) error {
+func SendEvent(stream grpc.ServerStream, ev *Event) error {
 	if plainStream(stream.Context()) {
 		ev.once.Do(func() {
 			pm := &grpc.PreparedMsg{}
@@ -147,9 +172,9 @@ func plainStream(ctx context.Context) bool {
 	return rc == "" || rc == encoding.Identity
 }
 
-// runEvent is the watch event of run at its version, built once and
+// RunEvent is the watch event of run at its version, built once and
 // shared by every watcher; callers must not change it.
-func (s *Services) runEvent(run *engine.Run, m *engine.Machine, kind tollgatev1.RunEventKind) *sharedEvent {
+func (s *Watches) RunEvent(run *engine.Run, m *engine.Machine, kind tollgatev1.RunEventKind) *Event {
 	k := eventKey{run: run.ID, version: run.Version, snapshot: kind == tollgatev1.RunEventKind_RUN_EVENT_KIND_SNAPSHOT}
 	if ev, ok := s.events.Get(k); ok {
 		return ev
@@ -161,7 +186,7 @@ func (s *Services) runEvent(run *engine.Run, m *engine.Machine, kind tollgatev1.
 	}
 	resp := &tollgatev1.WatchRunResponse{Event: &tollgatev1.RunEvent{Cursor: strconv.FormatInt(run.Version, 10), Kind: kind, Time: wire.Time(run.UpdatedAt), RunId: run.ID, RunVersion: uint64(run.Version),
 		RunState: pr.State, StateReason: run.Reason, Run: pr}}
-	ev := &sharedEvent{resp: resp, size: proto.Size(resp)}
+	ev := &Event{resp: resp, size: proto.Size(resp)}
 	s.events.Add(k, ev)
 	return ev
 }

@@ -1,4 +1,4 @@
-package controlplane
+package gatesvc
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/wire"
@@ -30,8 +31,8 @@ const maxGateArtifact = 4 << 20
 
 // OpenGate opens a gate on an external run, creating the run when none is
 // named. A gate already on the run is returned as it is.
-func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest) (*tollgatev1.OpenGateResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest) (*tollgatev1.OpenGateResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 		}
 		runID = run.ID
 	}
-	run, _, err := s.visibleRun(ctx, who, runID)
+	run, _, err := s.cfg.Readers.VisibleRun(ctx, who, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -82,8 +83,8 @@ func (s *Services) OpenGate(ctx context.Context, req *tollgatev1.OpenGateRequest
 }
 
 // CreateRun creates an external run (idempotent on request_id).
-func (s *Services) CreateRun(ctx context.Context, req *tollgatev1.CreateRunRequest) (*tollgatev1.CreateRunResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) CreateRun(ctx context.Context, req *tollgatev1.CreateRunRequest) (*tollgatev1.CreateRunResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -98,10 +99,10 @@ func (s *Services) CreateRun(ctx context.Context, req *tollgatev1.CreateRunReque
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.CreateRunResponse{Run: s.views.Run(run, m, ""), Created: created}, nil
+	return &tollgatev1.CreateRunResponse{Run: s.cfg.Views.Run(run, m, ""), Created: created}, nil
 }
 
-func (s *Services) startExternal(ctx context.Context, who, requestID, name string) (*engine.Run, bool, error) {
+func (s *Service) startExternal(ctx context.Context, who, requestID, name string) (*engine.Run, bool, error) {
 	if name == "" {
 		name = "script"
 	}
@@ -109,7 +110,7 @@ func (s *Services) startExternal(ctx context.Context, who, requestID, name strin
 }
 
 // gateEvent checks a request and builds the event (without its time).
-func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.OpenGateRequest) (engine.OpenGate, error) {
+func (s *Service) gateEvent(_ context.Context, who string, req *tollgatev1.OpenGateRequest) (engine.OpenGate, error) {
 	ev := engine.OpenGate{Gate: req.GetGate(), Actor: who, Title: strings.TrimSpace(req.GetSummary()), Quorum: int(req.GetQuorum())}
 	if err := engine.CheckName("gate", ev.Gate); err != nil {
 		return ev, err
@@ -177,12 +178,12 @@ func (s *Services) gateEvent(_ context.Context, who string, req *tollgatev1.Open
 }
 
 // GetGate returns a gate and, once approved, its grant.
-func (s *Services) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) (*tollgatev1.GetGateResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) (*tollgatev1.GetGateResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	run, _, err := s.visibleRun(ctx, who, req.GetRunId())
+	run, _, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -198,12 +199,12 @@ func (s *Services) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) 
 }
 
 // RecordStep journals a step the script ran.
-func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepRequest) (*tollgatev1.RecordStepResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) RecordStep(ctx context.Context, req *tollgatev1.RecordStepRequest) (*tollgatev1.RecordStepResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := s.visibleRun(ctx, who, req.GetRunId()); err != nil {
+	if _, _, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId()); err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(req.GetOutputDigest(), "sha256:") && req.GetOutputDigest() != "" {
@@ -228,7 +229,7 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 	if err != nil {
 		return nil, err
 	}
-	for _, st := range s.views.Run(tr.Run, m, "").GetSteps() {
+	for _, st := range s.cfg.Views.Run(tr.Run, m, "").GetSteps() {
 		if st.GetStepId() == req.GetStep() {
 			return &tollgatev1.RecordStepResponse{Step: st}, nil
 		}
@@ -237,12 +238,12 @@ func (s *Services) RecordStep(ctx context.Context, req *tollgatev1.RecordStepReq
 }
 
 // FinishRun ends an external run as its script says.
-func (s *Services) FinishRun(ctx context.Context, req *tollgatev1.FinishRunRequest) (*tollgatev1.FinishRunResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) FinishRun(ctx context.Context, req *tollgatev1.FinishRunRequest) (*tollgatev1.FinishRunResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := s.visibleRun(ctx, who, req.GetRunId()); err != nil {
+	if _, _, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId()); err != nil {
 		return nil, err
 	}
 	tr, err := s.cfg.Runner.Event(ctx, req.GetRunId(), func(now time.Time) engine.Event {
@@ -255,16 +256,16 @@ func (s *Services) FinishRun(ctx context.Context, req *tollgatev1.FinishRunReque
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.FinishRunResponse{Run: s.views.Run(tr.Run, m, "")}, nil
+	return &tollgatev1.FinishRunResponse{Run: s.cfg.Views.Run(tr.Run, m, "")}, nil
 }
 
 // gateToProto renders a gate with its outcome; an approved gate carries
 // its grant, signed afresh on each read (Ed25519 is deterministic, so the
 // grant is the same bytes every time: a verifier's replay check holds).
-func (s *Services) gateToProto(ctx context.Context, run *engine.Run, a *engine.AskRun) *tollgatev1.Gate {
+func (s *Service) gateToProto(ctx context.Context, run *engine.Run, a *engine.AskRun) *tollgatev1.Gate {
 	out := &tollgatev1.Gate{Ask: wire.Ask(run, a), RunState: wire.RunState(run.State), RunReason: run.Reason}
 	if a.State.Open() {
-		out.Ask.AuthorityRequired = s.authorityRequired(ctx, run, a)
+		out.Ask.AuthorityRequired = api.AuthorityRequired(ctx, s.cfg.Approvals, run, a)
 	}
 	var last engine.Decision
 	if n := len(a.Decisions); n > 0 {
@@ -291,7 +292,7 @@ func (s *Services) gateToProto(ctx context.Context, run *engine.Run, a *engine.A
 // ask are the gate, action gate.NAME (what it was decided under), fence 1
 // (a gate is approved once), valid for GateGrantTTL from the approval.
 // nil without a signing key.
-func (s *Services) gateGrant(run *engine.Run, a *engine.AskRun, approved time.Time) *tollgatev1.Grant {
+func (s *Service) gateGrant(run *engine.Run, a *engine.AskRun, approved time.Time) *tollgatev1.Grant {
 	if s.cfg.SigningKey == nil || len(a.Payload) != 1 {
 		return nil
 	}

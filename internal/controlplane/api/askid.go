@@ -1,4 +1,4 @@
-package controlplane
+package api
 
 import (
 	"fmt"
@@ -8,8 +8,8 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
-// splitAskID splits "RUN/STOP".
-func splitAskID(id string) (run, stop string, err error) {
+// SplitAskID splits "RUN/ASK".
+func SplitAskID(id string) (run, stop string, err error) {
 	run, stop, ok := strings.Cut(id, "/")
 	if !ok || run == "" || stop == "" {
 		return "", "", fmt.Errorf("ask id %q is not RUN/ASK: %w", limits.Short(id), errkind.Invalid)

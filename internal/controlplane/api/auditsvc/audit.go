@@ -1,4 +1,4 @@
-package controlplane
+package auditsvc
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/wire"
@@ -16,7 +17,7 @@ import (
 )
 
 // journal reads a run's whole journal.
-func (s *Services) journal(ctx context.Context, runID string) ([]store.JournalRecord, error) {
+func (s *Service) journal(ctx context.Context, runID string) ([]store.JournalRecord, error) {
 	var all []store.JournalRecord
 	for {
 		page, err := s.cfg.Store.Journal(ctx, runID, int64(len(all)), 1000)
@@ -30,21 +31,21 @@ func (s *Services) journal(ctx context.Context, runID string) ([]store.JournalRe
 	}
 }
 
-// forRuns calls f for one run who may see (visibility.go), or for every
+// forRuns calls f for one run who may see (api/readers.go), or for every
 // run in the store when who is an auditor or operator; anyone else's
 // audit of "every run" covers the runs they requested, found by the
 // store's requester index, so its cost follows what they may see and not
 // the size of the store. An audit covers, and counts, only those.
-func (s *Services) forRuns(ctx context.Context, who, runID string, f func(store.Run) error) (int, error) {
+func (s *Service) forRuns(ctx context.Context, who, runID string, f func(store.Run) error) (int, error) {
 	visible := func(sr store.Run) (bool, error) {
-		if s.seesEverything(who) {
+		if s.cfg.Readers.SeesEverything(who) {
 			return true, nil
 		}
 		var run engine.Run
 		if err := json.Unmarshal(sr.Data, &run); err != nil {
 			return false, fmt.Errorf("decode run %s: %w", sr.ID, err)
 		}
-		return s.sees(ctx, who, &run), nil
+		return s.cfg.Readers.Sees(ctx, who, &run), nil
 	}
 	if runID != "" {
 		sr, err := s.cfg.Store.GetRun(ctx, runID)
@@ -54,12 +55,12 @@ func (s *Services) forRuns(ctx context.Context, who, runID string, f func(store.
 		if ok, err := visible(sr); err != nil {
 			return 0, err
 		} else if !ok {
-			return 0, notVisible(runID)
+			return 0, api.NotVisible(runID)
 		}
 		return 1, f(sr)
 	}
 	q := store.RunQuery{Limit: 500}
-	if !s.seesEverything(who) {
+	if !s.cfg.Readers.SeesEverything(who) {
 		q.Requester = who
 	}
 	n, tok := 0, ""
@@ -94,8 +95,8 @@ func (s *Services) forRuns(ctx context.Context, who, runID string, f func(store.
 // VerifyJournal checks every hash chain (or one run's): each record
 // follows the one before and matches its hash, and the run row's head is
 // the last record.
-func (s *Services) VerifyJournal(ctx context.Context, req *tollgatev1.VerifyJournalRequest) (*tollgatev1.VerifyJournalResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) VerifyJournal(ctx context.Context, req *tollgatev1.VerifyJournalRequest) (*tollgatev1.VerifyJournalResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +123,8 @@ func (s *Services) VerifyJournal(ctx context.Context, req *tollgatev1.VerifyJour
 // store and returns the offending rows: asks still pending on terminal
 // runs (I3), and side-effecting steps started before their governing
 // approval was consumed (I1).
-func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInvariantsRequest) (*tollgatev1.CheckInvariantsResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInvariantsRequest) (*tollgatev1.CheckInvariantsResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -201,12 +202,12 @@ func (s *Services) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInv
 
 // ListJournal returns a run's journal records after a sequence number:
 // NOT_FOUND for a run that does not exist or that the caller may not see.
-func (s *Services) ListJournal(ctx context.Context, req *tollgatev1.ListJournalRequest) (*tollgatev1.ListJournalResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) ListJournal(ctx context.Context, req *tollgatev1.ListJournalRequest) (*tollgatev1.ListJournalResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := s.visibleRun(ctx, who, req.GetRunId()); err != nil {
+	if _, _, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId()); err != nil {
 		return nil, err
 	}
 	limit := store.Limit(int(req.GetPageSize()))

@@ -1,23 +1,20 @@
-package controlplane
+package approvalsvc
 
 import (
 	"context"
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
-// Standing approvals through the API (the proto calls them exceptions:
-// ApproveException, ListExceptions, RevokeException). The rules are the
-// desk's (approvals/standing.go); these handlers convert and call.
-
 // approveStanding approves an ask and grants a standing approval over
 // its scope (approvals.Desk.GrantStanding).
-func (s *Services) approveStanding(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, auth approvals.Verdict, judged engine.Judged, d *tollgatev1.ApproveException) (*tollgatev1.DecideResponse, error) {
+func (s *Service) approveStanding(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, auth approvals.Verdict, judged engine.Judged, d *tollgatev1.ApproveException) (*tollgatev1.DecideResponse, error) {
 	var until time.Time
 	if d.GetUntil() != nil {
 		until = d.GetUntil().AsTime()
@@ -37,8 +34,8 @@ func (s *Services) approveStanding(ctx context.Context, who string, run *engine.
 
 // ListExceptions lists the standing approvals the caller may see: active
 // ones, or all.
-func (s *Services) ListExceptions(ctx context.Context, req *tollgatev1.ListExceptionsRequest) (*tollgatev1.ListExceptionsResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) ListExceptions(ctx context.Context, req *tollgatev1.ListExceptionsRequest) (*tollgatev1.ListExceptionsResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +45,7 @@ func (s *Services) ListExceptions(ctx context.Context, req *tollgatev1.ListExcep
 	}
 	out := &tollgatev1.ListExceptionsResponse{}
 	for _, x := range xs {
-		if s.seesStanding(who, x) {
+		if s.cfg.Readers.SeesStanding(who, x) {
 			out.Exceptions = append(out.Exceptions, standingToProto(x))
 		}
 	}
@@ -57,8 +54,8 @@ func (s *Services) ListExceptions(ctx context.Context, req *tollgatev1.ListExcep
 
 // RevokeException revokes a standing approval: its granter may, and so
 // may anyone policy lets decide its action.
-func (s *Services) RevokeException(ctx context.Context, req *tollgatev1.RevokeExceptionRequest) (*tollgatev1.RevokeExceptionResponse, error) {
-	who, err := caller(ctx)
+func (s *Service) RevokeException(ctx context.Context, req *tollgatev1.RevokeExceptionRequest) (*tollgatev1.RevokeExceptionResponse, error) {
+	who, err := api.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}

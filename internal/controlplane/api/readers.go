@@ -1,9 +1,11 @@
-package controlplane
+package api
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -12,7 +14,7 @@ import (
 // Who may read (DESIGN.md §5 "Visibility", I9). This file is the one
 // place the rule is written down; every handler that reads, lists,
 // watches or journals a run — or acts on one of its asks or gates — asks
-// visibleRun or sees.
+// Readers.VisibleRun or Readers.Sees.
 //
 // A run, with its asks, its gates and its journal, is visible to:
 //
@@ -28,7 +30,7 @@ import (
 //     plane's domain (RoleAuditor, RoleOperator).
 //
 // To everyone else it does not exist: a call naming it fails exactly as
-// for a run id that was never created (notVisible: NOT_FOUND, same
+// for a run id that was never created (NotVisible: NOT_FOUND, same
 // message, nothing of the run in it), and lists leave it out without
 // saying so — a page may hold fewer rows than asked for, never a count
 // of what was left out.
@@ -40,42 +42,49 @@ const (
 	RoleOperator = "operator"
 )
 
-// notVisible is the error for a run the caller may not see: the very
+// NotVisible is the error for a run the caller may not see: the very
 // error the Runner returns for a run id the store does not hold.
-func notVisible(runID string) error {
+func NotVisible(runID string) error {
 	return fmt.Errorf("run %s: %w", runID, store.ErrNotFound)
 }
 
-// visibleRun reads a run for who (every due deadline applied, as Runner.Get
-// does) and returns it only if who may see it; otherwise notVisible.
-func (s *Services) visibleRun(ctx context.Context, who, runID string) (*engine.Run, *engine.Machine, error) {
-	run, m, err := s.cfg.Runner.Get(ctx, runID)
+// Readers applies the rule: it reads runs through the Runner and asks the
+// approvals desk who may decide.
+type Readers struct {
+	Runner *runner.Runner
+	Desk   *approvals.Desk
+}
+
+// VisibleRun reads a run for who (every due deadline applied, as Runner.Get
+// does) and returns it only if who may see it; otherwise NotVisible.
+func (s Readers) VisibleRun(ctx context.Context, who, runID string) (*engine.Run, *engine.Machine, error) {
+	run, m, err := s.Runner.Get(ctx, runID)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !s.sees(ctx, who, run) {
-		return nil, nil, notVisible(runID)
+	if !s.Sees(ctx, who, run) {
+		return nil, nil, NotVisible(runID)
 	}
 	return run, m, nil
 }
 
-// seesEverything reports whether who holds, by policy, a role that reads
+// SeesEverything reports whether who holds, by policy, a role that reads
 // every run.
-func (s *Services) seesEverything(who string) bool {
-	return s.cfg.Approvals.Holds(who, RoleAuditor) || s.cfg.Approvals.Holds(who, RoleOperator)
+func (s Readers) SeesEverything(who string) bool {
+	return s.Desk.Holds(who, RoleAuditor) || s.Desk.Holds(who, RoleOperator)
 }
 
-// sees applies the rule to one run. The checks run cheapest first; policy
+// Sees applies the rule to one run. The checks run cheapest first; policy
 // is consulted in full (MayDecide) only for open asks nobody names who in.
-func (s *Services) sees(ctx context.Context, who string, run *engine.Run) bool {
+func (s Readers) Sees(ctx context.Context, who string, run *engine.Run) bool {
 	if who == "" {
 		return false
 	}
-	if run.Requester == who || s.seesEverything(who) {
+	if run.Requester == who || s.SeesEverything(who) {
 		return true
 	}
 	for _, a := range run.Asks {
-		if decided(who, a) || s.addressed(who, a) {
+		if decided(who, a) || s.Addressed(who, a) {
 			return true
 		}
 	}
@@ -84,7 +93,7 @@ func (s *Services) sees(ctx context.Context, who string, run *engine.Run) bool {
 			continue
 		}
 		// A policy error is no authority: it does not make the run visible.
-		if v, err := s.cfg.Approvals.MayDecide(ctx, who, run, a); err == nil && v.OK {
+		if v, err := s.Desk.MayDecide(ctx, who, run, a); err == nil && v.OK {
 			return true
 		}
 	}
@@ -117,15 +126,15 @@ func decided(who string, a *engine.AskRun) bool {
 	return false
 }
 
-// addressed reports whether the ask is addressed to who: its audience
+// Addressed reports whether the ask is addressed to who: its audience
 // role, its escalation role, or a role among its approvers is one who
 // holds now, or who is a person named among its approvers (a delegate
 // sees it through MayDecide). An audience is a role (or `me`, the requester,
-// whom sees answers for by the run's requester, never by name): a caller
+// whom Sees answers for by the run's requester, never by name): a caller
 // whose name happens to be "me" or a role's name is not its holder.
-func (s *Services) addressed(who string, a *engine.AskRun) bool {
+func (s Readers) Addressed(who string, a *engine.AskRun) bool {
 	holds := func(role string) bool {
-		return role != "" && role != plan.AudienceRequester && s.cfg.Approvals.IsRole(role) && s.cfg.Approvals.Holds(who, role)
+		return role != "" && role != plan.AudienceRequester && s.Desk.IsRole(role) && s.Desk.Holds(who, role)
 	}
 	if holds(a.Audience) || holds(a.EscalatedTo) || holds(a.EscalatedFrom) {
 		return true
@@ -133,7 +142,7 @@ func (s *Services) addressed(who string, a *engine.AskRun) bool {
 	for _, n := range a.Approvers {
 		switch {
 		case n == "" || n == plan.AudienceRequester:
-		case s.cfg.Approvals.IsRole(n):
+		case s.Desk.IsRole(n):
 			if holds(n) {
 				return true
 			}
@@ -144,9 +153,9 @@ func (s *Services) addressed(who string, a *engine.AskRun) bool {
 	return false
 }
 
-// seesStanding reports whether who may see a standing approval: who
+// SeesStanding reports whether who may see a standing approval: who
 // granted it, anyone who may revoke it (policy lets them decide its
 // action), and auditors and operators.
-func (s *Services) seesStanding(who string, x store.Standing) bool {
-	return x.GrantedBy == who || s.cfg.Approvals.MayGovern(who, x.Scope) || s.seesEverything(who)
+func (s Readers) SeesStanding(who string, x store.Standing) bool {
+	return x.GrantedBy == who || s.Desk.MayGovern(who, x.Scope) || s.SeesEverything(who)
 }

@@ -1,7 +1,4 @@
-// Package controlplane holds the control plane's gRPC handlers and their
-// wiring. Handlers convert protos to domain types at the edge and call the
-// pure cores (pkg/compiler, pkg/plan, pkg/engine).
-package controlplane
+package plansvc
 
 import (
 	"context"
@@ -13,28 +10,10 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 )
 
-// PlanConfig configures the PlanService.
-type PlanConfig struct {
-	// Catalog is the server's tool catalog: the union of what connected
-	// executors advertise and any catalog files. Compile uses it unless a
-	// request brings its own.
-	Catalog func() *compiler.Catalog
-}
-
-// PlanServer implements tollgatev1.PlanServiceServer. Skills (List, Get,
-// Put) need the store and answer Unimplemented until it exists.
-type PlanServer struct {
-	tollgatev1.UnimplementedPlanServiceServer
-	cfg PlanConfig
-}
-
-// NewPlanServer returns a PlanService handler.
-func NewPlanServer(cfg PlanConfig) *PlanServer { return &PlanServer{cfg: cfg} }
-
 // Compile compiles a recipe or SKILL.md. A recipe that does not compile is
 // an answer, not an RPC error: the response holds the diagnostics and no
 // plan. Only a malformed request is INVALID_ARGUMENT.
-func (s *PlanServer) Compile(ctx context.Context, req *tollgatev1.CompileRequest) (*tollgatev1.CompileResponse, error) {
+func (s *Service) Compile(ctx context.Context, req *tollgatev1.CompileRequest) (*tollgatev1.CompileResponse, error) {
 	if req.GetSource() == "" {
 		return nil, fmt.Errorf("compile: source is empty: %w", errkind.Invalid)
 	}

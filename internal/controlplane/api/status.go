@@ -1,4 +1,4 @@
-package controlplane
+package api
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
-// toStatus maps a handler error to a gRPC status error. Its message is
+// ToStatus maps a handler error to a gRPC status error. Its message is
 // cut to limits.MaxErrorBytes: it may quote what the caller sent.
-func toStatus(err error) error {
+func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -72,12 +72,12 @@ type cutError struct{ error }
 func (e cutError) Error() string { return limits.Truncate(e.error.Error(), limits.MaxErrorBytes) }
 func (e cutError) Unwrap() error { return e.error }
 
-// unaryErrors is the unary interceptor that maps and logs errors.
-func unaryErrors(log *slog.Logger) grpc.UnaryServerInterceptor {
+// UnaryErrors is the unary interceptor that maps and logs errors.
+func UnaryErrors(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		resp, err := handler(ctx, req)
 		if err != nil {
-			st := toStatus(err)
+			st := ToStatus(err)
 			code := status.Code(st)
 			level := slog.LevelInfo
 			if code == codes.Internal || code == codes.Unknown {
@@ -90,12 +90,12 @@ func unaryErrors(log *slog.Logger) grpc.UnaryServerInterceptor {
 	}
 }
 
-// streamErrors is the stream interceptor that maps and logs errors.
-func streamErrors(log *slog.Logger) grpc.StreamServerInterceptor {
+// StreamErrors is the stream interceptor that maps and logs errors.
+func StreamErrors(log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		err := handler(srv, ss)
 		if err != nil {
-			st := toStatus(err)
+			st := ToStatus(err)
 			if status.Code(st) == codes.Canceled {
 				return st // the client went away; nothing to report
 			}
@@ -109,8 +109,8 @@ func streamErrors(log *slog.Logger) grpc.StreamServerInterceptor {
 // ServerOptions returns the interceptors every Tollgate gRPC server uses.
 func ServerOptions(log *slog.Logger) []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unaryErrors(log)),
-		grpc.ChainStreamInterceptor(streamErrors(log)),
+		grpc.ChainUnaryInterceptor(UnaryErrors(log)),
+		grpc.ChainStreamInterceptor(StreamErrors(log)),
 		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
 		grpc.MaxSendMsgSize(limits.MaxMessageBytes),
 	}

@@ -1,4 +1,4 @@
-package controlplane
+package runsvc
 
 import (
 	"fmt"
@@ -7,8 +7,45 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
+
+// compileKey is what a compilation depends on.
+type compileKey struct {
+	catalog *compiler.Catalog
+	name    string
+	src     string
+	inputs  string // the run inputs' names (inputsKey)
+}
+
+// maxCompiledBytes bounds the recipe sources the compile cache holds as
+// keys, on top of its bound in entries (Config.PlanCache): a few
+// large recipes must not hold what many small ones would.
+const maxCompiledBytes = 32 << 20
+
+// compile compiles a recipe, or returns the plan it compiled from the same
+// source, name and catalog before (compiling is a pure function of them).
+// Only plans are kept: a recipe that does not compile is compiled again,
+// so its diagnostics are always fresh.
+func (s *Service) compile(src, name string) compiler.Result {
+	return s.compileWith(src, name, nil)
+}
+
+// compileWith is compile for a run with inputs: their names are what
+// {NAME} may read.
+func (s *Service) compileWith(src, name string, inputs map[string]string) compiler.Result {
+	k := compileKey{catalog: s.cfg.Catalog(), name: name, src: src, inputs: inputsKey(inputs)}
+	if res, ok := s.compiled.Get(k); ok {
+		return res
+	}
+	res := compiler.Compile(src, compiler.Options{Catalog: k.catalog, Name: name, Inputs: inputNames(inputs)})
+	if res.Plan == nil {
+		return res
+	}
+	s.compiled.Add(k, res)
+	return res
+}
 
 // MaxInputs bounds the number of named inputs of one StartRun; more is
 // INVALID_ARGUMENT. Byte sizes of the values are bounded where they enter

@@ -1,0 +1,55 @@
+// Package approvalsvc serves tollgate.v1.ApprovalService: the inbox, an
+// ask's packet, every decision, answers in words, evidence, standing
+// approvals and the inbox watch. Who may decide is the approvals desk's
+// to say, at decision time; handlers convert, ask the desk, and move the
+// run through the runner.
+//
+// Invariants it enforces, and where:
+//   - I6: a decision that lets an action run quotes the payload and
+//     evidence digests the caller was shown, pinned to the ask it was
+//     judged on (decidable in decide.go; the engine refuses any other).
+//   - I9: every decision is authorized now (decidable → approvals.Desk),
+//     and an ask is visible only as api.Readers says.
+//   - I5: every reply gets a typed answer (answer.go).
+package approvalsvc
+
+import (
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/store"
+)
+
+// Config is what the ApprovalService needs.
+type Config struct {
+	Runner    *runner.Runner
+	Store     store.Store
+	Approvals *approvals.Desk
+	Readers   api.Readers
+	Watches   *api.Watches
+	Log       *slog.Logger
+}
+
+// Service implements tollgatev1.ApprovalServiceServer.
+type Service struct {
+	tollgatev1.UnimplementedApprovalServiceServer
+	cfg Config
+}
+
+var _ tollgatev1.ApprovalServiceServer = (*Service)(nil)
+
+// New returns the ApprovalService.
+func New(cfg Config) *Service {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg}
+}
+
+// Register registers the service on gs.
+func (s *Service) Register(gs *grpc.Server) { tollgatev1.RegisterApprovalServiceServer(gs, s) }

@@ -1,0 +1,79 @@
+// Package runsvc serves tollgate.v1.RunService: starting a run from a
+// skill or a recipe (compiled by the one compiler, and started through the
+// one road), reading, listing, cancelling and watching runs. Handlers are
+// thin: the caller, then the runner, then the wire form.
+//
+// Invariants it enforces, and where:
+//   - I1: a `without asking` side effect starts only where policy lets the
+//     starter approve it (StartRun, approvals.Desk.MayStartUnasked).
+//   - I2: every run starts through runner.Runner.Start (runs.go).
+//   - I3: CancelRun closes the run's asks in the same commit (the engine's
+//     Cancel, committed by the runner).
+//   - I4: reads go through runner.Runner.Get, which applies deadlines.
+//   - I9: visibility through api.Readers on every read.
+package runsvc
+
+import (
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/wire"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
+)
+
+// Skills finds a skill's SKILL.md by name.
+type Skills interface {
+	Skill(name string) (string, bool)
+}
+
+// Config is what the RunService needs.
+type Config struct {
+	Runner *runner.Runner
+	Store  store.Store
+	// Catalog is the tool catalog recipes compile against (executors'
+	// hellos make it stricter).
+	Catalog   func() *compiler.Catalog
+	Skills    Skills
+	Approvals *approvals.Desk
+	Readers   api.Readers
+	Views     *wire.Views
+	Watches   *api.Watches
+	Log       *slog.Logger
+	// PlanCache bounds the compile cache in entries (0:
+	// runner.DefaultPlanCache).
+	PlanCache int
+}
+
+// Service implements tollgatev1.RunServiceServer.
+type Service struct {
+	tollgatev1.UnimplementedRunServiceServer
+	cfg      Config
+	compiled *lru.Cache[compileKey, compiler.Result] // plans are immutable once compiled
+}
+
+var _ tollgatev1.RunServiceServer = (*Service)(nil)
+
+// New returns the RunService.
+func New(cfg Config) *Service {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PlanCache <= 0 {
+		cfg.PlanCache = runner.DefaultPlanCache
+	}
+	return &Service{cfg: cfg, compiled: lru.NewWeighted(cfg.PlanCache, maxCompiledBytes,
+		func(k compileKey, _ compiler.Result) int64 { return int64(len(k.src) + len(k.name) + len(k.inputs)) })}
+}
+
+// Register registers the service on gs.
+func (s *Service) Register(gs *grpc.Server) { tollgatev1.RegisterRunServiceServer(gs, s) }
+
+// Compiled reports the compile cache, for metrics.
+func (s *Service) Compiled() lru.Stats { return s.compiled.Stats() }
