@@ -121,6 +121,9 @@ type env struct {
 	mu      sync.Mutex
 	clients map[string]*grpc.ClientConn
 	logs    *lockedBuffer
+	// stop ends the server's Run (drained) and waits for it: the process
+	// is gone; only the store remains.
+	stop func()
 }
 
 // lockedBuffer collects log lines from many goroutines.
@@ -188,7 +191,7 @@ func newEnvOn(t *testing.T, st store.Store, az approvals.Policy, tools map[strin
 		disp = e.exec
 	}
 	e.logs = &lockedBuffer{}
-	cfg := Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Policy: az, Domain: "acme",
+	cfg := Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Policy: az, Domain: "acme", DrainTimeout: 5 * time.Second,
 		Dispatcher: disp, Log: slog.New(slog.NewTextHandler(e.logs, nil))}
 	for _, o := range opts {
 		o(&cfg)
@@ -199,8 +202,11 @@ func newEnvOn(t *testing.T, st store.Store, az approvals.Policy, tools map[strin
 		t.Fatal(err)
 	}
 	e.addr = lis.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = e.srv.Serve(lis) }()
+	go func() { defer close(done); _ = e.srv.Run(ctx, Listeners{API: lis}) }()
+	var once sync.Once
+	e.stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(func() {
 		for _, c := range e.clients {
 			c.Close()
@@ -208,10 +214,7 @@ func newEnvOn(t *testing.T, st store.Store, az approvals.Policy, tools map[strin
 		if e.exec != nil {
 			e.exec.idle()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		e.srv.Shutdown(ctx)
-		<-done
+		e.stop()
 	})
 	return e
 }

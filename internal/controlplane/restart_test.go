@@ -29,7 +29,7 @@ func restartScenario(t *testing.T, st store.Store) {
 			t.Fatalf("%s ran %d times before the restart", s, n)
 		}
 	}
-	first.srv.Shutdown(bg) // the process is gone; only the store remains
+	first.stop() // the process is gone; only the store remains
 
 	second := newEnv(t, st, echoTools())
 	inbox, err := second.approvals("alice").ListAsks(bg, &tollgatev1.ListAsksRequest{})
@@ -87,7 +87,7 @@ func TestExpiryWhileDown(t *testing.T) {
 	if r.GetState() != tollgatev1.RunState_RUN_STATE_PARKED {
 		t.Fatalf("%v", r.GetState())
 	}
-	first.srv.Shutdown(bg)
+	first.stop()
 	clock.add(9 * time.Hour) // expires: 8h, on expiry: reject
 
 	second := newEnv(t, st, echoTools())

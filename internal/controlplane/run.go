@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/examples"
@@ -223,11 +222,16 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		defer met.Shutdown(context.Background())
 		observers = append(observers, met)
 	}
+	background := []func(context.Context) error{az.Watch}
+	if notifier != nil {
+		background = append(background, notifier.Run)
+	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
-		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller})
+		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller,
+		SweepEvery: max(o.DeadlinePass, time.Second), DrainTimeout: o.DrainTimeout, Background: background})
 	if met != nil {
 		// Its caches and watch streams, read at scrape time.
 		if err := met.Report(srv); err != nil {
@@ -242,34 +246,20 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	errc := make(chan error, 3)
-	// Background work owned here: the policy watch, the deadline pass,
-	// the pass that offers again what a commit of unknown outcome made
-	// runnable, and the webhook sender. Each ends with bg and is waited for.
-	bg, stopBG := context.WithCancel(ctx)
-	var bgWG sync.WaitGroup
-	defer func() { stopBG(); bgWG.Wait() }()
-	bgWG.Go(func() { _ = az.Watch(bg) })
-	bgWG.Go(func() { _ = srv.Runner.Sweep(bg, max(o.DeadlinePass, time.Second)) })
-	bgWG.Go(func() { _ = srv.Runner.Resettling(bg, max(o.LeaseTTL/4, 100*time.Millisecond)) })
-	if notifier != nil {
-		bgWG.Go(func() { _ = notifier.Run(bg) })
-	}
-	go func() { errc <- srv.Serve(lis) }()
 	var execLis net.Listener
 	if o.ExecutorListen != "" {
 		if execLis, err = net.Listen("tcp", o.ExecutorListen); err != nil {
 			lis.Close()
 			return fmt.Errorf("executor listen: %w", err)
 		}
-		go func() { errc <- srv.ServeExecutors(execLis) }()
 	} else {
 		log.Warn("no --executor-listen: no executor can connect, so runs with tool steps stay blocked")
 	}
+	adminFailed := make(chan error, 1)
 	var admin *http.Server
 	adminAddr := ""
 	if o.AdminListen != "" {
-		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf}), errc); err != nil {
+		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf}), adminFailed); err != nil {
 			lis.Close()
 			if execLis != nil {
 				execLis.Close()
@@ -282,6 +272,13 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		execAddr = execLis.Addr().String()
 	}
 	log.Info("serving", "listen", lis.Addr().String(), "executor_listen", execAddr, "admin", adminAddr, "dev", o.Dev)
+
+	// The server runs until the dev executor, a client of its executor
+	// listener, has stopped: then it drains (srv.Run owns the rest).
+	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSrv()
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(srvCtx, Listeners{API: lis, Executors: execLis}) }()
 	execCtx, stopExec := context.WithCancel(ctx)
 	defer stopExec()
 	execDone := make(chan struct{})
@@ -289,6 +286,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		cert, key := devExecutorTLS(&o, dev)
 		clientTLS, err := identity.ClientTLS(cert, key, o.ExecutorCA, "")
 		if err != nil {
+			stopSrv()
+			<-ran
 			return fmt.Errorf("dev executor certificate: %w", err)
 		}
 		go func() {
@@ -305,12 +304,14 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		mc.Ready(lis.Addr().String())
 	}
 
+	var failed error
 	select {
 	case <-ctx.Done():
-	case err := <-errc:
-		return err
+		log.Info("shutting down: NOT_SERVING, draining", "timeout", o.DrainTimeout)
+	case failed = <-adminFailed:
+	case failed = <-ran: // a listener failed; the server has drained
+		ran <- failed
 	}
-	log.Info("shutting down: NOT_SERVING, draining", "timeout", o.DrainTimeout)
 	stopExec()
 	<-execDone
 	drain, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
@@ -318,8 +319,11 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if admin != nil {
 		_ = admin.Shutdown(drain)
 	}
-	srv.Shutdown(drain)
-	return nil
+	stopSrv()
+	if err := <-ran; failed == nil && !errors.Is(err, ErrDrainCut) {
+		failed = err // a cut drain is logged, not a failed run
+	}
+	return failed
 }
 
 // flushSpans exports the spans still queued at shutdown.

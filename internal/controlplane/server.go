@@ -1,9 +1,11 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"slices"
@@ -96,6 +98,16 @@ type Config struct {
 	// PlanCache bounds each plan cache (engines, compilations, plan
 	// views) in entries; 0: DefaultPlanCache.
 	PlanCache int
+	// SweepEvery is how often the deadline pass runs (runner.Runner.Sweep;
+	// 0: never — readers apply deadlines anyway, I4); ResettleEvery how
+	// often commits of unknown outcome are settled (0: LeaseTTL/4).
+	SweepEvery    time.Duration
+	ResettleEvery time.Duration
+	// DrainTimeout bounds the drain when Run stops (0: 10s).
+	DrainTimeout time.Duration
+	// Background is more long-lived work Run owns, started with it and
+	// stopped after the servers (the policy watch, the webhook sender).
+	Background []func(context.Context) error
 	// MaxWatchesPerCaller bounds one caller's open watch streams (0:
 	// api.DefaultMaxWatchesPerCaller); beyond it a watch is refused with
 	// RESOURCE_EXHAUSTED.
@@ -112,6 +124,7 @@ type Server struct {
 	Runner    *runner.Runner
 	health    *health.Server
 	log       *slog.Logger
+	cfg       Config
 	execs     *dispatch.Dispatcher
 	runs      *runsvc.Service
 	views     *wire.Views
@@ -127,6 +140,12 @@ var healthMethods = []string{"/grpc.health.v1.Health/Check", "/grpc.health.v1.He
 func NewServer(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
+	if cfg.ResettleEvery <= 0 {
+		cfg.ResettleEvery = max(cmp.Or(cfg.LeaseTTL, 10*time.Second)/4, 100*time.Millisecond)
 	}
 	var execs *dispatch.Dispatcher
 	if cfg.Dispatcher == nil {
@@ -186,7 +205,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, execs: execs, runs: runs, views: views, watches: watches}
+	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches}
 	if execs != nil {
 		td := cfg.TrustDomain
 		if td == "" {
@@ -209,57 +228,102 @@ func NewServer(cfg Config) *Server {
 	return srv
 }
 
-// ServeExecutors serves the executor listener (mTLS, ExecutorService
-// only) on lis until Shutdown. It blocks; with no built-in dispatcher it
-// returns at once.
-func (s *Server) ServeExecutors(lis net.Listener) error {
-	if s.Executors == nil {
-		return lis.Close()
+// Listeners are what a Server serves on: the API (bearer tokens), and
+// the executor listener (mTLS, ExecutorService only; nil: none, or a
+// server with an external Dispatcher).
+type Listeners struct {
+	API       net.Listener
+	Executors net.Listener
+}
+
+// ErrDrainCut is what Run returns when the drain deadline passed and the
+// servers were stopped hard: some in-flight RPC or executor stream was cut.
+var ErrDrainCut = errors.New("the drain deadline passed; stopped hard")
+
+// Run serves on ls and runs the replica's background work — the
+// dispatcher's record workers and expiry pass, the deadline sweep, the
+// resettle pass, and Config.Background — until ctx ends or a listener
+// fails. Then it drains: NOT_SERVING, executors asked to finish and
+// report, in-flight RPCs finished within Config.DrainTimeout (then cut:
+// ErrDrainCut). The background work runs until the servers have stopped,
+// so the last reports are recorded. Run returns once every goroutine it
+// started has ended: it is their one owner. Run it once.
+func (s *Server) Run(ctx context.Context, ls Listeners) error {
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var work sync.WaitGroup
+	if s.execs != nil {
+		work.Go(func() { _ = s.execs.Run(bg) })
 	}
-	return s.Executors.Serve(lis)
-}
+	if s.cfg.SweepEvery > 0 {
+		work.Go(func() { _ = s.Runner.Sweep(bg, s.cfg.SweepEvery) })
+	}
+	work.Go(func() { _ = s.Runner.Resettling(bg, s.cfg.ResettleEvery) })
+	for _, task := range s.cfg.Background {
+		work.Go(func() { _ = task(bg) })
+	}
 
-// Serve serves on lis until Shutdown. It blocks.
-func (s *Server) Serve(lis net.Listener) error {
+	failed := make(chan error, 2)
+	var serving sync.WaitGroup
+	serve := func(g *grpc.Server, lis net.Listener) {
+		serving.Go(func() {
+			if err := g.Serve(lis); err != nil {
+				failed <- err
+			}
+		})
+	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	return s.GRPC.Serve(lis)
+	serve(s.GRPC, ls.API)
+	switch {
+	case ls.Executors != nil && s.Executors != nil:
+		serve(s.Executors, ls.Executors)
+	case ls.Executors != nil:
+		ls.Executors.Close() // an external dispatcher: nobody to serve
+	}
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-failed:
+	}
+	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
+	defer cancel()
+	if !s.drain(drain) && err == nil {
+		err = ErrDrainCut
+	}
+	serving.Wait()
+	stopBG()
+	work.Wait()
+	return err
 }
 
-// Shutdown reports NOT_SERVING, then drains in-flight RPCs until ctx ends,
-// then stops hard.
-func (s *Server) Shutdown(ctx context.Context) {
+// drain reports NOT_SERVING, asks executors to finish, then drains
+// in-flight RPCs until ctx ends, then stops hard; false if it had to.
+func (s *Server) drain(ctx context.Context) bool {
 	s.health.Shutdown()
 	servers := []*grpc.Server{s.GRPC}
 	if s.Executors != nil {
 		servers = append(servers, s.Executors)
-		deadline, ok := ctx.Deadline()
-		if !ok {
-			deadline = time.Now().Add(10 * time.Second)
-		}
+		deadline, _ := ctx.Deadline()
 		// Executors finish a little before the hard stop, so their
 		// reports still arrive.
 		s.execs.Drain(time.Now().Add(time.Until(deadline) * 4 / 5))
 	}
-	done := make(chan struct{})
-	go func() {
-		var wg sync.WaitGroup
-		for _, g := range servers {
-			wg.Go(g.GracefulStop)
-		}
-		wg.Wait()
-		close(done)
-	}()
+	var stopping sync.WaitGroup
+	for _, g := range servers {
+		stopping.Go(g.GracefulStop)
+	}
+	stopped := make(chan struct{})
+	go func() { stopping.Wait(); close(stopped) }()
 	select {
-	case <-done:
+	case <-stopped:
+		return true
 	case <-ctx.Done():
 		s.log.Warn("drain deadline passed; stopping hard")
 		for _, g := range servers {
 			g.Stop()
 		}
-		<-done
-	}
-	if s.execs != nil {
-		s.execs.Close()
+		<-stopped
+		return false
 	}
 }
 

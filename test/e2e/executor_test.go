@@ -38,6 +38,10 @@ type world struct {
 	tools    *stubtools.Host
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	// stopServer ends the server's Run (drained) and waits for it; it
+	// returns what Run did (controlplane.ErrDrainCut: stopped hard).
+	stopServer func() error
+	ranErr     error
 }
 
 func newWorld(t testing.TB, catalogExtra string) *world {
@@ -63,7 +67,7 @@ func newWorldOn(t testing.TB, catalogExtra string, st store.Store) *world {
 		t.Fatal(err)
 	}
 	w.srv = controlplane.NewServer(controlplane.Config{Store: st, Verifier: v, Catalog: cat,
-		Skills: controlplane.ExampleSkills(), SigningKey: gpriv, KeyID: "cp", LeaseTTL: 2 * time.Second, ExecutorTLS: serverTLS,
+		Skills: controlplane.ExampleSkills(), SigningKey: gpriv, KeyID: "cp", LeaseTTL: 2 * time.Second, ExecutorTLS: serverTLS, DrainTimeout: 10 * time.Second,
 		MaxWatchesPerCaller: 1024}) // BenchmarkSustained's 64 clients all watch as alice
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,19 +79,20 @@ func newWorldOn(t testing.TB, catalogExtra string, st store.Store) *world {
 		t.Fatal(err)
 	}
 	w.execAddr = execLis.Addr().String()
-	done := make(chan struct{}, 2)
-	go func() { defer func() { done <- struct{}{} }(); _ = w.srv.Serve(lis) }()
-	go func() { defer func() { done <- struct{}{} }(); _ = w.srv.ServeExecutors(execLis) }()
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.srv.Run(srvCtx, controlplane.Listeners{API: lis, Executors: execLis}) }()
+	var once sync.Once
+	w.stopServer = func() error {
+		once.Do(func() { stopSrv(); w.ranErr = <-ran })
+		return w.ranErr
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	t.Cleanup(func() {
 		cancel()
 		w.wg.Wait()
-		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		w.srv.Shutdown(sctx)
-		<-done
-		<-done
+		_ = w.stopServer()
 	})
 	_ = ctx
 	return w

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
@@ -100,10 +102,7 @@ func TestShutdownDrainsExecutors(t *testing.T) {
 		}
 		return false
 	})
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	w.srv.Shutdown(sctx)
-	if sctx.Err() != nil {
+	if err := w.stopServer(); errors.Is(err, controlplane.ErrDrainCut) {
 		t.Fatal("shutdown needed its hard stop: the executor did not drain")
 	}
 	r, _, err := w.srv.Runner.Get(context.Background(), id)

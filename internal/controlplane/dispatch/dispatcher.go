@@ -44,10 +44,9 @@ type Dispatcher struct {
 	// in-doubt ask once the store is back, with no restart.
 	unrecorded []*lease
 
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	work      chan func() // to recordWorkers
+	stop     chan struct{} // closed when Run returns: waits give up
+	work     chan func()   // to recordWorkers
+	handlers sync.WaitGroup
 }
 
 var _ runner.Dispatcher = (*Dispatcher)(nil)
@@ -77,7 +76,8 @@ type offer struct {
 	d     engine.Dispatch
 }
 
-// New returns a dispatcher; call Close to stop its reaper.
+// New returns a dispatcher. It starts nothing: its owner runs Run for as
+// long as the executor listener serves.
 func New(cfg Config) *Dispatcher {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -93,12 +93,25 @@ func New(cfg Config) *Dispatcher {
 	}
 	d := &Dispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{}), work: make(chan func()),
 		views: newToolViews(cfg.Catalog, cfg.Log)}
-	d.wg.Add(1 + recordWorkers)
-	go d.reap()
-	for range recordWorkers {
-		go d.recordWorker()
-	}
 	return d
+}
+
+// Run runs the record workers and the expiry pass until ctx ends; then
+// it stops them, and returns once they and every handler they started
+// have. Run it once, for as long as the executor listener serves (and
+// until that listener has drained, so executors' last reports are
+// recorded).
+func (d *Dispatcher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range recordWorkers {
+		wg.Go(d.recordWorker)
+	}
+	wg.Go(d.reap)
+	<-ctx.Done()
+	close(d.stop)
+	wg.Wait()
+	d.handlers.Wait()
+	return nil
 }
 
 // Drain starts a shutdown: no new lease goes out, and every connected
@@ -117,15 +130,6 @@ func (d *Dispatcher) Drain(deadline time.Time) {
 		default: // a full queue: the hard stop at the deadline ends it
 		}
 	}
-}
-
-// Close stops the reaper and the record workers and waits for them. It
-// may be called more than once; calls after the first return at once.
-func (d *Dispatcher) Close() {
-	d.closeOnce.Do(func() {
-		close(d.stop)
-		d.wg.Wait()
-	})
 }
 
 // Offer implements runner.Dispatcher. It never blocks: the lease is

@@ -1,21 +1,44 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
+	"go.uber.org/goleak"
 )
 
-// Close may be called more than once (the server closes the dispatcher
-// after shutdown whatever happened before).
-func TestCloseIsIdempotent(t *testing.T) {
-	d := New(Config{})
-	d.Close()
-	d.Close()
+// New starts nothing; Run owns the workers and the expiry pass, and when
+// its context ends it returns only once they have stopped, the handlers
+// that overflowed the workers included.
+func TestRunOwnsEveryGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d := New(Config{LeaseTTL: 40 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	release := make(chan struct{})
+	ran := make(chan struct{}, recordWorkers+8)
+	for range recordWorkers + 8 { // more than the workers: some overflow
+		d.handle(func() { ran <- struct{}{}; <-release })
+	}
+	for range recordWorkers + 8 {
+		<-ran
+	}
+	cancel()
+	<-d.stop // Run has begun to stop; its handlers still hold
+	select {
+	case <-done:
+		t.Fatal("Run returned while its handlers still ran")
+	default:
+	}
+	close(release)
+	<-done
 }
 
 // A lease larger than the message limit is undeliverable: its step fails

@@ -10,7 +10,6 @@ import (
 // gets no new lease until heard from again), and losses the store could
 // not record before are tried again.
 func (d *Dispatcher) reap() {
-	defer d.wg.Done()
 	t := time.NewTicker(d.cfg.LeaseTTL / 4)
 	defer t.Stop()
 	for {

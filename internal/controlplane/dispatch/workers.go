@@ -4,7 +4,7 @@ package dispatch
 // starts, results) on goroutines that outlive one message: each handler's
 // deep call path (engine, commit, store) then reuses a stack already grown
 // instead of growing a fresh one every time. A handler that finds every
-// worker busy gets a goroutine of its own. Close stops the workers too.
+// worker busy gets a goroutine of its own, which Run waits for as well.
 const recordWorkers = 64
 
 // handle runs f on an idle record worker, or on a goroutine of its own.
@@ -12,12 +12,11 @@ func (d *Dispatcher) handle(f func()) {
 	select {
 	case d.work <- f:
 	default:
-		go f()
+		d.handlers.Go(f)
 	}
 }
 
 func (d *Dispatcher) recordWorker() {
-	defer d.wg.Done()
 	for {
 		select {
 		case f := <-d.work:
