@@ -29,7 +29,7 @@ func TestItem1_GateOpensUnderItsOwnAction(t *testing.T) {
 // devPolicy is the example policy the dev plane loads.
 func devPolicy(t testing.TB) *authz.Authorizer {
 	t.Helper()
-	a, err := authz.New(authz.Config{PolicyPath: "../../../../../examples/policy.csv"})
+	a, err := authz.New(authz.Config{PolicyPath: "../../../../examples/policy.csv"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func serve(t *testing.T) tollgatev1.PlanServiceClient {
 // and the proto mirror converts back without loss (same digest).
 func TestCompileOverGRPC(t *testing.T) {
 	client := serve(t)
-	paths, _ := filepath.Glob("../../examples/skills/*/SKILL.md")
+	paths, _ := filepath.Glob("../../../../examples/skills/*/SKILL.md")
 	if len(paths) == 0 {
 		t.Fatal("no example skills")
 	}
@@ -100,7 +100,7 @@ func TestCompileOverGRPC(t *testing.T) {
 
 func TestCompileRefusalIsAnAnswer(t *testing.T) {
 	client := serve(t)
-	src, err := os.ReadFile("../../pkg/compiler/testdata/refused/write-before-ask.recipe")
+	src, err := os.ReadFile("../../../../pkg/compiler/testdata/refused/write-before-ask.recipe")
 	if err != nil {
 		t.Fatal(err)
 	}
