@@ -1,5 +1,3 @@
-// Package examples holds the example skills and the tool catalog, embedded
-// so that approvectl can compile offline from any directory.
 package examples
 
 import "embed"

@@ -1,11 +1,3 @@
-// Package grantledger holds grant.Ledger implementations that live
-// outside the verifier's process, so verifiers that share one refuse a
-// grant any of them accepted: the ledger is the verifier's memory, and a
-// replay is refused only where that memory is shared.
-//
-// It is not under pkg/ because it talks to Redis (pkg/ stays pure); the
-// Ledger interface it implements is pkg/grant's. Services in Go use it
-// directly; `approvectl grant verify --ledger redis://…` uses it too.
 package grantledger
 
 import (

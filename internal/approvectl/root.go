@@ -1,5 +1,3 @@
-// Package approvectl is the approvectl command: one file per verb. Run is
-// its testable entry point; main only wires the process to it.
 package approvectl
 
 import (

@@ -1,10 +1,3 @@
-// Package bench is the bench program (cmd/tollgate-bench): it measures
-// every figure of DESIGN.md §12 on a real redis-server (AOF on), a real
-// control plane and in-process executors over loopback gRPC, and prints
-// a Markdown table of figure, goal, measured and met (and writes JSON).
-// With -peers it also runs the Temporal peer (bench/peers/temporal) on the
-// same workloads and prints them side by side; with -trace it measures
-// what tracing costs the sustained workload.
 package bench
 
 import (

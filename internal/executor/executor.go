@@ -1,9 +1,3 @@
-// Package executor is the agent that runs leased steps: it connects out to
-// a control plane, advertises the tools it hosts, and runs each lease in a
-// goroutine of its own so a slow tool never holds up another branch. It
-// verifies every side-effecting lease's grant itself and records Start
-// durably before invoking the tool, so a gate holds even against a control
-// plane bug (I1, I2, I7).
 package executor
 
 import (

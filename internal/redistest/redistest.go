@@ -1,9 +1,3 @@
-// Package redistest starts a private redis-server for a test: its own
-// directory, a unix socket and no TCP port, an append-only file fsynced on
-// every write, and stopped when the test ends. Tests that need Redis call
-// Start; without redis-server on PATH they skip, except under CI=true,
-// where they fail (CI never skips silently). The process itself is
-// internal/redisserver's.
 package redistest
 
 import (

@@ -1,7 +1,3 @@
-// Package store defines how runs, asks, plans and the journal are kept:
-// one small interface that every store implements and one conformance
-// suite (storetest) that every store passes. A transition is committed
-// atomically against the run's version; nothing is ever half-written.
 package store
 
 import (

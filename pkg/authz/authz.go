@@ -1,23 +1,3 @@
-// Package authz decides who may approve what (DESIGN.md §5, I9): roles per
-// domain, action types ("server.tool"), amount limits compared exactly as
-// int64 minor units, delegation with validity windows, quorum and
-// separation of duties from the requester and the agent owner — also
-// through a delegate. It wraps a casbin v2 SyncedEnforcer.
-//
-// Policy is two files: a casbin model (the embedded default, model.conf,
-// unless Config.ModelPath names another) and a CSV policy:
-//
-//	# p: role, domain, action, limit (minor units | unlimited | - for no amount)
-//	p, role:finance, acme, payments.pay, 500000
-//	# p2: domain, action, quorum, separate from (none | requester | agent_owner | requester+agent_owner), currency (- for no amount)
-//	p2, acme, payments.pay, 1, requester+agent_owner, INR
-//	# g: member, role or delegator, domain, from, until (RFC 3339; _ is open)
-//	g, alice, role:finance, acme, _, _
-//	g, dave, alice, acme, 2026-09-01T00:00:00Z, 2026-09-15T00:00:00Z
-//
-// Every error denies: a decision that could not be evaluated is
-// Allowed=false together with the error. Decisions read memory only; files
-// are read by New, Reload and Watch. The package does no network I/O.
 package authz
 
 import (

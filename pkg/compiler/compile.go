@@ -1,6 +1,3 @@
-// Package compiler turns recipes and skills into plans. It is the only
-// compiler: every surface (CLI, API, dev server, saved skills) calls it and
-// shows the same plan card. It does no I/O.
 package compiler
 
 import (

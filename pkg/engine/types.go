@@ -1,7 +1,3 @@
-// Package engine is the run state machine of DESIGN.md §4: (plan, run,
-// event) → (new run, effects). It is pure — no I/O, no clock (events carry
-// the store's time), no goroutines — so any control-plane replica can apply
-// any event to any run, and the store makes each transition durable.
 package engine
 
 import (

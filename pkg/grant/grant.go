@@ -1,9 +1,3 @@
-// Package grant is the control plane's signed permission to run one
-// side-effecting step once, with one exact payload, under one fence. The
-// control plane signs; executors — and any service that performs an effect
-// — verify before they act, so a gate holds even if the control plane had
-// a bug (I1, I2, I6). The encoding is the one documented on the proto
-// message tollgate.v1.Grant. Pure: no I/O, no clock of its own.
 package grant
 
 import (

@@ -1,8 +1,3 @@
-// Package plan is the compiled form of a recipe: phases of steps and stopping
-// points, where every option of an approval gate carries its own continuation.
-//
-// The JSON encoding of these types is the plan format of DESIGN.md §3; the
-// proto Plan mirrors it. The package is pure: no I/O.
 package plan
 
 import (

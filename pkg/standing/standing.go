@@ -1,17 +1,3 @@
-// Package standing parses and matches the scope of a standing approval
-// (DESIGN.md §5: "approve a standing exception until a date — scoped,
-// listed, revocable"). A scope names one action type and bounds the
-// payload: exact values for some fields, inclusive integer ceilings for
-// others. It is pure: no clock, no I/O.
-//
-// Grammar (tokens separated by spaces):
-//
-//	SCOPE  = ACTION { BOUND }
-//	ACTION = server "." tool
-//	BOUND  = field "=" value        the arg equals value (a string arg's text, or a number's digits)
-//	       | field "<=" integer     the arg is an integer (minor units) no greater than it
-//
-// e.g. "payments.pay vendor=V-1187 amount<=500000".
 package standing
 
 import (

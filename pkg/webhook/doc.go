@@ -44,4 +44,8 @@
 // Retry-After (capped), up to MaxAttempts; it does not retry other
 // statuses, and never follows a redirect. Each attempt becomes a Delivery
 // for the Recorder. Pending deliveries are held in memory only.
+//
+// It enforces no invariant of DESIGN.md §1: a notice tells people an ask
+// waits and decides nothing. Every attempt goes to the Recorder, which the
+// approvals desk journals (internal/controlplane/approvals, notices.go).
 package webhook

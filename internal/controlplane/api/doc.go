@@ -9,12 +9,13 @@
 //
 // Invariants it enforces, and where:
 //   - I9 every request is authenticated: Caller refuses an RPC with no
-//     principal, and an executor's (caller.go); visibility is one rule,
-//     NOT_FOUND for everyone it leaves out (readers.go).
-//   - I8 what is recorded is readable: errors reach callers as one status
-//     each, never losing the kind (status.go).
-//   - Limits on every input: a value over limits.MaxValueBytes is refused
-//     naming its field; a response over the message limit is cut to fit
-//     (limits.go); a caller holds at most so many watch streams
-//     (watches.go).
+//     principal, and an executor's (caller.go); who may see a run is one
+//     rule, and everyone it leaves out gets NOT_FOUND (Readers, readers.go).
+//   - I8 what is recorded is readable: a response over the message limit
+//     is cut to fit, never refused (FitResponse, limits.go).
+//
+// Its other contracts: each error kind maps to one gRPC status, once
+// (ToStatus, status.go); a request value over limits.MaxValueBytes is
+// refused naming its field (limits.go); a caller holds at most so many
+// watch streams (watches.go).
 package api

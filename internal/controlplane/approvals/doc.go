@@ -3,35 +3,27 @@
 // earlier votes, delegation, standing approvals, and the notices people
 // get about asks. It knows nothing of gRPC: the API maps requests to
 // decision kinds (Kind) and calls a Desk; the Runner calls it as its
-// AskHook after each commit that opens, notices or closes an ask.
-//
-// Policy (pkg/authz) is consulted through one interface, Policy, that
-// decides and routes; *authz.Authorizer satisfies it (desk.go), so an ask
-// nobody may decide is always routed and escalated, never missed for
-// want of a method.
+// AskHook after each commit that opens, notices or closes an ask. Policy
+// (pkg/authz) is one interface, Policy, that decides and routes (desk.go),
+// so an ask nobody may decide is always routed and escalated.
 //
 // Invariants it enforces, and where:
-//   - I9 only who may, decides: every decision kind against every ask
-//     type is one table (needFor, kinds.go) and one function, Authorize
-//     (authority.go), asked at decision time — never when the ask was
-//     routed; separation of duties (requester and agent owner, also
-//     through delegation) is in the matter policy judges (matter,
-//     authority.go) and holds for delegates (delegation.go) and standing
-//     approvals, judged as their granter now (standing.go). The policy's
-//     quorum is the floor: QuorumFloor for the engine, Verdict.Quorum on
-//     each decision, and RecheckVotes withdraws earlier votes whose
-//     authority lapsed (quorum.go). A `without asking` step is the
-//     starter's approval only where policy lets one person approve it
-//     (unasked.go, for I1). A gate is decided under the action policy
-//     fixes for it; a requester's added action raises the bar (RouteGate,
-//     routing.go; matters, authority.go).
-//   - I6 one decision about one exact thing: Kind.Approves names the
-//     decisions that must bind the payload and evidence the decider was
-//     shown (the API pins them with engine.JudgedOn); a standing approval
-//     is pinned to the payload its scope matched (applyStanding,
-//     standing.go).
-//   - I5 every non-answer path terminates: an ask policy leaves nobody
-//     eligible for escalates when it opens, to the recipe's role or the
-//     configured one, and is never approved by default (unroutable,
-//     routing.go; Opened, notices.go).
+//   - I9 only who may, decides: one table of decision kinds by ask type
+//     (needFor, kinds.go) and one function, Authorize (authority.go), asked
+//     at decision time, never when the ask was routed. Separation of duties
+//     from requester and agent owner is in the matter policy judges
+//     (matter, authority.go) and holds for delegates (delegation.go) and
+//     standing approvals, judged as their granter now (standing.go). The
+//     policy's quorum is the floor (QuorumFloor, Verdict.Quorum), and
+//     RecheckVotes withdraws votes whose authority lapsed (quorum.go). A
+//     gate is decided under the action policy fixes for it; a requester's
+//     added action raises the bar (RouteGate, routing.go).
+//   - I1: a `without asking` step is the starter's approval only where
+//     policy lets one person approve it (MayStartUnasked, unasked.go).
+//   - I6: Kind.Approves names the decisions that must bind the payload and
+//     evidence shown (the API pins them with engine.JudgedOn); a standing
+//     approval is pinned to the payload its scope matched (applyStanding).
+//   - I5: an ask policy leaves nobody eligible for escalates when it opens,
+//     to the recipe's role or the configured one, and is never approved by
+//     default (unroutable, routing.go; Opened, notices.go).
 package approvals

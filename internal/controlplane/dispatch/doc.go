@@ -8,29 +8,23 @@
 //
 // Invariants it enforces, and where:
 //   - I2 one road, the executor's half: only a lease carries a step to an
-//     executor, and only for a dispatch the Runner offered (dispatcher.go,
-//     Offer and assign); a side-effecting lease carries a grant signed over
-//     run, step, action, ask, payload digest and fence (grant.go), and a
-//     step without one is not leased. A tool step the plan took as
-//     read-only is refused, not leased, once an executor has advertised
-//     the tool as side-effecting (toolviews.go, refuseUngoverned), and what
-//     executors advertise makes the catalog stricter, never laxer
-//     (toolviews.go).
-//   - I7 nothing completed runs twice: every lease has a fence (its
-//     attempt), and an ack, start, heartbeat or result at any other fence,
-//     or for a lease another session holds, is refused (lease.go, take);
-//     a Start is acknowledged durable only after the store committed it
-//     (start.go); an ack, start or result recorded by an earlier copy is
-//     not applied again (ack.go leasedBefore, start.go startedBefore,
-//     results.go reported); a lease lost after its ack is reported to the
-//     engine, which re-leases or asks, and one never acked is offered
-//     again at the same fence (lease.go lost, reap.go); a loss the store
-//     could not record is tried again on each expiry pass (reap.go).
-//   - Credits: no executor holds more leases than it offered; a credit is
-//     spent by each lease and returned when the lease ends, expires or is
-//     refused (dispatcher.go assign, lease.go drop, reap.go).
+//     executor, and only for a dispatch the Runner offered (Offer, assign
+//     in dispatcher.go); a side-effecting lease carries a grant signed over
+//     run, step, action, ask, payload digest and fence, or is not leased
+//     (grant.go). A step the plan took as read-only is refused once an
+//     executor advertised its tool as side-effecting, and what executors
+//     advertise makes the catalog stricter, never laxer (toolviews.go).
+//   - I7 nothing completed runs twice: an ack, start, heartbeat or result
+//     at another fence (the attempt), or for a lease another session
+//     holds, is refused (take, lease.go); a Start is acknowledged durable
+//     only once committed (start.go); what an earlier copy recorded is not
+//     applied again (leasedBefore, startedBefore, reported); a lease lost
+//     after its ack goes to the engine, which re-leases or asks, one never
+//     acked is offered again at the same fence (lost, lease.go; reap.go),
+//     and a loss the store could not record is retried each pass (reap.go).
 //
-// Names: Drain asks every executor to finish and close its stream (the
-// Drain message) and stops new leases; handOut gives waiting offers to
-// sessions with credits.
+// Credits: no executor holds more leases than it offered; each lease
+// spends one, returned when it ends, expires or is refused (assign, drop,
+// reap.go). Drain asks every executor to finish and close its stream and
+// stops new leases; handOut gives waiting offers to sessions with credits.
 package dispatch

@@ -7,14 +7,14 @@
 //   - I2 one road: Start, Event and Events are the only ways to change a
 //     run (start.go, commit.go); Recover offers again what a previous
 //     process left in flight (recover.go).
-//   - I3 commit before act: a transition is committed atomically with its
-//     ask rows and journal records before any effect runs (commit.go,
-//     groupcommit.go, effects.go); an ask is parked in the same write as
-//     the run.
+//   - I3 a run holding a question is never terminal: a transition is
+//     committed in one write with its ask rows and journal records
+//     (commitFor, commit.go; groupcommit.go), and its effects run only
+//     after that commit (effects.go).
 //   - I4 deadlines enforced by readers: Get applies any deadline that has
 //     passed before it returns a run, whether or not the sweep ran
 //     (readers_enforce_deadlines.go); a decision commits only while the
-//     store's clock is before its ask's deadline (groupcommit.go).
+//     store's clock is before its ask's deadline (deadlineOf, commit.go).
 //   - I7 nothing completed runs twice: Recover reports in-flight attempts
 //     lost to the engine, which asks about side effects rather than
 //     running them again (recover.go); a commit whose outcome is unknown

@@ -1,5 +1,3 @@
-// Package memstore is the embedded store for --dev and quick starts: the
-// same contract as the Redis store, and nothing survives the process.
 package memstore
 
 import (

@@ -1,6 +1,3 @@
-// Package storetest is the conformance suite every store.Store passes.
-// A store's own tests call Run with a constructor that returns a fresh,
-// empty store.
 package storetest
 
 import (

@@ -1,11 +1,3 @@
-// Package auditsvc serves tollgate.v1.AuditService: verifying a run's
-// journal chain, checking the invariants over what was recorded, and
-// listing the journal.
-//
-// Invariants it enforces, and where:
-//   - I8: the journal is read back and its hash chain verified
-//     (VerifyJournal); CheckInvariants reads I1 and I7 off the record.
-//   - I9: only runs api.Readers lets the caller see.
 package auditsvc
 
 import (

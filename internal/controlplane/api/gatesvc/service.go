@@ -1,13 +1,3 @@
-// Package gatesvc serves tollgate.v1.GateService: gates from code. A
-// script's run is an external run; its gates are asks like any other,
-// decided under gate.NAME, and an approved gate yields a signed grant.
-//
-// Invariants it enforces, and where:
-//   - I1: a script's side effect waits on its gate's grant (gates.go,
-//     gateGrant); the grant is signed only for an approved gate.
-//   - I9: a gate opens only where policy covers gate.NAME, and --action
-//     only raises the bar (approvals.Desk.RouteGate); visibility through
-//     api.Readers.
 package gatesvc
 
 import (

@@ -1,6 +1,3 @@
-// Package plansvc serves tollgate.v1.PlanService: compiling a recipe or
-// a SKILL.md into a plan and its card, before anything runs. A recipe that
-// does not compile is an answer (its diagnostics), not an error.
 package plansvc
 
 import (

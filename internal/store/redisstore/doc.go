@@ -1,0 +1,34 @@
+// Package redisstore is the production store.Store, on Redis (go-redis v9).
+//
+// Invariants it enforces, and where: the store's I3, I4 and I8, in one Lua
+// script per commit (commitScript, commit.go) that checks the version, the
+// deadline by the server's TIME and the journal's prev hash against the
+// stored head before it writes run, asks and journal; New refuses a Redis
+// with no append-only file unless told to accept the loss (redisstore.go).
+//
+// Key layout (prefix p, default "tg"). Every key of one run carries the
+// same hash tag, its shard, so each commit's Lua script touches one Redis
+// Cluster slot. Runs are spread over Shards shards by FNV-1a of the run id.
+//
+//	p:{s07}:run:<id>                 hash: version state requester skill plan_digest created_ns
+//	                                 updated_ns journal_seq journal_head data asks [request_key]
+//	p:{s07}:journal:<id>             list: one JSON record per journal entry, in seq order
+//	p:{s07}:ask:<askid>              hash: run_id title state audience requester created_ns expires_ns
+//	p:{s07}:runs                     zset of every run of the shard
+//	p:{s07}:runs:state:<state>       zset of the shard's runs in a state
+//	p:{s07}:runs:req:<req>:<state>   zset of a requester's runs in a state
+//	p:{s07}:asks:state:<state>       zset of the shard's asks in a state
+//	p:{s07}:asks:aud:<aud>:<state>   zset of an audience's asks in a state
+//	p:{s07}:runstates, :askstates    sets of the states the shard has seen (for queries without States)
+//	p:{s07}:reqkey:<key>             hash {run, at}: the run an idempotent create made; shard of the key
+//	p:plan:<digest>                  string, written once (plans are immutable)
+//	p:config                         hash {shards}: the shard count is fixed for a keyspace
+//
+// Sorted-set scores are milliseconds since the epoch (exact in a float64);
+// the member is the 6-digit sub-millisecond remainder followed by the id,
+// so Redis orders equal scores exactly as the store does (by time in
+// nanoseconds, then id) and pages never need the hashes to sort. Run zsets
+// are scored by CreatedAt, ask zsets by DueAt (the ask's deadline).
+// In a state key the state is escaped (":" and "%"), so an audience or a
+// requester that contains ":" cannot make two index keys collide.
+package redisstore
