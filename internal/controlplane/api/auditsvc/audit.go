@@ -179,9 +179,9 @@ func (s *Service) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInva
 			switch rec.Kind {
 			case engine.JournalApprovalConsumed:
 				consumed[fmt.Sprint(p["ask"])] = rec
-			case "step.dispatched":
+			case engine.JournalStepDispatched:
 				grants[step], _ = p["grant"].(string)
-			case "step.started":
+			case engine.JournalStepStarted:
 				if !effects[step] {
 					continue
 				}
