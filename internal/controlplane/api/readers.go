@@ -68,6 +68,15 @@ func (s Readers) VisibleRun(ctx context.Context, who, runID string) (*engine.Run
 	return run, m, nil
 }
 
+// CallersRun is VisibleRun for the authenticated caller, whom it names.
+func (s Readers) CallersRun(ctx context.Context, runID string) (who string, run *engine.Run, m *engine.Machine, err error) {
+	if who, err = Caller(ctx); err != nil {
+		return "", nil, nil, err
+	}
+	run, m, err = s.VisibleRun(ctx, who, runID)
+	return who, run, m, err
+}
+
 // SeesEverything reports whether who holds, by policy, a role that reads
 // every run.
 func (s Readers) SeesEverything(who string) bool {

@@ -24,12 +24,7 @@ func (s *Service) approveStanding(ctx context.Context, who string, run *engine.R
 	if err != nil {
 		return nil, err
 	}
-	na := tr.Run.Asks[a.ID]
-	out := &tollgatev1.DecideResponse{Ask: wire.Ask(tr.Run, na), RunState: wire.RunState(tr.Run.State)}
-	if n := len(out.Ask.Decisions); n > 0 {
-		out.Decision = out.Ask.Decisions[n-1]
-	}
-	return out, nil
+	return decided(tr, a.ID), nil
 }
 
 // ListExceptions lists the standing approvals the caller may see: active

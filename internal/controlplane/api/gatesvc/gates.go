@@ -179,11 +179,7 @@ func (s *Service) gateEvent(_ context.Context, who string, req *tollgatev1.OpenG
 
 // GetGate returns a gate and, once approved, its grant.
 func (s *Service) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) (*tollgatev1.GetGateResponse, error) {
-	who, err := api.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	run, _, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId())
+	who, run, _, err := s.cfg.Readers.CallersRun(ctx, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -200,11 +196,8 @@ func (s *Service) GetGate(ctx context.Context, req *tollgatev1.GetGateRequest) (
 
 // RecordStep journals a step the script ran.
 func (s *Service) RecordStep(ctx context.Context, req *tollgatev1.RecordStepRequest) (*tollgatev1.RecordStepResponse, error) {
-	who, err := api.Caller(ctx)
+	who, _, _, err := s.cfg.Readers.CallersRun(ctx, req.GetRunId())
 	if err != nil {
-		return nil, err
-	}
-	if _, _, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId()); err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(req.GetOutputDigest(), "sha256:") && req.GetOutputDigest() != "" {
@@ -239,11 +232,8 @@ func (s *Service) RecordStep(ctx context.Context, req *tollgatev1.RecordStepRequ
 
 // FinishRun ends an external run as its script says.
 func (s *Service) FinishRun(ctx context.Context, req *tollgatev1.FinishRunRequest) (*tollgatev1.FinishRunResponse, error) {
-	who, err := api.Caller(ctx)
+	who, _, _, err := s.cfg.Readers.CallersRun(ctx, req.GetRunId())
 	if err != nil {
-		return nil, err
-	}
-	if _, _, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId()); err != nil {
 		return nil, err
 	}
 	tr, err := s.cfg.Runner.Event(ctx, req.GetRunId(), func(now time.Time) engine.Event {

@@ -72,11 +72,7 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 
 // GetRun returns a run; deadlines that passed are applied first (I4).
 func (s *Service) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*tollgatev1.GetRunResponse, error) {
-	who, err := api.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	run, m, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId())
+	_, run, m, err := s.cfg.Readers.CallersRun(ctx, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -126,11 +122,7 @@ func (s *Service) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest)
 // CancelRun cancels a run and closes its asks in the same commit (I3).
 // Only the requester may cancel.
 func (s *Service) CancelRun(ctx context.Context, req *tollgatev1.CancelRunRequest) (*tollgatev1.CancelRunResponse, error) {
-	who, err := api.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	run, _, err := s.cfg.Readers.VisibleRun(ctx, who, req.GetRunId())
+	who, run, _, err := s.cfg.Readers.CallersRun(ctx, req.GetRunId())
 	if err != nil {
 		return nil, err
 	}
