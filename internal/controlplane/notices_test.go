@@ -108,7 +108,7 @@ b: payments.pay {"vendor": "V-1", "invoice": "I-1", "amount": 5000, "currency": 
 	for _, r := range journal(t, e, id) {
 		kinds[r.GetKind()]++
 	}
-	if kinds[engine.JournalAskEscalated] != 1 || kinds[engine.JournalAskReminded] != 1 {
+	if kinds[string(engine.JournalAskEscalated)] != 1 || kinds[string(engine.JournalAskReminded)] != 1 {
 		t.Fatalf("the escalation and a reminder in the journal: %v", kinds)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -121,7 +121,7 @@ b: payments.pay {"vendor": "V-1", "invoice": "I-1", "amount": 5000, "currency": 
 	for {
 		n := 0
 		for _, r := range journal(t, e, id) {
-			if r.GetKind() == engine.JournalNoticeDelivery && strings.Contains(r.GetPayloadJson(), `"outcome":"delivered"`) {
+			if r.GetKind() == string(engine.JournalNoticeDelivery) && strings.Contains(r.GetPayloadJson(), `"outcome":"delivered"`) {
 				n++
 			}
 		}

@@ -173,7 +173,7 @@ func New(cfg Config) (*Metrics, error) {
 			string(engine.Cancelled), string(engine.Rejected), string(engine.Expired))),
 		// The decision an ask.decided record names, then this package's
 		// word for each other act on an ask (by record kind, in Committed).
-		answerKinds: labelMap("kind", same(engine.DecisionApprove, engine.DecisionReject, engine.DecisionAnswer,
+		answerKinds: labelMap("kind", same(string(engine.DecisionApprove), string(engine.DecisionReject), string(engine.DecisionAnswer),
 			engine.DecidedInDoubt, "vote", "amend", "revoke", "delegate", "request_evidence", "attach_evidence", "expire")),
 		replyKinds: labelMap("kind", map[string]string{string(answer.Selected): "selected", string(answer.Reshown): "reshown",
 			string(answer.NoMatch): "no_match", string(answer.EscapeHint): "escape_hint", string(answer.Dropped): "dropped"}),
@@ -183,8 +183,8 @@ func New(cfg Config) (*Metrics, error) {
 		// an ask's freshness probe read again.
 		reasons: labelMap("reason", map[string]string{"retry": "retry", "re-lease": "lease_lost", "retry after doubt": "in_doubt_retry",
 			"runnable": "reprepare", "the ask opened": "probe", "verify the approval": "probe"}),
-		stepOutcomes: labelMap("outcome", map[string]string{engine.JournalStepSucceeded: "succeeded", engine.JournalStepFailed: "failed",
-			engine.JournalStepLeaseLost: "lease_lost", engine.JournalStepResultAfterEnd: "after_end"}),
+		stepOutcomes: labelMap("outcome", map[string]string{string(engine.JournalStepSucceeded): "succeeded", string(engine.JournalStepFailed): "failed",
+			string(engine.JournalStepLeaseLost): "lease_lost", string(engine.JournalStepResultAfterEnd): "after_end"}),
 		runStates: labelMap("state", same(string(engine.Running), string(engine.Parked), string(engine.Blocked),
 			string(engine.Complete), string(engine.Partial), string(engine.Failed), string(engine.Cancelled),
 			string(engine.Rejected), string(engine.Expired))),
@@ -400,7 +400,7 @@ func (m *Metrics) stepDuration(ctx context.Context, run *engine.Run, rec *engine
 	if a == nil || a.LeasedAt.IsZero() || a.FinishedAt.Before(a.LeasedAt) {
 		return // never leased (a probe refused before its lease), or no end
 	}
-	m.stepTime.Record(ctx, a.FinishedAt.Sub(a.LeasedAt).Seconds(), pick(m.stepOutcomes, rec.Kind).rec...)
+	m.stepTime.Record(ctx, a.FinishedAt.Sub(a.LeasedAt).Seconds(), pick(m.stepOutcomes, string(rec.Kind)).rec...)
 }
 
 // attemptOf finds the attempt a step record names in run; nil if none.

@@ -167,7 +167,7 @@ func (t *Tracer) step(ctx context.Context, m *engine.Machine, run *engine.Run, i
 	if end.IsZero() {
 		end = rec.At
 	}
-	outcome := rec.Kind[len("step."):]
+	outcome := strings.TrimPrefix(string(rec.Kind), "step.")
 	attrs := []attribute.KeyValue{
 		attribute.String("tollgate.step.id", id),
 		attribute.Int("tollgate.step.attempt", a.N),
@@ -284,7 +284,7 @@ func (t *Tracer) ask(ctx context.Context, m *engine.Machine, run *engine.Run, id
 	}
 	if n := len(a.Decisions); n > 0 {
 		d := a.Decisions[n-1]
-		attrs = append(attrs, attribute.String("tollgate.ask.decision", d.Kind), attribute.String("tollgate.ask.actor", d.Actor))
+		attrs = append(attrs, attribute.String("tollgate.ask.decision", string(d.Kind)), attribute.String("tollgate.ask.actor", d.Actor))
 	}
 	t.emit(ctx, run, spanAsk+" "+id, parentName, askSpanName(run.ID, id, a.Round), a.OpenedAt, end, attrs, nil, "")
 }

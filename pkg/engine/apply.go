@@ -103,7 +103,7 @@ func (t *tx) apply(ev Event) (Transition, error) {
 	case Delegate:
 		err = t.delegate(e, expired)
 	case Note:
-		if !strings.HasPrefix(e.Kind, JournalNotePrefix) {
+		if !strings.HasPrefix(string(e.Kind), string(JournalNotePrefix)) {
 			err = fmt.Errorf("%w: a note's kind starts with %s, not %q", ErrWrongTransition, JournalNotePrefix, e.Kind)
 		} else {
 			t.record(e.Kind, "system", e.Payload)

@@ -2,9 +2,9 @@ package engine
 
 // DecisionKind names one act recorded on an ask (Decision.Kind). The
 // values are stored with the run and shown to people — the API maps each
-// to its DecisionKind enum — so a released value never changes. An alias
-// for the reason JournalKind is one.
-type DecisionKind = string
+// to its DecisionKind enum — so a released value never changes. A defined
+// type, converted at the boundaries as JournalKind is.
+type DecisionKind string
 
 // Decision kinds.
 const (
@@ -24,8 +24,8 @@ const (
 
 // NoticeKind names a rung of an ask's life that its audience should hear
 // of (AskNotice.Kind); the control plane maps the ones it tells people of
-// to webhook event kinds. An alias for the reason JournalKind is one.
-type NoticeKind = string
+// to webhook event kinds. A defined type, as JournalKind is.
+type NoticeKind string
 
 // Notice kinds.
 const (

@@ -211,8 +211,8 @@ b: notes.store {"text": "{a}"}
 	if !a.DueAt().Equal(a.OpenedAt.Add(time.Hour)) {
 		t.Fatalf("due first at the reminder: %v", a.DueAt())
 	}
-	kinds := func() map[string]int {
-		out := map[string]int{}
+	kinds := func() map[JournalKind]int {
+		out := map[JournalKind]int{}
 		for _, r := range s.records {
 			out[r.Kind]++
 		}

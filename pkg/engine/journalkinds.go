@@ -9,14 +9,13 @@ package engine
 // (I8): a released value never changes, or old journals stop reading as
 // what they record. journalkinds_test.go pins each one.
 //
-// JournalKind is an alias, not a defined type: the store, the API and the
-// tracer carry a kind as a plain string, and a defined type would only add
-// conversions at those boundaries — the compiler would still accept a
-// bare "step.started" wherever a JournalKind goes. What keeps bare strings
-// out is journalkinds_test.go. A payload value that is a kind is written
-// as string(kind), so readers that assert .(string) keep working should
-// this become a defined type.
-type JournalKind = string
+// JournalKind is a defined type: the engine's records carry one, and a
+// plain string (the store's record, the API's, a span attribute) becomes
+// one, or is made from one, by an explicit conversion at that boundary.
+// The compiler still accepts a bare untyped "step.started" where a
+// JournalKind goes; journalkinds_test.go keeps those out of the engine.
+// A payload value that is a kind is written as string(kind).
+type JournalKind string
 
 // A run's life.
 const (

@@ -52,7 +52,7 @@ func TestReadOnlyLeaseIsRecorded(t *testing.T) {
 	if a := r.GetSteps()[0].GetAttempts()[0]; a.GetLeasedAt() == nil || a.GetExecutor() != "edge-1" || a.GetLeasedAt().AsTime().After(a.GetFinishedAt().AsTime()) {
 		t.Fatalf("attempt: %v", a)
 	}
-	if ks := kinds(id); !before(ks, engine.JournalStepLeased, engine.JournalStepSucceeded) {
+	if ks := kinds(id); !before(ks, string(engine.JournalStepLeased), string(engine.JournalStepSucceeded)) {
 		t.Fatalf("journal %v: want step.leased before step.succeeded", ks)
 	}
 
@@ -65,7 +65,7 @@ func TestReadOnlyLeaseIsRecorded(t *testing.T) {
 	waitRun(t, runs, id, func(r *tollgatev1.Run) bool {
 		return len(r.GetSteps()) == 1 && r.GetSteps()[0].GetState() == tollgatev1.StepStatus_STEP_STATUS_LEASED
 	})
-	if ks := kinds(id); !before(ks, engine.JournalRunStarted, engine.JournalStepLeased) {
+	if ks := kinds(id); !before(ks, string(engine.JournalRunStarted), string(engine.JournalStepLeased)) {
 		t.Fatalf("journal %v: want step.leased", ks)
 	}
 	if _, err := runs.CancelRun(ctx, &tollgatev1.CancelRunRequest{RunId: id, Reason: "done looking"}); err != nil {

@@ -148,7 +148,7 @@ func TestItem8_FrameTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
 	for _, tc := range []struct {
 		kind    string
 		written bool
-	}{{engine.JournalStepStarted, false}, {engine.JournalStepStarted, true}, {engine.JournalStepSucceeded, false}, {engine.JournalStepSucceeded, true}} {
+	}{{string(engine.JournalStepStarted), false}, {string(engine.JournalStepStarted), true}, {string(engine.JournalStepSucceeded), false}, {string(engine.JournalStepSucceeded), true}} {
 		t.Run(fmt.Sprintf("%s/written=%v", tc.kind, tc.written), func(t *testing.T) {
 			st := &lossyStore{Store: memstore.New(memstore.Config{}), kind: tc.kind, written: tc.written}
 			w := newWorldOn(t, "", st)
@@ -168,7 +168,7 @@ func TestItem8_FrameTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, kind := range []string{engine.JournalStepStarted, engine.JournalStepSucceeded} {
+			for _, kind := range []string{string(engine.JournalStepStarted), string(engine.JournalStepSucceeded)} {
 				n := 0
 				for _, r := range j.GetRecords() {
 					if r.GetKind() == kind && strings.Contains(r.GetPayloadJson(), `"w"`) {

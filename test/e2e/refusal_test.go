@@ -101,7 +101,7 @@ func TestLeaseAckStoreBlipRunsSideEffectOnce(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	for _, written := range []bool{false, true} {
 		t.Run(map[bool]string{false: "lost", true: "written"}[written], func(t *testing.T) {
-			st := &lossyStore{Store: memstore.New(memstore.Config{}), kind: engine.JournalStepLeased, written: written}
+			st := &lossyStore{Store: memstore.New(memstore.Config{}), kind: string(engine.JournalStepLeased), written: written}
 			w := newWorldOn(t, "", st)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

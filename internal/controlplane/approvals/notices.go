@@ -46,7 +46,7 @@ func (d *Desk) Opened(ctx context.Context, rec runner.Recorder, run *engine.Run,
 }
 
 // Noticed implements runner.AskHook: a rung of the deadline ladder.
-func (d *Desk) Noticed(ctx context.Context, rec runner.Recorder, run *engine.Run, askID, kind string) {
+func (d *Desk) Noticed(ctx context.Context, rec runner.Recorder, run *engine.Run, askID string, kind engine.NoticeKind) {
 	a := run.Asks[askID]
 	if a == nil {
 		return

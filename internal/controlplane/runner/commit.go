@@ -137,7 +137,7 @@ func commitFor(before *engine.Run, prev store.Run, tr engine.Transition, skill s
 		if err != nil {
 			return store.Commit{}, fmt.Errorf("encode journal record: %w", err)
 		}
-		recs = append(recs, store.JournalRecord{Time: rec.At, Actor: rec.Actor, Kind: rec.Kind, Payload: payload})
+		recs = append(recs, store.JournalRecord{Time: rec.At, Actor: rec.Actor, Kind: string(rec.Kind), Payload: payload})
 	}
 	sr.JournalSeq, sr.JournalHead = store.Chain(run.ID, prev.JournalSeq, prev.JournalHead, recs)
 	return store.Commit{Run: sr, ExpectVersion: run.Version - 1, Asks: asks, Journal: recs}, nil

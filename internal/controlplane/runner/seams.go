@@ -48,7 +48,7 @@ type Observer interface {
 // ask for a person: the safe side.
 type AskHook interface {
 	Opened(ctx context.Context, rec Recorder, run *engine.Run, askID string)
-	Noticed(ctx context.Context, rec Recorder, run *engine.Run, askID, kind string)
+	Noticed(ctx context.Context, rec Recorder, run *engine.Run, askID string, kind engine.NoticeKind)
 	Closed(ctx context.Context, rec Recorder, run *engine.Run, askID string, state engine.AskState)
 }
 

@@ -176,7 +176,7 @@ func (s *Service) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInva
 			var p map[string]any
 			_ = json.Unmarshal(rec.Payload, &p)
 			step, _ := p["step"].(string)
-			switch rec.Kind {
+			switch engine.JournalKind(rec.Kind) {
 			case engine.JournalApprovalConsumed:
 				consumed[fmt.Sprint(p["ask"])] = rec
 			case engine.JournalStepDispatched:
