@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -179,18 +180,23 @@ func (o *Options) load(path string, fs *flag.FlagSet) error {
 	for _, s := range o.settings() {
 		byKey[s.key] = s
 	}
+	seen := map[string]int{}
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := top.Content[i], top.Content[i+1]
 		s, ok := byKey[k.Value]
 		if !ok {
 			return fmt.Errorf("config %s: line %d: unknown setting %q", path, k.Line, k.Value)
 		}
+		if first, twice := seen[k.Value]; twice {
+			return fmt.Errorf("config %s: line %d: %s is set again (first on line %d)", path, k.Line, k.Value, first)
+		}
+		seen[k.Value] = k.Line
 		if s.flag != "" && set[s.flag] && !isList(s.value) {
 			continue // the command line wins
 		}
 		// Decode into a fresh value of the setting's type, then apply it.
 		fresh := reflect.New(reflect.TypeOf(s.value).Elem())
-		if err := v.Decode(fresh.Interface()); err != nil {
+		if err := decodeStrict(v, fresh.Interface()); err != nil {
 			return fmt.Errorf("config %s: line %d: %s: %w", path, v.Line, k.Value, err)
 		}
 		dst := reflect.ValueOf(s.value).Elem()
@@ -202,6 +208,19 @@ func (o *Options) load(path string, fs *flag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// decodeStrict decodes one setting's value as yaml.v3 decodes a whole
+// document with KnownFields: a field its type does not have (a misspelt
+// key in a webhooks entry) is an error, not silently left out.
+func decodeStrict(v *yaml.Node, into any) error {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	return dec.Decode(into)
 }
 
 func isList(v any) bool { return reflect.TypeOf(v).Elem().Kind() == reflect.Slice }

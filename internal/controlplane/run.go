@@ -231,7 +231,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller,
-		SweepEvery: max(o.DeadlinePass, time.Second), DrainTimeout: o.DrainTimeout, Background: background})
+		SweepEvery: max(o.DeadlinePass, time.Second), DrainTimeout: max(o.DrainTimeout, time.Nanosecond), Background: background})
 	if met != nil {
 		// Its caches and watch streams, read at scrape time.
 		if err := met.Report(srv); err != nil {
@@ -314,12 +314,14 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	stopExec()
 	<-execDone
-	drain, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
-	defer cancel()
+	// The admin listener and the server drain together, within the one
+	// drain timeout.
+	stopSrv()
 	if admin != nil {
+		drain, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
+		defer cancel()
 		_ = admin.Shutdown(drain)
 	}
-	stopSrv()
 	if err := <-ran; failed == nil && !errors.Is(err, ErrDrainCut) {
 		failed = err // a cut drain is logged, not a failed run
 	}

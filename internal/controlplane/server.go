@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -144,8 +143,15 @@ func NewServer(cfg Config) *Server {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = dispatch.DefaultLeaseTTL
+	}
 	if cfg.ResettleEvery <= 0 {
-		cfg.ResettleEvery = max(cmp.Or(cfg.LeaseTTL, 10*time.Second)/4, 100*time.Millisecond)
+		// As often as the dispatcher's expiry pass, which ran it before.
+		cfg.ResettleEvery = max(cfg.LeaseTTL/4, 100*time.Millisecond)
+	}
+	if cfg.PlanCache <= 0 {
+		cfg.PlanCache = runner.DefaultPlanCache
 	}
 	var execs *dispatch.Dispatcher
 	if cfg.Dispatcher == nil {

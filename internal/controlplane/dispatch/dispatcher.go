@@ -44,19 +44,25 @@ type Dispatcher struct {
 	// in-doubt ask once the store is back, with no restart.
 	unrecorded []*lease
 
-	stop     chan struct{} // closed when Run returns: waits give up
+	stop     chan struct{} // closed when Run stops: waits give up
 	work     chan func()   // to recordWorkers
 	handlers sync.WaitGroup
+	hmu      sync.Mutex
+	stopped  bool // under hmu: Run has stopped; handle runs f itself
 }
 
 var _ runner.Dispatcher = (*Dispatcher)(nil)
+
+// DefaultLeaseTTL is how long a lease lives without a heartbeat unless
+// configured.
+const DefaultLeaseTTL = 10 * time.Second
 
 // Config configures a Dispatcher.
 type Config struct {
 	Log        *slog.Logger
 	SigningKey ed25519.PrivateKey // signs grants for side-effecting leases
 	KeyID      string
-	LeaseTTL   time.Duration // default 10s
+	LeaseTTL   time.Duration // default DefaultLeaseTTL
 	GrantTTL   time.Duration // default 5m
 	Now        func() time.Time
 	// Tracing decides each lease's sampled flag, so an executor's span
@@ -83,7 +89,7 @@ func New(cfg Config) *Dispatcher {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = 10 * time.Second
+		cfg.LeaseTTL = DefaultLeaseTTL
 	}
 	if cfg.GrantTTL <= 0 {
 		cfg.GrantTTL = 5 * time.Minute
@@ -110,6 +116,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	<-ctx.Done()
 	close(d.stop)
 	wg.Wait()
+	d.hmu.Lock()
+	d.stopped = true
+	d.hmu.Unlock()
 	d.handlers.Wait()
 	return nil
 }

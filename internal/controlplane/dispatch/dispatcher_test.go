@@ -39,6 +39,13 @@ func TestRunOwnsEveryGoroutine(t *testing.T) {
 	}
 	close(release)
 	<-done
+	// After Run, a handler runs on its caller's goroutine: nobody would
+	// own one started now.
+	ranInline := false
+	d.handle(func() { ranInline = true })
+	if !ranInline {
+		t.Fatal("a handler after Run did not run on the caller's goroutine")
+	}
 }
 
 // A lease larger than the message limit is undeliverable: its step fails

@@ -7,13 +7,27 @@ package dispatch
 // worker busy gets a goroutine of its own, which Run waits for as well.
 const recordWorkers = 64
 
-// handle runs f on an idle record worker, or on a goroutine of its own.
+// handle runs f on an idle record worker, or on a goroutine of its own
+// that Run waits for; once Run has stopped, on the caller's goroutine (no
+// goroutine outlives its owner).
 func (d *Dispatcher) handle(f func()) {
 	select {
 	case d.work <- f:
+		return
 	default:
-		d.handlers.Go(f)
 	}
+	d.hmu.Lock()
+	if d.stopped {
+		d.hmu.Unlock()
+		f()
+		return
+	}
+	d.handlers.Add(1) // under hmu, so never concurrent with Run's Wait
+	d.hmu.Unlock()
+	go func() {
+		defer d.handlers.Done()
+		f()
+	}()
 }
 
 func (d *Dispatcher) recordWorker() {
