@@ -27,6 +27,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api/runsvc"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/dispatch"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
@@ -34,6 +35,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/runtrace"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -102,6 +104,11 @@ type Config struct {
 	// often commits of unknown outcome are settled (0: LeaseTTL/4).
 	SweepEvery    time.Duration
 	ResettleEvery time.Duration
+	// Replica names this replica in the store: its leases record it, and
+	// Run renews its heartbeat every LeaseTTL/4 for LeaseTTL; another
+	// replica takes its leases over only once the heartbeat lapses (or it
+	// drained and left). "": a random name.
+	Replica string
 	// DrainTimeout bounds the drain when Run stops (0: 10s).
 	DrainTimeout time.Duration
 	// Background is more long-lived work Run owns, started with it and
@@ -153,9 +160,12 @@ func NewServer(cfg Config) *Server {
 	if cfg.PlanCache <= 0 {
 		cfg.PlanCache = runner.DefaultPlanCache
 	}
+	if cfg.Replica == "" {
+		cfg.Replica = "cp-" + ids.Token()
+	}
 	var execs *dispatch.Dispatcher
 	if cfg.Dispatcher == nil {
-		execs = dispatch.New(dispatch.Config{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL, Tracing: cfg.Tracing, Catalog: cfg.Catalog})
+		execs = dispatch.New(dispatch.Config{Log: cfg.Log, SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, LeaseTTL: cfg.LeaseTTL, Tracing: cfg.Tracing, Catalog: cfg.Catalog, Replica: cfg.Replica})
 		cfg.Dispatcher = execs
 	}
 	observers := cfg.Observers
@@ -169,7 +179,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
 		cfg.Engine.QuorumFloor = desk.QuorumFloor
 	}
-	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk})
+	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Replica: cfg.Replica})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
@@ -255,8 +265,20 @@ var ErrDrainCut = errors.New("the drain deadline passed; stopped hard")
 // so the last reports are recorded. Run returns once every goroutine it
 // started has ended: it is their one owner. Run it once.
 func (s *Server) Run(ctx context.Context, ls Listeners) error {
+	// Alive before any lease goes out, and gone once drained: another
+	// replica then need not wait for the heartbeat to lapse.
+	s.heartbeat(ctx)
+	defer func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if err := s.cfg.Store.Leave(lctx, s.cfg.Replica); err != nil {
+			s.log.Warn("could not say this replica left; others take its leases when its heartbeat lapses", "replica", s.cfg.Replica, "error", err)
+		}
+	}()
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var work sync.WaitGroup
+	work.Go(func() { _ = tick.Every(bg, s.cfg.LeaseTTL/4, s.heartbeat) })
+	work.Go(func() { _ = s.Runner.TakingOver(bg, s.cfg.ResettleEvery) })
 	if s.execs != nil {
 		work.Go(func() { _ = s.execs.Run(bg) })
 	}
@@ -300,6 +322,13 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	stopBG()
 	work.Wait()
 	return err
+}
+
+// heartbeat renews this replica's liveness for a lease TTL.
+func (s *Server) heartbeat(ctx context.Context) {
+	if err := s.cfg.Store.Heartbeat(ctx, s.cfg.Replica, s.cfg.LeaseTTL); err != nil && ctx.Err() == nil {
+		s.log.Warn("replica heartbeat not recorded", "replica", s.cfg.Replica, "error", err)
+	}
 }
 
 // drain reports NOT_SERVING, asks executors to finish, then drains

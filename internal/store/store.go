@@ -140,6 +140,15 @@ type AskQuery struct {
 type Store interface {
 	// Now is the store's clock; deadlines are judged by it.
 	Now(ctx context.Context) (time.Time, error)
+	// Heartbeat records that a control-plane replica is alive for ttl
+	// more, by the store's clock. Alive reports whether a replica's last
+	// heartbeat has not lapsed. Leases belong to live replicas: recovery
+	// leaves a live replica's leases alone.
+	Heartbeat(ctx context.Context, replica string, ttl time.Duration) error
+	Alive(ctx context.Context, replica string) (bool, error)
+	// Leave ends a replica's heartbeat at once (a replica that drained and
+	// stops): others need not wait for it to lapse.
+	Leave(ctx context.Context, replica string) error
 	// Commit applies c atomically: every precondition is checked before
 	// anything is written.
 	Commit(ctx context.Context, c Commit) error

@@ -724,8 +724,12 @@ func (t *tx) leased(e StepLeased) error {
 	s.Status = StatusLeased
 	s.Blocked = false
 	a := &s.Attempts[len(s.Attempts)-1]
-	a.Executor, a.LeaseID, a.LeasedAt = e.Executor, e.LeaseID, t.at
-	t.record(JournalStepLeased, e.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "lease": e.LeaseID})
+	a.Executor, a.LeaseID, a.Replica, a.LeasedAt = e.Executor, e.LeaseID, e.Replica, t.at
+	rec := map[string]any{"step": e.Step, "attempt": e.Attempt, "lease": e.LeaseID}
+	if e.Replica != "" {
+		rec["replica"] = e.Replica
+	}
+	t.record(JournalStepLeased, e.Executor, rec)
 	return nil
 }
 

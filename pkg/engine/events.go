@@ -137,7 +137,10 @@ type StepLeased struct {
 	Attempt  int
 	Executor string
 	LeaseID  string
-	At       time.Time
+	// Replica is the control-plane replica that holds the lease: while it
+	// is alive, no other replica's recovery reports the lease lost.
+	Replica string
+	At      time.Time
 }
 
 // StepStarted: the executor recorded Start before invoking the tool.

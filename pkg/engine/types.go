@@ -166,6 +166,7 @@ type Attempt struct {
 	N          int       `json:"n"`
 	Executor   string    `json:"executor,omitempty"`
 	LeaseID    string    `json:"lease_id,omitempty"`
+	Replica    string    `json:"replica,omitempty"` // the replica holding the lease ("" before issue 15: unknown)
 	QueuedAt   time.Time `json:"queued_at"`
 	LeasedAt   time.Time `json:"leased_at,omitzero"`
 	StartedAt  time.Time `json:"started_at,omitzero"`

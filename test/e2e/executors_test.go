@@ -37,6 +37,9 @@ type cluster struct {
 	pki       identity.DevPKI
 	servers   string
 	telemetry string
+	// planeArgs are the control plane's flags: another replica on the
+	// same Redis starts with them too (startReplica).
+	planeArgs []string
 }
 
 const testCatalog = `
@@ -102,9 +105,10 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.plane = startPlane(t, home, append([]string{"--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
+	c.planeArgs = append([]string{"--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
 		"--executor-listen", "127.0.0.1:0", "--executor-cert", pki.Server.Cert, "--executor-key", pki.Server.Key, "--executor-ca", pki.CA,
-		"--grant-key", filepath.Join(home, "grant.key"), "--policy", policy, "--lease-ttl", "1s", "--catalog", catalog}, planeArgs...)...)
+		"--grant-key", filepath.Join(home, "grant.key"), "--policy", policy, "--lease-ttl", "1s", "--catalog", catalog}, planeArgs...)
+	c.plane = startPlane(t, home, c.planeArgs...)
 	servers := fmt.Sprintf(`
   - {name: test, command: [%q, "--file", %q]}
   - {name: mcp-monitor, command: [%q]}
@@ -169,6 +173,13 @@ func (c *cluster) until(id string, what string, pred func(runOut) bool) runOut {
 		}
 		<-time.After(50 * time.Millisecond)
 	}
+}
+
+// startReplica starts another control plane on the cluster's Redis, with
+// the same flags: a second replica of one control plane.
+func (c *cluster) startReplica() *plane {
+	c.t.Helper()
+	return startPlane(c.t, c.home, c.planeArgs...)
 }
 
 func (c *cluster) start(recipe string) string {

@@ -118,7 +118,7 @@ func (d *Dispatcher) leasedEvent(s *session, l *lease, at time.Time) func(now ti
 		if !at.IsZero() {
 			now = at
 		}
-		return engine.StepLeased{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Executor: s.executor, LeaseID: l.id, At: now}
+		return engine.StepLeased{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Executor: s.executor, LeaseID: l.id, Replica: d.cfg.Replica, At: now}
 	}
 }
 

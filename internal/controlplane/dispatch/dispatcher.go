@@ -72,6 +72,10 @@ type Config struct {
 	// Catalog is the configured tool catalog; what executors advertise
 	// makes it stricter, never laxer (toolviews.go, Catalog).
 	Catalog *compiler.Catalog
+	// Replica names the replica this dispatcher leases for: every lease
+	// records it, so other replicas leave the lease alone while this one
+	// lives (runner.Runner.Recover).
+	Replica string
 }
 
 // offer is a dispatch in hand, with the Recorder its lease and result

@@ -17,7 +17,9 @@
 //     store's clock is before its ask's deadline (deadlineOf, commit.go).
 //   - I7 nothing completed runs twice: Recover reports in-flight attempts
 //     lost to the engine, which asks about side effects rather than
-//     running them again (recover.go); a commit whose outcome is unknown
+//     running them again — only attempts whose replica is gone: a lease
+//     of a live replica is left to it, and Takeover looks again once its
+//     heartbeat lapses (recover.go); a commit whose outcome is unknown
 //     is offered again only once it is known (unsure.go).
 //   - I8 the record is the truth: every commit chains its journal records
 //     after the run's head (commit.go).

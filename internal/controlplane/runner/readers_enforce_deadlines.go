@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -64,7 +65,7 @@ func (r *Runner) Expiries() int64 { return r.expiries.Load() }
 // Correctness never waits on it: readers apply the same rungs (I4). It
 // blocks until ctx ends.
 func (r *Runner) Sweep(ctx context.Context, every time.Duration) error {
-	return repeat(ctx, every, r.sweep)
+	return tick.Every(ctx, every, r.sweep)
 }
 
 // sweep is one deadline pass.
@@ -81,21 +82,6 @@ func (r *Runner) sweep(ctx context.Context) {
 	for _, row := range rows {
 		if _, _, err := r.Get(ctx, row.RunID); err != nil && ctx.Err() == nil {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "deadline pass could not apply a deadline", slog.String("ask", row.ID), slog.String("error", err.Error()))
-		}
-	}
-}
-
-// repeat calls f every interval until ctx ends, then returns nil: the
-// shape of the Runner's background passes, which their owner runs.
-func repeat(ctx context.Context, every time.Duration, f func(context.Context)) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			f(ctx)
 		}
 	}
 }

@@ -10,14 +10,16 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
 // Recover offers again what a previous process left in flight: queued
-// steps are offered to the dispatcher, and attempts leased to executors of
-// a process that is gone are reported lost (the engine re-leases them, or
-// asks when a side effect had started). Call it once at start-up, before
-// serving.
+// steps are offered to the dispatcher, and attempts leased by a replica
+// that is gone are reported lost (the engine re-leases them, or asks when
+// a side effect had started). Leases belong to live replicas: an attempt
+// whose replica still renews its heartbeat is left to it, and Takeover
+// looks at it again. Call Recover once at start-up, before serving.
 func (r *Runner) Recover(ctx context.Context) error {
 	tok := ""
 	for {
@@ -28,9 +30,7 @@ func (r *Runner) Recover(ctx context.Context) error {
 			return fmt.Errorf("recover: %w", err)
 		}
 		for _, row := range rows {
-			if err := r.recoverRun(ctx, row.ID); err != nil {
-				r.log.LogAttrs(ctx, slog.LevelWarn, "could not recover run", slog.String("run", row.ID), slog.String("error", err.Error()))
-			}
+			r.recoverOrAwait(ctx, row.ID)
 		}
 		if next == "" {
 			return nil
@@ -39,27 +39,85 @@ func (r *Runner) Recover(ctx context.Context) error {
 	}
 }
 
-func (r *Runner) recoverRun(ctx context.Context, id string) error {
+// Takeover recovers the runs Recover left to other live replicas, once
+// their replica's heartbeat has lapsed (a replica that died); a run whose
+// replica still lives waits for the next pass.
+func (r *Runner) Takeover(ctx context.Context) {
+	for _, id := range r.awaiting.take() {
+		r.recoverOrAwait(ctx, id)
+	}
+}
+
+// TakingOver runs Takeover every interval until ctx ends.
+func (r *Runner) TakingOver(ctx context.Context, every time.Duration) error {
+	return tick.Every(ctx, every, r.Takeover)
+}
+
+func (r *Runner) recoverOrAwait(ctx context.Context, id string) {
+	awaiting, err := r.recoverRun(ctx, id)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "could not recover run", slog.String("run", id), slog.String("error", err.Error()))
+	}
+	if awaiting || errors.Is(err, store.ErrUnavailable) {
+		r.awaiting.add(id)
+	}
+}
+
+// recoverRun reports lost every in-flight attempt of run id whose replica
+// is gone, and offers its queued steps; awaiting says some attempt belongs
+// to a replica that is still alive.
+func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err error) {
 	run, m, err := r.Get(ctx, id)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if run.State.Terminal() {
+		return false, nil
 	}
 	for _, sid := range slices.Sorted(maps.Keys(run.Steps)) {
 		s := run.Steps[sid]
 		if !s.Status.InFlight() {
 			continue
 		}
+		alive, err := r.ownerAlive(ctx, s)
+		if err != nil {
+			return false, err
+		}
+		if alive {
+			awaiting = true
+			continue
+		}
 		attempt := s.Attempt
 		if _, err := r.apply(ctx, id, func(now time.Time) engine.Event {
 			return engine.LeaseLost{Step: sid, Attempt: attempt, At: now}
 		}); err != nil && !errors.Is(err, engine.ErrStaleAttempt) && !errors.Is(err, engine.ErrWrongTransition) {
-			return err
+			return awaiting, err
 		}
 	}
 	run, m, err = r.Get(ctx, id)
 	if err != nil {
-		return err
+		return awaiting, err
 	}
 	r.effects(ctx, id, engine.Transition{Run: run, Effects: dispatchEffects(m.Queued(run))})
-	return nil
+	return awaiting, nil
+}
+
+// ownerAlive reports whether the replica holding step s's current lease
+// is alive: this replica, or another whose heartbeat has not lapsed. An
+// attempt that records no replica (leased before replicas were recorded)
+// has no owner to wait for.
+func (r *Runner) ownerAlive(ctx context.Context, s *engine.StepRun) (bool, error) {
+	owner := ""
+	for _, a := range s.Attempts {
+		if a.N == s.Attempt {
+			owner = a.Replica
+		}
+	}
+	switch {
+	case owner == "":
+		return false, nil
+	case owner == r.replica:
+		return true, nil
+	}
+	return r.store.Alive(ctx, owner)
 }

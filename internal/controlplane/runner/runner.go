@@ -35,7 +35,11 @@ type Runner struct {
 	// observers hear of every transition this replica commits.
 	observers []Observer
 	// unsure are runs whose last commit failed with an unknown outcome.
-	unsure unsureRuns
+	unsure runSet
+	// awaiting are runs whose in-flight leases another live replica holds.
+	awaiting runSet
+	// replica is this replica's name, which its leases record.
+	replica string
 }
 
 // runnerPerf is what a Runner keeps to save store round trips.
@@ -54,6 +58,9 @@ type Config struct {
 	Engine     engine.Config
 	NewID      func() string // nil means random ids
 	Observers  []Observer    // traces, metrics
+	// Replica names this replica (the leases it hands out record it);
+	// Recover and Takeover leave leases of a live replica alone.
+	Replica string
 	// Asks hears of every ask this replica opens, notices and closes,
 	// after the commit; nil: nobody.
 	Asks AskHook
@@ -81,7 +88,7 @@ func New(cfg Config) *Runner {
 	if cfg.PlanCache <= 0 {
 		cfg.PlanCache = DefaultPlanCache
 	}
-	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks,
+	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks, replica: cfg.Replica,
 		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: lru.NewWeighted(maxCachedRuns, maxCachedRunBytes, runCost),
 		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost)}}
 }

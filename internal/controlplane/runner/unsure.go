@@ -8,20 +8,23 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
-// unsureRuns are the runs whose last commit failed with
-// store.ErrUnavailable: the write may have landed with its answer lost.
-// A commit's effects (offering the steps it made runnable) run only once
-// the commit is known, so such a run's new steps would wait for a
-// restart's Recover; Resettle offers them on the live plane instead.
-type unsureRuns struct {
+// runSet is a set of run ids, safe for concurrent use. The Runner keeps
+// two: the runs whose last commit failed with store.ErrUnavailable (the
+// write may have landed with its answer lost: a commit's effects run only
+// once the commit is known, so such a run's new steps would wait for a
+// restart's Recover; Resettle offers them on the live plane instead), and
+// the runs whose in-flight leases belong to another live replica (Takeover
+// looks at them again).
+type runSet struct {
 	mu  sync.Mutex
 	ids map[string]bool
 }
 
-func (u *unsureRuns) add(id string) {
+func (u *runSet) add(id string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.ids == nil {
@@ -31,7 +34,7 @@ func (u *unsureRuns) add(id string) {
 }
 
 // take empties the set and returns what it held, sorted.
-func (u *unsureRuns) take() []string {
+func (u *runSet) take() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var out []string
@@ -68,5 +71,5 @@ func (r *Runner) Resettle(ctx context.Context) {
 // Runner's goroutines runs it; without it, a run whose commit had an
 // unknown outcome moves on at the next restart's Recover.
 func (r *Runner) Resettling(ctx context.Context, every time.Duration) error {
-	return repeat(ctx, every, r.Resettle)
+	return tick.Every(ctx, every, r.Resettle)
 }

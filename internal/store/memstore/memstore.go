@@ -31,6 +31,7 @@ type Store struct {
 	askStates map[string]int64
 
 	standing map[string]store.Standing
+	alive    map[string]time.Time // replica → when its heartbeat lapses
 }
 
 var _ store.Store = (*Store)(nil)
@@ -47,6 +48,36 @@ func New(cfg Config) *Store {
 
 // Now implements store.Store.
 func (s *Store) Now(context.Context) (time.Time, error) { return s.now().UTC(), nil }
+
+// Heartbeat implements store.Store.
+func (s *Store) Heartbeat(_ context.Context, replica string, ttl time.Duration) error {
+	if replica == "" || ttl <= 0 {
+		return fmt.Errorf("memstore: a heartbeat needs a replica and a positive ttl: %w", store.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.alive == nil {
+		s.alive = map[string]time.Time{}
+	}
+	s.alive[replica] = s.now().Add(ttl)
+	return nil
+}
+
+// Leave implements store.Store.
+func (s *Store) Leave(_ context.Context, replica string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.alive, replica)
+	return nil
+}
+
+// Alive implements store.Store.
+func (s *Store) Alive(_ context.Context, replica string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.alive[replica]
+	return ok && s.now().Before(until), nil
+}
 
 // Commit implements store.Store: every precondition is checked under the
 // lock before anything is written.

@@ -166,6 +166,41 @@ func (s *Store) Close() error {
 	return s.rdb.Close()
 }
 
+// replicaKey holds a replica's heartbeat; it expires when the heartbeat
+// lapses (Redis's own clock).
+func (s *Store) replicaKey(replica string) string { return s.prefix + ":replica:" + replica }
+
+// Heartbeat implements store.Store.
+func (s *Store) Heartbeat(ctx context.Context, replica string, ttl time.Duration) error {
+	if replica == "" || ttl <= 0 {
+		return fmt.Errorf("redisstore: a heartbeat needs a replica and a positive ttl: %w", store.ErrInvalid)
+	}
+	if err := s.rdb.Set(ctx, s.replicaKey(replica), "1", ttl).Err(); err != nil {
+		return fmt.Errorf("redisstore: %w", unavailable(err))
+	}
+	return nil
+}
+
+// Leave implements store.Store.
+func (s *Store) Leave(ctx context.Context, replica string) error {
+	if err := s.rdb.Del(ctx, s.replicaKey(replica)).Err(); err != nil {
+		return fmt.Errorf("redisstore: %w", unavailable(err))
+	}
+	return nil
+}
+
+// Alive implements store.Store.
+func (s *Store) Alive(ctx context.Context, replica string) (bool, error) {
+	if replica == "" {
+		return false, nil
+	}
+	n, err := s.rdb.Exists(ctx, s.replicaKey(replica)).Result()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: %w", unavailable(err))
+	}
+	return n == 1, nil
+}
+
 // Now implements store.Store: the Redis server's clock (TIME), the clock
 // the commit script judges deadlines by.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {

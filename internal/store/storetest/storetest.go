@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -35,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"NotFound", testNotFound},
 		{"InvalidCommit", testInvalid},
 		{"Standing", testStanding},
+		{"Liveness", testLiveness},
 		{"CountsFollowStates", testCounts},
 	}
 	for _, tc := range tests {
@@ -528,4 +530,55 @@ func testCounts(t *testing.T, s store.Store) {
 	must(t, s.Commit(ctx, c))
 	check("r0 complete", map[string]int64{"parked": 2, "blocked": 1, "cancelled": 1, "complete": 1},
 		map[string]int64{"pending": 6, "cancelled": 2, "consumed": 1, "answered": 1})
+}
+
+// testLiveness: a replica is alive while its heartbeat has not lapsed,
+// by the store's clock; a replica never heard of is not.
+func testLiveness(t *testing.T, s store.Store) {
+	if ok, err := s.Alive(ctx, "cp-never"); err != nil || ok {
+		t.Fatalf("a replica never heard of: alive %v, %v", ok, err)
+	}
+	if err := s.Heartbeat(ctx, "cp-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Alive(ctx, "cp-a"); err != nil || !ok {
+		t.Fatalf("after a heartbeat: alive %v, %v", ok, err)
+	}
+	if ok, _ := s.Alive(ctx, "cp-b"); ok {
+		t.Fatal("another replica is alive by cp-a's heartbeat")
+	}
+	if err := s.Heartbeat(ctx, "cp-b", 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := s.Alive(ctx, "cp-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a heartbeat of 20ms still alive after 10s")
+		}
+		runtime.Gosched()
+	}
+	if ok, _ := s.Alive(ctx, "cp-a"); !ok {
+		t.Fatal("cp-a lapsed with cp-b")
+	}
+	if err := s.Leave(ctx, "cp-a"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.Alive(ctx, "cp-a"); ok {
+		t.Fatal("cp-a is alive after it left")
+	}
+	for _, bad := range []struct {
+		replica string
+		ttl     time.Duration
+	}{{"", time.Second}, {"cp-c", 0}} {
+		if err := s.Heartbeat(ctx, bad.replica, bad.ttl); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("heartbeat %q for %v: %v, want ErrInvalid", bad.replica, bad.ttl, err)
+		}
+	}
 }
