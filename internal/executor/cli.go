@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,15 +29,18 @@ import (
 
 // FileConfig is the executor's YAML configuration.
 type FileConfig struct {
-	ID           string            `yaml:"id"`
-	ControlPlane string            `yaml:"control_plane"` // host:port
-	TLS          TLSConfig         `yaml:"tls"`
-	GrantKeys    map[string]string `yaml:"grant_keys"` // key id → PEM public key of the control plane's grant signer
-	Labels       []string          `yaml:"labels"`
-	Capacity     int               `yaml:"capacity"`
-	MCPServers   []MCPServer       `yaml:"mcp_servers"`
-	Model        ModelConfig       `yaml:"model"` // prose steps; none: the template provider
-	Telemetry    TelemetryConfig   `yaml:"telemetry"`
+	ID           string `yaml:"id"`
+	ControlPlane string `yaml:"control_plane"` // host:port
+	// ControlPlanes are more replicas' executor listeners, tried in turn
+	// (control_plane first) when a stream breaks or a replica is down.
+	ControlPlanes []string          `yaml:"control_planes"`
+	TLS           TLSConfig         `yaml:"tls"`
+	GrantKeys     map[string]string `yaml:"grant_keys"` // key id → PEM public key of the control plane's grant signer
+	Labels        []string          `yaml:"labels"`
+	Capacity      int               `yaml:"capacity"`
+	MCPServers    []MCPServer       `yaml:"mcp_servers"`
+	Model         ModelConfig       `yaml:"model"` // prose steps; none: the template provider
+	Telemetry     TelemetryConfig   `yaml:"telemetry"`
 }
 
 // TelemetryConfig is where the executor sends its spans. Whether a lease
@@ -91,7 +95,8 @@ func Main(ctx context.Context, args []string, o Options) error {
 	if err := dec.Decode(&fc); err != nil {
 		return fmt.Errorf("config %s: %w", *path, err)
 	}
-	if fc.ControlPlane == "" {
+	addrs := slices.DeleteFunc(append([]string{fc.ControlPlane}, fc.ControlPlanes...), func(a string) bool { return a == "" })
+	if len(addrs) == 0 {
 		return fmt.Errorf("config %s: control_plane (HOST:PORT of the control plane's executor listener) is required", *path)
 	}
 	tlsCfg, err := identity.ClientTLS(expandHome(fc.TLS.Cert), expandHome(fc.TLS.Key), expandHome(fc.TLS.CA), fc.TLS.ServerName)
@@ -123,14 +128,17 @@ func Main(ctx context.Context, args []string, o Options) error {
 			log.Warn("spans not flushed", "error", err)
 		}
 	}()
-	return Serve(ctx, ServeConfig{ID: fc.ID, Addr: fc.ControlPlane, TLS: tlsCfg, GrantKeys: keys,
+	return Serve(ctx, ServeConfig{ID: fc.ID, Addrs: addrs, TLS: tlsCfg, GrantKeys: keys,
 		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Prose: prose, Log: log, Tracing: tracing})
 }
 
 // ServeConfig is everything an executor process needs.
 type ServeConfig struct {
-	ID         string
-	Addr       string
+	ID   string
+	Addr string
+	// Addrs are more replicas' executor listeners (after Addr, if set): a
+	// stream that breaks, or cannot open, is opened on the next in turn.
+	Addrs      []string
 	TLS        *tls.Config // client certificate and roots (identity.ClientTLS)
 	GrantKeys  map[string]ed25519.PublicKey
 	Labels     []string
@@ -157,22 +165,57 @@ func Serve(ctx context.Context, c ServeConfig) error {
 	// shares (limits.MaxMessageBytes).
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(c.TLS)), grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes), grpc.MaxCallSendMsgSize(limits.MaxMessageBytes))}
-	conn, err := grpc.NewClient(c.Addr, opts...)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+	addrs := slices.DeleteFunc(append([]string{c.Addr}, c.Addrs...), func(a string) bool { return a == "" })
+	if len(addrs) == 0 {
+		return errors.New("executor: no control-plane address")
 	}
-	defer conn.Close()
-	client := tollgatev1.NewExecutorServiceClient(conn)
+	clients := make([]tollgatev1.ExecutorServiceClient, len(addrs))
+	for i, a := range addrs {
+		conn, err := grpc.NewClient(a, opts...)
+		if err != nil {
+			return fmt.Errorf("connect %s: %w", a, err)
+		}
+		defer conn.Close()
+		clients[i] = tollgatev1.NewExecutorServiceClient(conn)
+	}
 	if c.Prose == nil {
 		c.Prose = Template{}
 	}
 	provider, model := c.Prose.Name()
-	c.Log.Info("executor starting", "id", c.ID, "control_plane", c.Addr, "tools", len(host.Tools()), "prose", provider, "model", model)
+	c.Log.Info("executor starting", "id", c.ID, "control_plane", strings.Join(addrs, ","), "tools", len(host.Tools()), "prose", provider, "model", model)
 	return Run(ctx, Config{ID: c.ID, Labels: c.Labels, Capacity: c.Capacity, Host: host, Prose: c.Prose,
 		Grants: grant.NewVerifier(c.GrantKeys), Log: c.Log, Tracing: c.Tracing,
-		Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
-			return client.Connect(ctx)
-		}})
+		Connect: (&rotation{clients: clients, addrs: addrs, log: c.Log}).connect})
+}
+
+// rotation opens the executor's stream on one control-plane replica of
+// several: the one that served last, else the next in turn. A replica
+// that is down fails the open at once (gRPC's fail-fast), so a dead one
+// costs one attempt, not a backoff.
+type rotation struct {
+	clients []tollgatev1.ExecutorServiceClient
+	addrs   []string
+	log     *slog.Logger
+	cur     int // only Run's loop calls connect: no lock
+}
+
+func (r *rotation) connect(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
+	var errs []error
+	for i := range r.clients {
+		n := (r.cur + i) % len(r.clients)
+		stream, err := r.clients[n].Connect(ctx)
+		if err == nil {
+			if n != r.cur && len(r.clients) > 1 {
+				r.log.Info("connected to another control-plane replica", "control_plane", r.addrs[n], "was", r.addrs[r.cur])
+			}
+			r.cur = n
+			return stream, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", r.addrs[n], err))
+	}
+	// Next time, begin with the replica after the one that failed first.
+	r.cur = (r.cur + 1) % len(r.clients)
+	return nil, errors.Join(errs...)
 }
 
 // expandHome turns a leading "~/" into the user's home directory.

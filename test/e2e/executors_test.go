@@ -133,9 +133,21 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 // cluster), its stderr to stderr.
 func (c *cluster) startExecutor(id string, stderr io.Writer) {
 	c.t.Helper()
+	c.startExecutorOn(id, stderr, c.plane)
+}
+
+// startExecutorOn starts executor id configured with the executor
+// listeners of planes, the first as control_plane and the others as
+// control_planes (replicas to turn to).
+func (c *cluster) startExecutorOn(id string, stderr io.Writer, planes ...*plane) {
+	c.t.Helper()
+	others := ""
+	for _, p := range planes[1:] {
+		others += fmt.Sprintf("%q, ", p.execAddr)
+	}
 	cfg := filepath.Join(c.home, id+".yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\n%smcp_servers:%s",
-		id, c.plane.execAddr, c.pki.Executors[id].Cert, c.pki.Executors[id].Key, c.pki.CA, filepath.Join(c.home, "grant.pub"), c.telemetry, c.servers)), 0o644)
+	os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ncontrol_planes: [%s]\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\n%smcp_servers:%s",
+		id, planes[0].execAddr, strings.TrimSuffix(others, ", "), c.pki.Executors[id].Cert, c.pki.Executors[id].Key, c.pki.CA, filepath.Join(c.home, "grant.pub"), c.telemetry, c.servers)), 0o644)
 	cmd := exec.Command(filepath.Join(bin, "executor"), "--config", cfg)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 takes its MCP servers too

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,6 +61,29 @@ func TestReplicaTakesOverTheLeasesOfADeadOne(t *testing.T) {
 	}
 	if n := c.mark("effect"); n != 1 {
 		t.Fatalf("the side effect ran %d times", n)
+	}
+	auditClean(t, b, "alice", id)
+}
+
+// Issue 15, item 3 (in part): an executor given several replicas' addresses
+// turns to another when its replica dies. edge-1 is configured with A then
+// B; A is killed; a run started through B is leased to edge-1, now
+// connected to B, and completes.
+func TestExecutorTurnsToAnotherReplica(t *testing.T) {
+	c := newClusterSpec(t, clusterSpec{later: []string{"edge-1"}})
+	b := c.startReplica()
+	c.startExecutorOn("edge-1", os.Stderr, c.plane, b)
+	first := c.start("r: test.sleep {\"ms\": 1}\n")
+	c.until(first, "complete", func(r runOut) bool { return r.State == "complete" })
+	if err := c.plane.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-c.plane.done
+	c.plane = b
+	id := c.start("r: test.sleep {\"ms\": 1}\n")
+	r := c.until(id, "complete", func(r runOut) bool { return r.State == "complete" })
+	if _, ex, _ := stepOf(r, "r"); ex != "edge-1" {
+		t.Fatalf("step r ran on %q, want edge-1 through replica B", ex)
 	}
 	auditClean(t, b, "alice", id)
 }
