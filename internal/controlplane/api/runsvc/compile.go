@@ -24,17 +24,12 @@ type compileKey struct {
 // large recipes must not hold what many small ones would.
 const maxCompiledBytes = 32 << 20
 
-// compile compiles a recipe, or returns the plan it compiled from the same
-// source, name and catalog before (compiling is a pure function of them).
+// compile compiles a recipe for a run with inputs (their names are what
+// {NAME} may read), or returns the plan it compiled from the same source,
+// name, inputs and catalog before (compiling is a pure function of them).
 // Only plans are kept: a recipe that does not compile is compiled again,
 // so its diagnostics are always fresh.
-func (s *Service) compile(src, name string) compiler.Result {
-	return s.compileWith(src, name, nil)
-}
-
-// compileWith is compile for a run with inputs: their names are what
-// {NAME} may read.
-func (s *Service) compileWith(src, name string, inputs map[string]string) compiler.Result {
+func (s *Service) compile(src, name string, inputs map[string]string) compiler.Result {
 	k := compileKey{catalog: s.cfg.Catalog(), name: name, src: src, inputs: inputsKey(inputs)}
 	if res, ok := s.compiled.Get(k); ok {
 		return res

@@ -45,7 +45,7 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	if err := checkInputNames(req.GetInputs()); err != nil {
 		return nil, err
 	}
-	res := s.compileWith(src, name, req.GetInputs())
+	res := s.compile(src, name, req.GetInputs())
 	if res.Plan == nil {
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errkind.Invalid)
 	}
