@@ -101,6 +101,14 @@ func (x *testExec) Offer(ctx context.Context, rec runner.Recorder, runID string,
 
 func (x *testExec) Cancel(context.Context, string, engine.CancelStep) {}
 
+func (x *testExec) Serves(t engine.Target) bool {
+	if t.Kind == "prose" {
+		return true
+	}
+	_, ok := x.tools[t.Server+"."+t.Tool]
+	return ok
+}
+
 // idle waits until every step the executor took has reported. Steps they
 // unblock are offered before the report returns, so zero means settled.
 func (x *testExec) idle() {

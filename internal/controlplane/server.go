@@ -135,6 +135,39 @@ type Server struct {
 	runs      *runsvc.Service
 	views     *wire.Views
 	watches   *api.Watches
+	// reconciles are runs another replica committed to while this one
+	// holds their leases.
+	reconciles *pendingRuns
+}
+
+// pendingRuns is a coalescing set of run ids with a signal.
+type pendingRuns struct {
+	mu    sync.Mutex
+	ids   map[string]bool
+	ready chan struct{}
+}
+
+func newPendingRuns() *pendingRuns { return &pendingRuns{ids: map[string]bool{}, ready: make(chan struct{}, 1)} }
+
+func (p *pendingRuns) add(id string) {
+	p.mu.Lock()
+	p.ids[id] = true
+	p.mu.Unlock()
+	select {
+	case p.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pendingRuns) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.ids))
+	for id := range p.ids {
+		out = append(out, id)
+	}
+	clear(p.ids)
+	return out
 }
 
 // healthMethods skip authentication so load balancers can probe.
@@ -221,7 +254,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches}
+	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns()}
 	if execs != nil {
 		td := cfg.TrustDomain
 		if td == "" {
@@ -279,8 +312,53 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	var work sync.WaitGroup
 	work.Go(func() { _ = tick.Every(bg, s.cfg.LeaseTTL/4, s.heartbeat) })
 	work.Go(func() { _ = s.Runner.TakingOver(bg, s.cfg.ResettleEvery) })
+	// Hints from every replica's commits: work waiting wakes the claimer.
+	queued := make(chan struct{}, 1)
+	work.Go(func() {
+		_ = s.cfg.Store.Hints(bg, func(h store.Hint) {
+			if h.Queue != "" {
+				select {
+				case queued <- struct{}{}:
+				default:
+				}
+			}
+			if h.Run != "" && h.Origin != s.cfg.Replica {
+				s.Runner.Hinted(h.Run)
+				if s.execs != nil && s.execs.Holds(h.Run) {
+					s.reconciles.add(h.Run)
+				}
+			}
+		})
+	})
+	if s.execs != nil {
+		// Another replica's commit to a run whose steps run here (a
+		// cancellation through it): stop what no longer should run.
+		work.Go(func() {
+			for {
+				select {
+				case <-bg.Done():
+					return
+				case <-s.reconciles.ready:
+				}
+				for _, id := range s.reconciles.take() {
+					s.execs.Reconcile(bg, id)
+				}
+			}
+		})
+	}
 	if s.execs != nil {
 		work.Go(func() { _ = s.execs.Run(bg) })
+		work.Go(func() { _ = s.Runner.Claiming(bg, claimEvery, s.execs.Wants, queued, s.execs.Capacity()) })
+		work.Go(func() {
+			for {
+				select {
+				case <-bg.Done():
+					return
+				case <-s.execs.Changed():
+					s.heartbeat(bg)
+				}
+			}
+		})
 	}
 	if s.cfg.SweepEvery > 0 {
 		work.Go(func() { _ = s.Runner.Sweep(bg, s.cfg.SweepEvery) })
@@ -324,10 +402,23 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	return err
 }
 
-// heartbeat renews this replica's liveness for a lease TTL.
+// claimEvery is how often a replica looks for waiting work with no hint:
+// a lost hint costs at most this much latency.
+const claimEvery = time.Second
+
+// heartbeat renews this replica's liveness for a lease TTL, and announces
+// the queues its executors serve (which decides, on every replica,
+// whether a step nobody serves is blocked).
 func (s *Server) heartbeat(ctx context.Context) {
 	if err := s.cfg.Store.Heartbeat(ctx, s.cfg.Replica, s.cfg.LeaseTTL); err != nil && ctx.Err() == nil {
 		s.log.Warn("replica heartbeat not recorded", "replica", s.cfg.Replica, "error", err)
+	}
+	var queues []string
+	if s.execs != nil {
+		queues = s.execs.Queues()
+	}
+	if err := s.Runner.Announce(ctx, queues, s.cfg.LeaseTTL); err != nil && ctx.Err() == nil {
+		s.log.Warn("replica's queues not announced", "replica", s.cfg.Replica, "error", err)
 	}
 }
 

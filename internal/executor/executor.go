@@ -238,7 +238,9 @@ func session(ctx context.Context, cfg Config) error {
 				latest(ch, m)
 			}
 		case *tollgatev1.ControlMessage_Cancel:
-			c.stop(x.Cancel.GetLeaseId())
+			if c.stop(x.Cancel.GetLeaseId()) {
+				cfg.Log.Info("lease cancelled by the control plane", "lease", limits.Short(x.Cancel.GetLeaseId()), "why", limits.Truncate(x.Cancel.GetReason(), limits.MaxErrorBytes))
+			}
 		case *tollgatev1.ControlMessage_ResultAck:
 			c.answered(x.ResultAck.GetLeaseId(), m)
 		case *tollgatev1.ControlMessage_Refused:
@@ -303,12 +305,15 @@ func (c *conn) drain(ctx context.Context, deadline time.Time) {
 	}
 }
 
-func (c *conn) stop(id string) {
+// stop cancels the work of lease id; false when none runs.
+func (c *conn) stop(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w, ok := c.held[id]; ok {
+	w, ok := c.held[id]
+	if ok {
 		w.cancel()
 	}
+	return ok
 }
 
 func (c *conn) heartbeat(ctx context.Context, every time.Duration) {

@@ -114,6 +114,9 @@ type Commit struct {
 	Enqueue []Work
 	// Finish removes work entries of this run, waiting or claimed.
 	Finish []WorkRef
+	// Origin names the replica committing, carried by the commit's hint
+	// (a replica ignores hints of its own commits); "" for none.
+	Origin string
 }
 
 // DuplicateError says which run an idempotent create already made.

@@ -71,6 +71,7 @@ func CheckWork(runID string, w WorkRef, body []byte) error {
 type Hint struct {
 	Run     string
 	Version int64
+	Origin  string // the replica that committed (Commit.Origin), if any
 	Queue   string
 }
 
@@ -121,6 +122,9 @@ func CheckWorkCommit(c Commit) error {
 		if err := CheckWork(c.Run.ID, r, nil); err != nil {
 			return err
 		}
+	}
+	if len(c.Origin) > MaxWorkName || strings.ContainsAny(c.Origin, " \n\x00") {
+		return fmt.Errorf("%w: commit origin %q: over %d bytes, or holding a space or newline", ErrInvalid, c.Origin, MaxWorkName)
 	}
 	return nil
 }

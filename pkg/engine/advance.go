@@ -88,6 +88,38 @@ func (m *Machine) Queued(run *Run) []Dispatch {
 	return out
 }
 
+// DispatchOf returns the dispatch of a run's step if it is queued at
+// attempt: what a replica that claimed the step's work offers.
+func (m *Machine) DispatchOf(run *Run, step string, attempt int) (Dispatch, bool) {
+	s := run.Steps[step]
+	if s == nil || s.Status != StatusQueued || s.Attempt != attempt || m.steps[step] == nil || run.State.Terminal() {
+		return Dispatch{}, false
+	}
+	t := &tx{m: m, run: run}
+	return t.dispatchFor(step, s), true
+}
+
+// Target is where a step runs: what an executor must offer to take it.
+type Target struct {
+	Kind         plan.Kind
+	Server, Tool string
+	On           string
+}
+
+// TargetOf returns where a step of the plan runs.
+func (m *Machine) TargetOf(step string) (Target, bool) {
+	st, ok := m.steps[step]
+	if !ok {
+		return Target{}, false
+	}
+	return Target{Kind: st.step.Kind, Server: st.step.Server, Tool: st.step.Tool, On: st.step.On}, true
+}
+
+// Target is where d runs.
+func (d Dispatch) Target() Target {
+	return Target{Kind: d.Kind, Server: d.Server, Tool: d.Tool, On: d.On}
+}
+
 // advance moves the run as far as it can go without another event:
 // joins resolve, runnable steps dispatch, asks whose inputs are ready
 // open, and the run's state is derived.

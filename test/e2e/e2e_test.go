@@ -64,6 +64,13 @@ func (b *logBuffer) WriteString(s string) {
 	b.buf.WriteString(s)
 }
 
+// Write lets a process write its stderr here directly.
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
 func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -14,6 +14,8 @@ import (
 // recorded is a runner.Recorder that keeps the events it is handed.
 type recorded struct{ events []engine.Event }
 
+func (r *recorded) Release(context.Context, string, engine.Dispatch) {}
+
 func (r *recorded) Get(context.Context, string) (*engine.Run, *engine.Machine, error) {
 	return nil, nil, nil
 }

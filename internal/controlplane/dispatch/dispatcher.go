@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ type Dispatcher struct {
 	sessions map[*session]bool
 	waiting  []offer
 	leases   map[string]*lease
+	byRun    map[string]int // leases held per run
 	seq      int
 	draining bool
 	// unrecorded are lost leases whose loss the store could not record
@@ -43,6 +45,12 @@ type Dispatcher struct {
 	// lease lost during an outage still ends in a re-lease or an
 	// in-doubt ask once the store is back, with no restart.
 	unrecorded []*lease
+
+	// capacity is signalled when this dispatcher may take more work from
+	// the store: an executor connected, or credits came back.
+	capacity chan struct{}
+	// announce is signalled when what the executors here serve changed.
+	announce chan struct{}
 
 	stop     chan struct{} // closed when Run stops: waits give up
 	work     chan func()   // to recordWorkers
@@ -101,7 +109,8 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &Dispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, stop: make(chan struct{}), work: make(chan func()),
+	d := &Dispatcher{cfg: cfg, sessions: map[*session]bool{}, leases: map[string]*lease{}, byRun: map[string]int{}, stop: make(chan struct{}), work: make(chan func()),
+		capacity: make(chan struct{}, 1), announce: make(chan struct{}, 1),
 		views: newToolViews(cfg.Catalog, cfg.Log)}
 	return d
 }
@@ -135,7 +144,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) Drain(deadline time.Time) {
 	msg := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Drain{Drain: &tollgatev1.Drain{Deadline: timestamppb.New(deadline)}}}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.draining = true
 	for s := range d.sessions {
 		select {
@@ -143,29 +151,140 @@ func (d *Dispatcher) Drain(deadline time.Time) {
 		default: // a full queue: the hard stop at the deadline ends it
 		}
 	}
+	waiting := d.waiting
+	d.waiting = nil
+	d.mu.Unlock()
+	d.changed()
+	// What waits here goes back to the store for the other replicas.
+	d.release(context.Background(), waiting)
 }
 
 // Offer implements runner.Dispatcher. It never blocks: the lease is
-// queued to the executor's send loop. It reports false when no connected
-// executor offers the tool at all (the run is then blocked until one
-// connects).
+// queued to the executor's send loop. It reports false when no executor
+// connected here offers the tool (or the dispatcher drains): the caller
+// gives the step back to the store.
 func (d *Dispatcher) Offer(_ context.Context, rec runner.Recorder, runID string, dsp engine.Dispatch) bool {
 	o := offer{rec: rec, runID: runID, d: dsp}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.holds(o) {
-		return true // offered again (runner.Resettle): it is in hand
+		return true // offered again: it is in hand
 	}
 	if d.assign(o) {
 		return true
 	}
-	d.waiting = append(d.waiting, o)
+	if d.draining || !d.served(o.d.Target()) {
+		return false
+	}
+	d.waiting = append(d.waiting, o) // someone offers it; it waits for a credit
+	return true
+}
+
+// Serves implements runner.Dispatcher.
+func (d *Dispatcher) Serves(t engine.Target) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.draining && d.served(t)
+}
+
+// served reports whether a session offers t. d.mu is held.
+func (d *Dispatcher) served(t engine.Target) bool {
 	for s := range d.sessions {
-		if s.takes(o) {
-			return true // someone offers it; it waits for a credit
+		if s.serves(t) {
+			return true
 		}
 	}
 	return false
+}
+
+// Wants is how many steps of each queue this dispatcher would lease now:
+// the free credits of the executors serving it, less what already waits
+// here for a credit. Draining, it wants nothing.
+func (d *Dispatcher) Wants() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return nil
+	}
+	out := map[string]int{}
+	for s := range d.sessions {
+		if s.credits <= 0 || s.silent {
+			continue
+		}
+		for _, q := range s.queues() {
+			out[q] += s.credits
+		}
+	}
+	for _, o := range d.waiting {
+		q := runner.QueueOf(o.d.Target())
+		if out[q]--; out[q] <= 0 {
+			delete(out, q)
+		}
+	}
+	return out
+}
+
+// Queues lists the queues the executors connected here serve, for the
+// replica's announcement; none while draining.
+func (d *Dispatcher) Queues() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return nil
+	}
+	set := map[string]bool{}
+	for s := range d.sessions {
+		for _, q := range s.queues() {
+			set[q] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// Capacity is signalled (coalesced) when this dispatcher may take more
+// work from the store; Changed when what it serves changed.
+func (d *Dispatcher) Capacity() <-chan struct{} { return d.capacity }
+
+// Changed: see Capacity.
+func (d *Dispatcher) Changed() <-chan struct{} { return d.announce }
+
+func (d *Dispatcher) freed() {
+	select {
+	case d.capacity <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Dispatcher) changed() {
+	d.freed()
+	select {
+	case d.announce <- struct{}{}:
+	default:
+	}
+}
+
+// unservedWaiting takes the waiting offers no session serves any more.
+// d.mu is held.
+func (d *Dispatcher) unservedWaiting() []offer {
+	var out []offer
+	kept := d.waiting[:0]
+	for _, o := range d.waiting {
+		if d.served(o.d.Target()) {
+			kept = append(kept, o)
+		} else {
+			out = append(out, o)
+		}
+	}
+	d.waiting = kept
+	return out
+}
+
+// release gives offers back to the store, for whichever replica serves
+// them. d.mu is not held.
+func (d *Dispatcher) release(ctx context.Context, os []offer) {
+	for _, o := range os {
+		o.rec.Release(ctx, o.runID, o.d)
+	}
 }
 
 // holds reports whether o's attempt is leased or waiting here already.
@@ -212,7 +331,7 @@ func (d *Dispatcher) assign(o offer) bool {
 		return false // the executor is not reading; leave it waiting
 	}
 	best.credits--
-	d.leases[l.id] = l
+	d.putLease(l)
 	return true
 }
 
@@ -232,10 +351,17 @@ func (d *Dispatcher) handOut() {
 // waiting for one.
 func (d *Dispatcher) reoffer(o offer) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.assign(o) {
-		d.waiting = append(d.waiting, o)
+	if d.assign(o) {
+		d.mu.Unlock()
+		return
 	}
+	if !d.draining && d.served(o.d.Target()) {
+		d.waiting = append(d.waiting, o)
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	d.release(context.Background(), []offer{o})
 }
 
 // Cancel implements runner.Dispatcher.

@@ -112,14 +112,29 @@ func (d *Dispatcher) holding(l *lease) bool {
 	return d.leases[l.id] == l
 }
 
+// putLease holds l. d.mu is held.
+func (d *Dispatcher) putLease(l *lease) {
+	d.leases[l.id] = l
+	d.byRun[l.offer.runID]++
+}
+
+// delLease forgets l. d.mu is held.
+func (d *Dispatcher) delLease(l *lease) {
+	delete(d.leases, l.id)
+	if d.byRun[l.offer.runID]--; d.byRun[l.offer.runID] <= 0 {
+		delete(d.byRun, l.offer.runID)
+	}
+}
+
 // drop forgets a lease and returns its credit.
 func (d *Dispatcher) drop(l *lease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.leases[l.id] == l {
-		delete(d.leases, l.id)
+		d.delLease(l)
 		l.s.credits++
 		d.handOut()
+		defer d.freed()
 	}
 }
 

@@ -21,9 +21,9 @@ func (d *Dispatcher) reap() {
 		now := d.cfg.Now()
 		var gone []*lease
 		d.mu.Lock()
-		for id, l := range d.leases {
+		for _, l := range d.leases {
 			if now.After(l.deadline) {
-				delete(d.leases, id)
+				d.delLease(l)
 				l.s.credits++
 				l.s.silent = true
 				gone = append(gone, l)
@@ -32,6 +32,9 @@ func (d *Dispatcher) reap() {
 		again := d.unrecorded
 		d.unrecorded = nil
 		d.mu.Unlock()
+		if len(gone) > 0 {
+			d.freed()
+		}
 		if len(gone) > 0 {
 			d.cfg.Log.Info("leases expired without heartbeat", "count", len(gone))
 		}

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -33,14 +36,38 @@ type session struct {
 	silent bool
 }
 
-func (s *session) takes(o offer) bool {
-	if o.d.On != "" && !slices.Contains(s.labels, o.d.On) {
+func (s *session) takes(o offer) bool { return s.serves(o.d.Target()) }
+
+// serves reports whether this executor offers what t needs.
+func (s *session) serves(t engine.Target) bool {
+	if t.On != "" && !slices.Contains(s.labels, t.On) {
 		return false
 	}
-	if o.d.Kind == plan.KindProse {
+	if t.Kind == plan.KindProse {
 		return s.prose
 	}
-	return s.tools[o.d.Server+"."+o.d.Tool]
+	return s.tools[t.Server+"."+t.Tool]
+}
+
+// queues are the work queues this executor serves (runner.QueueOf).
+func (s *session) queues() []string {
+	var ts []engine.Target
+	if s.prose {
+		ts = append(ts, engine.Target{Kind: plan.KindProse})
+	}
+	for st := range s.tools {
+		server, tool, _ := strings.Cut(st, ".")
+		ts = append(ts, engine.Target{Kind: plan.KindTool, Server: server, Tool: tool})
+	}
+	var out []string
+	for _, t := range ts {
+		out = append(out, runner.QueueOf(t))
+		for _, l := range s.labels {
+			t.On = l
+			out = append(out, runner.QueueOf(t))
+		}
+	}
+	return out
 }
 
 // Connect serves one executor's stream: hello, then leases down and
@@ -109,6 +136,7 @@ func (d *Dispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) er
 	d.sessions[s] = true
 	d.handOut()
 	d.mu.Unlock()
+	d.changed()
 
 	err = d.serve(ctx, stream, s)
 
@@ -117,13 +145,16 @@ func (d *Dispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) er
 	d.mu.Lock()
 	delete(d.sessions, s)
 	var gone []*lease
-	for id, l := range d.leases {
+	for _, l := range d.leases {
 		if l.s == s {
-			delete(d.leases, id)
+			d.delLease(l)
 			gone = append(gone, l)
 		}
 	}
+	orphans := d.unservedWaiting()
 	d.mu.Unlock()
+	d.changed()
+	d.release(context.WithoutCancel(ctx), orphans)
 	d.cfg.Log.Info("executor disconnected", "executor", s.executor, "leases_lost", len(gone))
 	d.lost(context.WithoutCancel(ctx), gone)
 	if errors.Is(err, io.EOF) || errors.Is(ctx.Err(), context.Canceled) {
@@ -164,6 +195,7 @@ func (d *Dispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorServic
 			s.credits += int(x.Credit.GetCredits())
 			d.handOut()
 			d.mu.Unlock()
+			d.freed()
 		case *tollgatev1.ExecutorMessage_Drained:
 			return nil
 		}

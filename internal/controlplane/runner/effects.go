@@ -31,7 +31,15 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 				r.asks.Closed(ctx, r, tr.Run, e.Ask, e.State)
 			}
 		case engine.Dispatch:
-			if !r.dispatch.Offer(ctx, r, runID, e) {
+			if r.handoff.take(WorkID(runID, e.Step, e.Attempt)) {
+				if r.dispatch.Offer(ctx, r, runID, e) {
+					continue
+				}
+				// Claimed in its commit, but the executors here went away
+				// meanwhile: back to the store.
+				r.Release(ctx, runID, e)
+			}
+			if r.unserved(QueueOf(e.Target())) {
 				refused = append(refused, engine.StepAttempt{Step: e.Step, Attempt: e.Attempt})
 			}
 		case engine.CancelStep:

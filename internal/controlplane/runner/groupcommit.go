@@ -184,9 +184,13 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 			return
 		}
 		c.Deadline = deadline
+		var owned []string
+		c.Enqueue, c.Finish, owned = r.stepWork(m, run, cur)
+		c.Origin = r.replica
 		err = r.store.Commit(ctx, c)
 		switch {
 		case err == nil:
+			r.handoff.add(owned)
 			r.remember(c.Run, cur)
 			r.observe(ctx, m, run, cur, records)
 			for i, p := range batch {

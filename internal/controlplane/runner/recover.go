@@ -21,6 +21,9 @@ import (
 // whose replica still renews its heartbeat is left to it, and Takeover
 // looks at it again. Call Recover once at start-up, before serving.
 func (r *Runner) Recover(ctx context.Context) error {
+	if err := r.ReleaseClaims(ctx, true); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
 	tok := ""
 	for {
 		// A parked run has nothing queued or in flight (the engine parks a
@@ -43,6 +46,9 @@ func (r *Runner) Recover(ctx context.Context) error {
 // their replica's heartbeat has lapsed (a replica that died); a run whose
 // replica still lives waits for the next pass.
 func (r *Runner) Takeover(ctx context.Context) {
+	if err := r.ReleaseClaims(ctx, false); err != nil && ctx.Err() == nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "could not release the claims of replicas gone", slog.String("error", err.Error()))
+	}
 	for _, id := range r.awaiting.take() {
 		r.recoverOrAwait(ctx, id)
 	}
@@ -67,7 +73,7 @@ func (r *Runner) recoverOrAwait(ctx context.Context, id string) {
 // is gone, and offers its queued steps; awaiting says some attempt belongs
 // to a replica that is still alive.
 func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err error) {
-	run, m, err := r.Get(ctx, id)
+	run, _, err := r.Get(ctx, id)
 	if err != nil {
 		return false, err
 	}
@@ -94,11 +100,8 @@ func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err 
 			return awaiting, err
 		}
 	}
-	run, m, err = r.Get(ctx, id)
-	if err != nil {
-		return awaiting, err
-	}
-	r.effects(ctx, id, engine.Transition{Run: run, Effects: dispatchEffects(m.Queued(run))})
+	// Queued steps wait in the store; the claims of replicas gone were
+	// released (ReleaseClaims), and whoever serves them claims them.
 	return awaiting, nil
 }
 

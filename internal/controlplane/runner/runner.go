@@ -40,6 +40,10 @@ type Runner struct {
 	awaiting runSet
 	// replica is this replica's name, which its leases record.
 	replica string
+	// handoff are steps this replica claimed in their own commit.
+	handoff handoffs
+	// served is what live replicas serve (Announce).
+	served servedQueues
 }
 
 // runnerPerf is what a Runner keeps to save store round trips.

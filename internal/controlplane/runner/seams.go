@@ -26,6 +26,9 @@ type Recorder interface {
 	Events(ctx context.Context, runID string, builds ...func(now time.Time) engine.Event) (engine.Transition, error)
 	// StoreTime estimates the store's clock without a round trip.
 	StoreTime() time.Time
+	// Release gives a step this replica claimed, and can no longer lease,
+	// back to the store for any replica that serves it.
+	Release(ctx context.Context, runID string, d engine.Dispatch)
 }
 
 var _ Recorder = (*Runner)(nil)
@@ -55,11 +58,14 @@ type AskHook interface {
 // Dispatcher is the seam between the engine and whatever runs steps.
 // Offer must not block on the step's work: it accepts the dispatch (and
 // later reports the lease and the result of that attempt through rec) or
-// refuses it because no executor offers the tool, which makes the run
-// blocked.
+// refuses it because no executor here offers the tool; the step then goes
+// back to the store (work.go). Serves reports whether an executor here
+// offers a target now, and so whether a step made runnable here is handed
+// to it directly.
 type Dispatcher interface {
 	Offer(ctx context.Context, rec Recorder, runID string, d engine.Dispatch) bool
 	Cancel(ctx context.Context, runID string, c engine.CancelStep)
+	Serves(t engine.Target) bool
 }
 
 // NoExecutors is the dispatcher before any executor is connected: every
@@ -71,3 +77,6 @@ func (NoExecutors) Offer(context.Context, Recorder, string, engine.Dispatch) boo
 
 // Cancel implements Dispatcher.
 func (NoExecutors) Cancel(context.Context, string, engine.CancelStep) {}
+
+// Serves implements Dispatcher.
+func (NoExecutors) Serves(engine.Target) bool { return false }

@@ -75,6 +75,9 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 	if req.RequestID != "" {
 		c.RequestKey = req.Requester + "\x00" + req.RequestID
 	}
+	var owned []string
+	c.Enqueue, c.Finish, owned = r.stepWork(m, nil, tr.Run)
+	c.Origin = r.replica
 	if err := r.store.Commit(ctx, c); err != nil {
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
@@ -82,6 +85,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 		}
 		return nil, false, fmt.Errorf("create run: %w", err)
 	}
+	r.handoff.add(owned)
 	r.remember(c.Run, tr.Run)
 	r.observe(ctx, m, nil, tr.Run, tr.Records)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "run started", slog.String("run", id), slog.String("requester", req.Requester), slog.String("plan", m.Digest()))

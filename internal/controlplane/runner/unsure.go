@@ -9,7 +9,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/tick"
-	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
 // runSet is a set of run ids, safe for concurrent use. The Runner keeps
@@ -63,7 +62,12 @@ func (r *Runner) Resettle(ctx context.Context) {
 		if run.State.Terminal() {
 			continue
 		}
-		r.effects(ctx, id, engine.Transition{Run: run, Effects: dispatchEffects(m.Queued(run))})
+		// The commit may have claimed its steps for this replica with no
+		// offer made: give them back, and whoever serves them (this
+		// replica too) claims them again.
+		if err := r.releaseQueued(ctx, m, run); err != nil {
+			r.unsure.add(id)
+		}
 	}
 }
 

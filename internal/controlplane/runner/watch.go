@@ -14,8 +14,9 @@ type RunWatch struct {
 }
 
 // C receives a signal (coalesced) after each commit this replica makes to
-// the run. Other replicas' commits are seen by polling; watchers must poll
-// too.
+// the run, and on a hint of another replica's commit (Hinted): then
+// Latest is not newer, and the watcher reads the store. Hints may be
+// lost; watchers poll too.
 func (w *RunWatch) C() <-chan struct{} { return w.ch }
 
 // Latest is the newest run this replica has committed since the watch
@@ -24,6 +25,14 @@ func (w *RunWatch) Latest() *engine.Run { return w.latest.Load() }
 
 // Stop ends the watch.
 func (w *RunWatch) Stop() { w.stop() }
+
+// poke wakes the watcher with no run in hand: it reads the store.
+func (w *RunWatch) poke() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
 
 func (w *RunWatch) offer(run *engine.Run) {
 	for {
@@ -67,6 +76,19 @@ func (r *Runner) Follow(runID string) *RunWatch {
 		r.mu.Unlock()
 	}
 	return w
+}
+
+// Hinted hears that another replica committed a run (a store hint): the
+// run's watchers, and those of every run, are woken to read it (they
+// poll too: a lost hint costs latency). It never blocks.
+func (r *Runner) Hinted(runID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range []string{runID, AnyRun} {
+		for w := range r.watchers[id] {
+			w.poke()
+		}
+	}
 }
 
 // notify hands a committed run to the run's watchers.

@@ -90,7 +90,7 @@ func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 	hints, err := s.commit(c)
 	s.mu.Unlock()
 	if err == nil {
-		s.hint(append(hints, store.Hint{Run: c.Run.ID, Version: c.Run.Version})...)
+		s.hint(append(hints, store.Hint{Run: c.Run.ID, Version: c.Run.Version, Origin: c.Origin})...)
 	}
 	return err
 }

@@ -25,7 +25,7 @@ import (
 // An entry's id must be unique within its shard: callers use ids that
 // start with the run id. Hints go out on one channel (PREFIX:hints) with
 // classic pub/sub, which a Redis Cluster broadcasts to every node:
-// "r VERSION RUNID" after each commit, "q QUEUE" when work waits.
+// "r VERSION ORIGIN RUNKEY" after each commit, "q QUEUE" when work waits.
 
 func workKeys(tag string) (wk, wc, wb, wq string) {
 	return tag + ":wk", tag + ":wc", tag + ":wb", tag + ":wq"
@@ -53,7 +53,11 @@ func (s *Store) commitWork(keys []string, args []any, p *prepared) ([]string, []
 		keys = append(keys, readyKey(tag, r.Queue))
 		args = append(args, r.ID, r.Queue)
 	}
-	return keys, args
+	origin := c.Origin
+	if origin == "" {
+		origin = "-"
+	}
+	return keys, append(args, origin)
 }
 
 // commitWorkSrc is the end of commitScript: kw is the first work key, w
@@ -86,7 +90,7 @@ for i = 0, nf - 1 do
     end
   end
 end
-redis.call('PUBLISH', ARGV[w], 'r ' .. ARGV[9] .. ' ' .. KEYS[1])
+redis.call('PUBLISH', ARGV[w], 'r ' .. ARGV[9] .. ' ' .. ARGV[f + 1 + 2 * nf] .. ' ' .. KEYS[1])
 `
 
 // claimWorkScript claims up to ARGV[2] waiting ids of one queue in one
@@ -386,7 +390,7 @@ func (s *Store) Hints(ctx context.Context, f func(store.Hint)) error {
 	}
 }
 
-// parseHint reads "r VERSION RUNKEY" or "q QUEUE".
+// parseHint reads "r VERSION ORIGIN RUNKEY" or "q QUEUE".
 func parseHint(p string) (store.Hint, bool) {
 	kind, rest, ok := strings.Cut(p, " ")
 	if !ok {
@@ -396,14 +400,21 @@ func parseHint(p string) (store.Hint, bool) {
 	case "q":
 		return store.Hint{Queue: rest}, rest != ""
 	case "r":
-		v, key, ok := strings.Cut(rest, " ")
-		n, err := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil {
+		f := strings.SplitN(rest, " ", 3)
+		if len(f) != 3 {
 			return store.Hint{}, false
 		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return store.Hint{}, false
+		}
+		origin := f[1]
+		if origin == "-" {
+			origin = ""
+		}
 		// The run's key is TAG:run:ID.
-		_, id, ok := strings.Cut(key, "}:run:")
-		return store.Hint{Run: id, Version: n}, ok && id != ""
+		_, id, ok := strings.Cut(f[2], "}:run:")
+		return store.Hint{Run: id, Version: n, Origin: origin}, ok && id != ""
 	}
 	return store.Hint{}, false
 }

@@ -229,11 +229,12 @@ func testHints(t *testing.T, s store.Store) {
 		defer mu.Unlock()
 		c := Commit(r, r.Version, "running", nil, "x")
 		c.Enqueue = enqueue
+		c.Origin = "cp-x"
 		must(t, s.Commit(ctx, c))
 		r = c.Run
 	}
 	commit()
-	want("run hint1 committed", func(h store.Hint) bool { return h.Run == "hint1" && h.Version >= 1 }, func() { commit() })
+	want("run hint1 committed", func(h store.Hint) bool { return h.Run == "hint1" && h.Version >= 1 && h.Origin == "cp-x" }, func() { commit() })
 	n := 0
 	enq := func() {
 		n++

@@ -1,0 +1,361 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// Runnable steps live in the store (DESIGN.md §6): the commit that makes
+// a step queued enqueues its work in the same write, and the commit that
+// moves it on (leased, cancelled, the run ended) finishes it. When this
+// replica's dispatcher serves the step, the entry is claimed by this
+// replica in that commit and offered at once (the direct hand-off);
+// otherwise it waits in the store until a replica whose executors offer
+// the tool claims it (Claim), and the run is blocked only when no live
+// replica serves it.
+
+// QueueOf names the work queue of a target: "tool:SERVER.TOOL" or
+// "prose", with "@LABEL" for a step placed on a label.
+func QueueOf(t engine.Target) string {
+	q := "tool:" + t.Server + "." + t.Tool
+	if t.Kind == plan.KindProse {
+		q = "prose"
+	}
+	if t.On != "" {
+		q += "@" + t.On
+	}
+	return q
+}
+
+// WorkID is the work id of one attempt of a step: the lease id,
+// RUN/STEP/ATTEMPT.
+func WorkID(runID, step string, attempt int) string {
+	return runID + "/" + step + "/" + strconv.Itoa(attempt)
+}
+
+// parseWorkID splits a step's work id.
+func parseWorkID(runID, id string) (step string, attempt int, ok bool) {
+	rest, found := strings.CutPrefix(id, runID+"/")
+	if !found {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(rest[i+1:])
+	if err != nil {
+		return "", 0, false
+	}
+	return rest[:i], n, true
+}
+
+// handoffs are the attempts this replica claimed in their own commit:
+// effects offers them to the local dispatcher.
+type handoffs struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (h *handoffs) add(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ids == nil {
+		h.ids = map[string]bool{}
+	}
+	for _, id := range ids {
+		h.ids[id] = true
+	}
+}
+
+// take reports whether id was handed off here, and forgets it.
+func (h *handoffs) take(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ok := h.ids[id]
+	delete(h.ids, id)
+	return ok
+}
+
+// stepWork is the work a transition from before to after enqueues and
+// finishes: a step queued at an attempt it was not queued at before is
+// enqueued (owned by this replica when its dispatcher serves it; owned
+// lists those), and a step no longer queued at the attempt it was is
+// finished.
+func (r *Runner) stepWork(m *engine.Machine, before, after *engine.Run) (enq []store.Work, fin []store.WorkRef, owned []string) {
+	ended := after.State.Terminal()
+	if before != nil {
+		for sid, b := range before.Steps {
+			if b.Status != engine.StatusQueued {
+				continue
+			}
+			if a := after.Steps[sid]; !ended && a != nil && a.Status == engine.StatusQueued && a.Attempt == b.Attempt {
+				continue
+			}
+			if t, ok := m.TargetOf(sid); ok {
+				fin = append(fin, store.WorkRef{Queue: QueueOf(t), ID: WorkID(after.ID, sid, b.Attempt), RunID: after.ID})
+			}
+		}
+	}
+	if ended {
+		return enq, fin, nil
+	}
+	for sid, a := range after.Steps {
+		if a.Status != engine.StatusQueued {
+			continue
+		}
+		if before != nil {
+			if b := before.Steps[sid]; b != nil && b.Status == engine.StatusQueued && b.Attempt == a.Attempt {
+				continue
+			}
+		}
+		t, ok := m.TargetOf(sid)
+		if !ok {
+			continue
+		}
+		w := store.Work{Queue: QueueOf(t), ID: WorkID(after.ID, sid, a.Attempt), RunID: after.ID}
+		if r.dispatch.Serves(t) {
+			w.Owner = r.replica
+			owned = append(owned, w.ID)
+		}
+		enq = append(enq, w)
+	}
+	return enq, fin, owned
+}
+
+// unserved reports whether no live replica serves queue q, by what
+// replicas last announced (Announce); before any announcement is read,
+// every queue counts as unserved.
+func (r *Runner) unserved(q string) bool {
+	r.served.mu.Lock()
+	defer r.served.mu.Unlock()
+	return !r.served.queues[q]
+}
+
+// servedQueues is the union of what live replicas announced.
+type servedQueues struct {
+	mu     sync.Mutex
+	queues map[string]bool
+}
+
+// Announce records in the store, for ttl, the queues this replica's
+// dispatcher serves, and reads what every live replica serves (which
+// decides whether a step nobody here serves is blocked). The owner of the
+// Runner's goroutines calls it with each heartbeat, and when the
+// executors connected here change.
+func (r *Runner) Announce(ctx context.Context, queues []string, ttl time.Duration) error {
+	if err := r.store.Announce(ctx, r.replica, queues, ttl); err != nil {
+		return err
+	}
+	reps, err := r.store.Served(ctx)
+	if err != nil {
+		return err
+	}
+	all := map[string]bool{}
+	for _, rep := range reps {
+		for _, q := range rep.Queues {
+			all[q] = true
+		}
+	}
+	for _, q := range queues {
+		all[q] = true
+	}
+	r.served.mu.Lock()
+	r.served.queues = all
+	r.served.mu.Unlock()
+	return nil
+}
+
+// Claim claims up to n waiting steps of queue for this replica and offers
+// each to the dispatcher; a step that moved on meanwhile is finished, and
+// one the dispatcher cannot take after all is released. It returns how
+// many it offered.
+func (r *Runner) Claim(ctx context.Context, queue string, n int) (int, error) {
+	ws, err := r.store.ClaimWork(ctx, queue, r.replica, n)
+	if err != nil {
+		return 0, err
+	}
+	offered := 0
+	var stale, back []store.WorkRef
+	for _, w := range ws {
+		switch r.offerClaimed(ctx, w) {
+		case claimOffered:
+			offered++
+		case claimStale:
+			stale = append(stale, w.Ref())
+		case claimBack:
+			back = append(back, w.Ref())
+		}
+	}
+	if len(stale) > 0 {
+		if err := r.store.FinishWork(ctx, stale); err != nil {
+			r.log.LogAttrs(ctx, slog.LevelWarn, "could not finish stale work", slog.Int("entries", len(stale)), slog.String("error", err.Error()))
+		}
+	}
+	if len(back) > 0 {
+		if err := r.store.ReleaseWork(ctx, r.replica, back); err != nil {
+			return offered, err
+		}
+	}
+	return offered, nil
+}
+
+type claimOutcome int
+
+const (
+	claimOffered claimOutcome = iota
+	claimStale                // the step is no longer queued at that attempt
+	claimBack                 // not offered now: give it back
+)
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+func (r *Runner) offerClaimed(ctx context.Context, w store.Work) claimOutcome {
+	step, attempt, ok := parseWorkID(w.RunID, w.ID)
+	if !ok {
+		return claimStale
+	}
+	run, m, err := r.Get(ctx, w.RunID)
+	if err != nil {
+		if isNotFound(err) {
+			return claimStale
+		}
+		return claimBack
+	}
+	d, ok := m.DispatchOf(run, step, attempt)
+	if !ok {
+		return claimStale
+	}
+	if !r.dispatch.Offer(ctx, r, w.RunID, d) {
+		return claimBack
+	}
+	return claimOffered
+}
+
+// Release gives a step this replica claimed back to the store, for any
+// replica that serves it: the dispatcher calls it for a step it holds but
+// can no longer lease (its executors went away).
+func (r *Runner) Release(ctx context.Context, runID string, d engine.Dispatch) {
+	ref := store.WorkRef{Queue: QueueOf(d.Target()), ID: WorkID(runID, d.Step, d.Attempt), RunID: runID}
+	if err := r.store.ReleaseWork(ctx, r.replica, []store.WorkRef{ref}); err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "could not release work", slog.String("work", ref.ID), slog.String("error", err.Error()))
+		r.unsure.add(runID) // Resettle releases it again
+	}
+}
+
+// releaseQueued gives back every queued step of run that this replica
+// may own in the store (after a commit of unknown outcome): whoever
+// serves it claims it again, this replica included.
+func (r *Runner) releaseQueued(ctx context.Context, m *engine.Machine, run *engine.Run) error {
+	var refs []store.WorkRef
+	for sid, s := range run.Steps {
+		if s.Status != engine.StatusQueued {
+			continue
+		}
+		if t, ok := m.TargetOf(sid); ok {
+			refs = append(refs, store.WorkRef{Queue: QueueOf(t), ID: WorkID(run.ID, sid, s.Attempt), RunID: run.ID})
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	return r.store.ReleaseWork(ctx, r.replica, refs)
+}
+
+// ReleaseClaims releases the claims of every replica that is gone: one
+// whose heartbeat lapsed, or this replica's own name from an earlier
+// process when mine is true (a replica that just started holds nothing).
+// Recover calls it with mine; the takeover pass without.
+func (r *Runner) ReleaseClaims(ctx context.Context, mine bool) error {
+	ws, err := r.store.ClaimedWork(ctx)
+	if err != nil {
+		return err
+	}
+	byOwner := map[string][]store.WorkRef{}
+	for _, w := range ws {
+		byOwner[w.Owner] = append(byOwner[w.Owner], w.Ref())
+	}
+	for owner, refs := range byOwner {
+		if owner == r.replica {
+			if !mine {
+				continue
+			}
+		} else if alive, err := r.store.Alive(ctx, owner); err != nil {
+			return err
+		} else if alive {
+			continue
+		}
+		if err := r.store.ReleaseWork(ctx, owner, refs); err != nil {
+			return err
+		}
+		r.log.LogAttrs(ctx, slog.LevelInfo, "released the claims of a replica that is gone", slog.String("replica", owner), slog.Int("entries", len(refs)))
+	}
+	return nil
+}
+
+// maxClaim bounds one claim of one queue.
+const maxClaim = 256
+
+// Claiming claims waiting steps for this replica until ctx ends: every
+// interval, and at once on a signal from any of wake (a hint that work
+// waits, or the dispatcher having room). wants says how many steps of
+// each queue the dispatcher would lease now. A queue that gave all that
+// was asked for is claimed again at once: more may wait.
+func (r *Runner) Claiming(ctx context.Context, every time.Duration, wants func() map[string]int, wake ...<-chan struct{}) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	woken := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, w := range wake {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-w:
+					select {
+					case woken <- struct{}{}:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-woken:
+		}
+		for again := true; again && ctx.Err() == nil; {
+			again = false
+			for q, n := range wants() {
+				n = min(n, maxClaim)
+				got, err := r.Claim(ctx, q, n)
+				if err != nil {
+					if ctx.Err() == nil {
+						r.log.LogAttrs(ctx, slog.LevelWarn, "could not claim work", slog.String("queue", q), slog.String("error", err.Error()))
+					}
+					continue
+				}
+				if got == n {
+					again = true
+				}
+			}
+		}
+	}
+}
