@@ -14,4 +14,8 @@
 //     hash-chained (Chain, HashRecord over freshness.JournalDigest); a
 //     commit's records must end at the run's new head (CheckCommit) and
 //     follow its stored one; VerifyChain finds the first altered record.
+//   - Work is done by one replica at a time (work.go): a commit enqueues
+//     and finishes work entries in the same atomic write as its run, and
+//     ClaimWork never hands one entry to two claimers; hints are never
+//     the source of truth.
 package store

@@ -107,6 +107,13 @@ type Commit struct {
 	// RequestKey makes a create idempotent: a second create with the same
 	// key fails with a *DuplicateError naming the first run.
 	RequestKey string
+	// Enqueue adds work entries of this run (work.go): an entry whose id
+	// the run already holds is left as it is. An entry with an Owner is
+	// claimed by it at once; one without waits for any claimer, and a
+	// hint names its queue.
+	Enqueue []Work
+	// Finish removes work entries of this run, waiting or claimed.
+	Finish []WorkRef
 }
 
 // DuplicateError says which run an idempotent create already made.
@@ -180,6 +187,8 @@ type Store interface {
 	// keeps (no scan of the runs), so a metrics scrape may call it every
 	// time. A state that held none may be missing or zero.
 	Counts(ctx context.Context) (Counts, error)
+	// Work queues, hints and what replicas serve (work.go).
+	WorkQueues
 	// Close releases the store.
 	Close() error
 }
@@ -258,5 +267,5 @@ func CheckCommit(c Commit) error {
 			return fmt.Errorf("%w: journal head does not match the run", ErrInvalid)
 		}
 	}
-	return nil
+	return CheckWorkCommit(c)
 }

@@ -32,6 +32,7 @@ type Store struct {
 
 	standing map[string]store.Standing
 	alive    map[string]time.Time // replica → when its heartbeat lapses
+	work     work
 }
 
 var _ store.Store = (*Store)(nil)
@@ -81,29 +82,39 @@ func (s *Store) Alive(_ context.Context, replica string) (bool, error) {
 
 // Commit implements store.Store: every precondition is checked under the
 // lock before anything is written.
-func (s *Store) Commit(_ context.Context, c store.Commit) error {
+func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 	if err := store.CheckCommit(c); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	hints, err := s.commit(c)
+	s.mu.Unlock()
+	if err == nil {
+		s.hint(append(hints, store.Hint{Run: c.Run.ID, Version: c.Run.Version})...)
+	}
+	return err
+}
+
+// commit checks and writes c; s.mu is held. It returns the queue hints
+// to send after the lock is released.
+func (s *Store) commit(c store.Commit) ([]store.Hint, error) {
 	cur, exists := s.runs[c.Run.ID]
 	switch {
 	case c.ExpectVersion == 0 && exists:
-		return store.ErrConflict
+		return nil, store.ErrConflict
 	case c.ExpectVersion != 0 && (!exists || cur.Version != c.ExpectVersion):
-		return store.ErrConflict
+		return nil, store.ErrConflict
 	}
 	if c.ExpectVersion == 0 && c.RequestKey != "" {
 		if id, ok := s.keys[c.RequestKey]; ok {
-			return &store.DuplicateError{RunID: id}
+			return nil, &store.DuplicateError{RunID: id}
 		}
 	}
 	if !c.Deadline.IsZero() && !s.now().Before(c.Deadline) {
-		return store.ErrDeadline
+		return nil, store.ErrDeadline
 	}
 	if exists && len(c.Journal) > 0 && c.Journal[0].PrevHash != cur.JournalHead {
-		return store.ErrConflict
+		return nil, store.ErrConflict
 	}
 	// Write.
 	if c.RequestKey != "" && c.ExpectVersion == 0 {
@@ -124,7 +135,7 @@ func (s *Store) Commit(_ context.Context, c store.Commit) error {
 		s.asks[a.ID] = a
 	}
 	s.journal[r.ID] = append(s.journal[r.ID], c.Journal...)
-	return nil
+	return s.enqueue(c), nil
 }
 
 // GetRun implements store.Store.

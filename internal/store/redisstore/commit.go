@@ -126,6 +126,8 @@ local j = 23 + 15 * na
 for i = 0, nj - 1, 500 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, j + i, j + math.min(i + 499, nj - 1)))
 end
+local kw, w = 10 + 5 * na, j + nj
+` + commitWorkSrc + `
 return 0
 `
 
@@ -494,7 +496,7 @@ func (s *Store) scriptArgs(p *prepared, pr prior) ([]string, []any) {
 	for _, j := range p.journal {
 		args = append(args, j)
 	}
-	return keys, args
+	return s.commitWork(keys, args, p)
 }
 
 // claim takes the request key for runID. It reports whether this call

@@ -195,7 +195,7 @@ func (s *Store) start(ctx context.Context, allowVolatile bool) error {
 		return fmt.Errorf("redisstore: the keyspace %q was laid out over %d shards, not %d: configure the store with %d shards (or use another key prefix)",
 			s.prefix, got, s.shards, got)
 	}
-	for _, sc := range []*redis.Script{commitScript, claimScript, takeoverScript, releaseScript} {
+	for _, sc := range append([]*redis.Script{commitScript, claimScript, takeoverScript, releaseScript}, workScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("redisstore: loading a script: %w", err)
 		}

@@ -38,6 +38,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Standing", testStanding},
 		{"Liveness", testLiveness},
 		{"CountsFollowStates", testCounts},
+		{"WorkQueues", testWorkQueues},
+		{"WorkClaimsRace", testWorkClaimsRace},
+		{"Hints", testHints},
+		{"Served", testServed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
