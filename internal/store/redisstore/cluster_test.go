@@ -198,7 +198,7 @@ func TestConcurrentCommitsOnThreeMasters(t *testing.T) {
 	concurrentCommits(t, s)
 }
 
-// migrating moves slot sl from node from to node to, as redis-cli
+// migration moves slot slot from node from to node to, as redis-cli
 // --cluster reshard does: IMPORTING and MIGRATING, then MIGRATE of keys,
 // then SETSLOT NODE on every master.
 type migration struct {
@@ -384,8 +384,8 @@ func TestClusterDurability(t *testing.T) {
 	}
 }
 
-// One seed is enough; a bad cluster URL is refused; a cluster nobody
-// answers for is reported unavailable-looking, naming the seeds.
+// One seed is enough; a bad cluster URL is refused; New on a cluster
+// nobody answers for fails, naming the seeds.
 func TestClusterConfig(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	s, err := New(ctx, Config{URL: "redis+cluster://" + c.Addrs()[1]})
