@@ -95,7 +95,7 @@ func (o *Options) settings() []setting {
 		{&o.OTLPEndpoint, "otlp-endpoint", "otlp_endpoint", "", "send traces by OTLP gRPC to this HOST:PORT (Jaeger, a collector); empty: no tracing"},
 		{&o.TraceSample, "trace-sample", "trace_sample", 1.0, "share of runs traced, 0 < S ≤ 1; executors follow the decision through each lease"},
 		{&o.PProf, "pprof", "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin listener (needs --admin-listen)"},
-		{&o.Redis, "redis", "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock"},
+		{&o.Redis, "redis", "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock; a Redis Cluster: redis+cluster://[USER:PASS@]HOST:PORT[?addr=HOST2:PORT2&addr=…] (rediss+cluster:// for TLS; one reachable node is enough)"},
 		{&o.AllowVolatile, "allow-volatile-store", "allow_volatile_store", false, "accept a Redis that keeps nothing on disk (appendonly no)"},
 		{&o.Dev, "dev", "dev", false, "development mode: memory store, dev key and tokens, loopback only"},
 		{&o.Home, "home", "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)"},

@@ -37,6 +37,13 @@ type Config struct {
 	// Args are more redis-server arguments, after (so overriding) the
 	// defaults, e.g. "--appendfsync", "everysec".
 	Args []string
+
+	// port and busPort, when port is not 0, make the server a node of a
+	// multi-node cluster (StartCluster; Cluster is then false): it serves
+	// TCP on 127.0.0.1:port (the address it announces to clients), talks
+	// to the other nodes on busPort and claims no slot itself. Both stay
+	// across restarts, since the other nodes know the node by them.
+	port, busPort int
 }
 
 // Server is a running (or stopped) redis-server.
@@ -97,6 +104,15 @@ func (s *Server) waitCluster() error {
 // Addr is the server's unix socket path.
 func (s *Server) Addr() string { return s.sock }
 
+// TCPAddr is the server's TCP address (host:port) if it has one (a node
+// of a cluster StartCluster started), else "".
+func (s *Server) TCPAddr() string {
+	if s.cfg.port == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.cfg.port))
+}
+
 // URL is the server's address as a redis URL (unix://PATH).
 func (s *Server) URL() string { return "unix://" + s.sock }
 
@@ -116,7 +132,7 @@ func (s *Server) Log() string {
 
 func (s *Server) args(clusterPort int) []string {
 	a := []string{
-		"--port", "0",
+		"--port", strconv.Itoa(s.cfg.port),
 		"--unixsocket", s.sock, "--unixsocketperm", "700",
 		"--dir", s.cfg.Dir,
 		"--save", "",
@@ -128,9 +144,10 @@ func (s *Server) args(clusterPort int) []string {
 	} else {
 		a = append(a, "--appendonly", "yes")
 	}
-	if s.cfg.Cluster {
+	if s.cfg.Cluster || s.cfg.port != 0 {
 		// The cluster bus needs a TCP port (by default port+10000, here
-		// 10000 for every server): give it a free one on loopback.
+		// 10000 for every one-node cluster): give it a free one on
+		// loopback.
 		a = append(a, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(s.cfg.Dir, "nodes.conf"),
 			"--bind", "127.0.0.1", "--cluster-port", strconv.Itoa(clusterPort))
 	}
@@ -144,8 +161,9 @@ func (s *Server) start() error {
 			return nil
 		}
 		// A free port picked for the cluster bus can be taken before the
-		// server binds it: pick another.
-		if !s.cfg.Cluster || attempt == 5 || !strings.Contains(s.Log(), "Address already in use") {
+		// server binds it: pick another. (A node of a multi-node cluster
+		// keeps its ports: StartCluster picks them again.)
+		if !s.cfg.Cluster || attempt == 5 || !addrInUse(s.Log()) {
 			return err
 		}
 	}
@@ -158,7 +176,7 @@ func (s *Server) launch() error {
 		s.mu.Unlock()
 		return errors.New("redisserver: the server is already running")
 	}
-	port := 0
+	port := s.cfg.busPort
 	if s.cfg.Cluster {
 		var err error
 		if port, err = freePort(); err != nil {
@@ -191,6 +209,8 @@ func (s *Server) launch() error {
 	}
 	return err
 }
+
+func addrInUse(log string) bool { return strings.Contains(log, "Address already in use") }
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -227,6 +247,22 @@ func (s *Server) poll(what string, cond func() (bool, error)) error {
 			return fmt.Errorf("redisserver: no %s from redis-server within %v (last error: %v):\n%s", what, ReadyTimeout, last, s.Log())
 		case <-tick.C:
 		}
+	}
+}
+
+// running says whether the process is up (started and not exited).
+func (s *Server) running() bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
 	}
 }
 
@@ -309,13 +345,18 @@ func (s *Server) Info(section string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return infoFields(text), nil
+}
+
+// infoFields reads the "key:value" lines of INFO or CLUSTER INFO.
+func infoFields(text string) map[string]string {
 	m := map[string]string{}
 	for _, line := range strings.Split(text, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
 			m[k] = v
 		}
 	}
-	return m, nil
+	return m
 }
 
 // CPU is the server's user + system CPU time so far (INFO cpu).

@@ -53,3 +53,36 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("after a restart the cluster serves %q %v", got, err)
 	}
 }
+
+// Three masters each own part of the slots: a key lives on one node and
+// the others answer MOVED; a node killed and restarted rejoins with its
+// data.
+func TestStartCluster(t *testing.T) {
+	c := StartCluster(t, 3)
+	if len(c.Addrs()) != 3 {
+		t.Fatalf("addresses %v", c.Addrs())
+	}
+	owner, moved := -1, 0
+	for i := range c.Len() {
+		if got, err := c.Node(i).Do("CONFIG", "GET", "appendonly"); err != nil || got != "appendonly\nyes" {
+			t.Fatalf("node %d appendonly: %q %v", i, got, err)
+		}
+		_, err := c.Node(i).Do("SET", "k", "v")
+		switch {
+		case err == nil:
+			owner = i
+		case strings.HasPrefix(err.Error(), "MOVED "):
+			moved++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if owner < 0 || moved != 2 {
+		t.Fatalf("owner %d, %d nodes answered MOVED", owner, moved)
+	}
+	c.Kill9(owner)
+	c.Restart(owner)
+	if got, err := c.Node(owner).Do("GET", "k"); err != nil || got != "v" {
+		t.Fatalf("after kill -9 and restart: %q %v", got, err)
+	}
+}

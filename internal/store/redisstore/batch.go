@@ -15,10 +15,12 @@ import (
 // each, on both sides of the socket. A command never waits for a timer:
 // it goes at once unless batchWorkers pipelines are already in flight, and
 // then with everything that queued meanwhile. Commands of one call stay
-// together and in order; calls are independent of each other (a pipeline
-// is not a transaction, and every commit is its own script).
+// together and in order (on a cluster, in order per node: the store's
+// calls of several commands are all on one shard); calls are independent
+// of each other (a pipeline is not a transaction, and every commit is its
+// own script).
 type batcher struct {
-	rdb  *redis.Client
+	rdb  pipeliner
 	wake chan struct{}
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -41,7 +43,15 @@ type batchCall struct {
 
 var errClosed = fmt.Errorf("redisstore: the store is closed: %w", store.ErrUnavailable)
 
-func newBatcher(rdb *redis.Client) *batcher {
+// pipeliner makes pipelines: a *redis.Client, or a *redis.ClusterClient,
+// whose pipelines send each command to its slot's master (one pipeline per
+// node, at once), follow MOVED and ASK per command, and still leave each
+// command its own result.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
+
+func newBatcher(rdb pipeliner) *batcher {
 	b := &batcher{rdb: rdb, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.wg.Add(batchWorkers)
 	for range batchWorkers {
@@ -131,6 +141,9 @@ func (b *batcher) send(batch []*batchCall) {
 	pipe := b.rdb.Pipeline()
 	for _, c := range batch {
 		for _, cmd := range c.cmds {
+			if n := cmd.Name(); n == "evalsha" || n == "eval" {
+				cmd = sendOnce{cmd}
+			}
 			_ = pipe.Process(ctx, cmd) // queues it
 		}
 	}
@@ -139,3 +152,17 @@ func (b *batcher) send(batch []*batchCall) {
 		close(c.done)
 	}
 }
+
+// sendOnce marks a script in a shared pipeline as not to be sent again.
+// go-redis resends a whole pipeline (to one node, for a cluster) when its
+// first command fails with an error it deems retryable (LOADING,
+// TRYAGAIN, CLUSTERDOWN…) or the connection breaks mid-read, so a commit
+// script that ran would run again and answer a version conflict for its
+// own write (and a create would give its request key back). A pipeline
+// that holds a script is therefore never resent: each command keeps the
+// answer it got, an error of unknown outcome included. The cluster client
+// still follows MOVED and ASK, command by command: a redirected command
+// did not run.
+type sendOnce struct{ redis.Cmder }
+
+func (sendOnce) NoRetry() bool { return true }

@@ -16,6 +16,10 @@ import (
 // conflicts, and the prior-read guesses (a store's own last write) hold.
 func TestConcurrentCommitsEachGetTheirAnswer(t *testing.T) {
 	s, _ := newStore(t, Config{})
+	concurrentCommits(t, s)
+}
+
+func concurrentCommits(t *testing.T, s *Store) {
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

@@ -10,6 +10,17 @@
 // same hash tag, its shard, so each commit's Lua script touches one Redis
 // Cluster slot. Runs are spread over Shards shards by FNV-1a of the run id.
 //
+// On a Redis Cluster (a redis+cluster:// URL) the shards' slots spread the
+// runs over the masters; a script never spans two slots, and reads over
+// several shards are pipelines the cluster client splits by node. New
+// checks the append-only file of every master and loads the scripts on
+// every node; a node that lost them (a failover, a slot moved to it) gets
+// the script again on NOSCRIPT. A pipeline that holds a script is never
+// resent by go-redis (batch.go, sendOnce), so a commit cannot run twice
+// and report its own write as a conflict; MOVED and ASK are still
+// followed. Now reads the TIME of one master, and each commit is judged
+// by its own master's clock: the masters' clocks must agree.
+//
 //	p:{s07}:run:<id>                 hash: version state requester skill plan_digest created_ns
 //	                                 updated_ns journal_seq journal_head data asks [request_key]
 //	p:{s07}:journal:<id>             list: one JSON record per journal entry, in seq order

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +24,12 @@ type Config struct {
 	Addr string
 	// URL is redis://[user:pass@]host:port[/db], rediss://… or unix:///path
 	// (as redis.ParseURL reads it). Set Addr or URL, not both.
+	//
+	// A Redis Cluster is named by redis+cluster://[user:pass@]host:port
+	// (or rediss+cluster://…) with more seed nodes as
+	// ?addr=host2:port2&addr=…: one reachable node is enough, the client
+	// learns the others and the slot map from it (redis.ParseClusterURL
+	// reads the rest, after the "+cluster").
 	URL string
 	// AllowVolatile accepts a server that keeps no append-only file
 	// (--allow-volatile-store): everything is lost when Redis restarts.
@@ -44,7 +53,8 @@ const (
 
 // Store is a Redis store.Store.
 type Store struct {
-	rdb        *redis.Client
+	rdb        redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
+	cluster    *redis.ClusterClient  // rdb, when it is a cluster
 	prefix     string
 	shards     int
 	width      int
@@ -74,6 +84,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	switch {
 	case cfg.Addr != "" && cfg.URL != "":
 		return nil, errors.New("redisstore: set the address or the URL of Redis, not both")
+	case isClusterURL(cfg.URL):
+		return newCluster(ctx, cfg)
 	case cfg.URL != "":
 		var err error
 		if opt, err = redis.ParseURL(cfg.URL); err != nil {
@@ -92,7 +104,42 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 	opt.DisableIdentity = true
-	s := &Store{rdb: redis.NewClient(opt), prefix: cfg.KeyPrefix, shards: cfg.Shards, addr: opt.Network + ":" + opt.Addr}
+	return open(ctx, cfg, redis.NewClient(opt), nil, opt.Network+":"+opt.Addr)
+}
+
+// clusterSchemes are the URL schemes that name a Redis Cluster, and what
+// redis.ParseClusterURL calls them.
+var clusterSchemes = map[string]string{"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+func isClusterURL(u string) bool {
+	scheme, _, ok := strings.Cut(u, "://")
+	_, cl := clusterSchemes[scheme]
+	return ok && cl
+}
+
+// newCluster opens the store on a Redis Cluster named by cfg.URL.
+func newCluster(ctx context.Context, cfg Config) (*Store, error) {
+	scheme, rest, _ := strings.Cut(cfg.URL, "://")
+	u := clusterSchemes[scheme] + "://" + rest
+	if p, err := url.Parse(u); err == nil && p.Path != "" && p.Path != "/" && p.Path != "/0" {
+		return nil, fmt.Errorf("redisstore: a Redis Cluster has only database 0, not %s", p.Path[1:])
+	}
+	opt, err := redis.ParseClusterURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	if opt.MaintNotificationsConfig == nil {
+		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
+	opt.DisableIdentity = true
+	c := redis.NewClusterClient(opt)
+	return open(ctx, cfg, c, c, "cluster:"+strings.Join(opt.Addrs, ","))
+}
+
+// open finishes New on a client of either kind (cluster is rdb when it is
+// a cluster, else nil).
+func open(ctx context.Context, cfg Config, rdb redis.UniversalClient, cluster *redis.ClusterClient, addr string) (*Store, error) {
+	s := &Store{rdb: rdb, cluster: cluster, prefix: cfg.KeyPrefix, shards: cfg.Shards, addr: addr}
 	s.width = max(2, len(strconv.Itoa(cfg.Shards-1)))
 	if err := s.start(ctx, cfg.AllowVolatile); err != nil {
 		s.rdb.Close()
@@ -103,30 +150,36 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 func (s *Store) start(ctx context.Context, allowVolatile bool) error {
-	conf, err := s.rdb.ConfigGet(ctx, "append*").Result()
-	if err != nil {
-		switch {
-		case !isRedisError(err):
-			return fmt.Errorf("redisstore: connecting to Redis at %s: %w", s.addr, err)
-		case !allowVolatile:
-			return fmt.Errorf("redisstore: cannot check that Redis at %s keeps an append-only file (CONFIG GET failed: %w); "+
-				"allow CONFIG for this user, or pass --allow-volatile-store to start without that check", s.addr, err)
+	if s.cluster == nil {
+		d, err := durability(ctx, s.rdb, s.addr, allowVolatile)
+		if err != nil {
+			return err
 		}
-		s.durability = DurabilityUnknown
+		s.durability = d
 	} else {
-		switch {
-		case conf["appendonly"] != "yes":
-			if !allowVolatile {
-				return fmt.Errorf("redisstore: Redis at %s keeps no append-only file (appendonly is %q), so a restart would lose "+
-					"every run and parked ask; enable it (appendonly yes and appendfsync always in redis.conf, or "+
-					"CONFIG SET appendonly yes then CONFIG REWRITE), or pass --allow-volatile-store to accept the loss",
-					s.addr, conf["appendonly"])
+		// Every master (a replica's file matters once it is promoted, and
+		// New is not the place to see that): the store is as durable as
+		// its least durable master.
+		var mu sync.Mutex
+		var nodeErr error
+		s.durability = DurabilityAlways
+		err := s.cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			d, err := durability(ctx, node, node.Options().Addr, allowVolatile)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				nodeErr = err
+			case slices.Index(durabilities, d) < slices.Index(durabilities, s.durability):
+				s.durability = d
 			}
-			s.durability = DurabilityVolatile
-		case conf["appendfsync"] != "":
-			s.durability = conf["appendfsync"]
-		default:
-			s.durability = DurabilityUnknown
+			return err
+		})
+		switch {
+		case nodeErr != nil:
+			return nodeErr
+		case err != nil: // no slot map: no node answered
+			return fmt.Errorf("redisstore: connecting to Redis at %s: %w", s.addr, err)
 		}
 	}
 	// The shard of a run is part of its keys: a keyspace keeps its count.
@@ -150,6 +203,39 @@ func (s *Store) start(ctx context.Context, allowVolatile bool) error {
 	return nil
 }
 
+// durability checks that the server rdb talks to keeps an append-only
+// file (or that allowVolatile accepts it does not) and says how durable it
+// is.
+func durability(ctx context.Context, rdb redis.Cmdable, addr string, allowVolatile bool) (string, error) {
+	conf, err := rdb.ConfigGet(ctx, "append*").Result()
+	if err != nil {
+		switch {
+		case !isRedisError(err):
+			return "", fmt.Errorf("redisstore: connecting to Redis at %s: %w", addr, err)
+		case !allowVolatile:
+			return "", fmt.Errorf("redisstore: cannot check that Redis at %s keeps an append-only file (CONFIG GET failed: %w); "+
+				"allow CONFIG for this user, or pass --allow-volatile-store to start without that check", addr, err)
+		}
+		return DurabilityUnknown, nil
+	}
+	switch {
+	case conf["appendonly"] != "yes":
+		if !allowVolatile {
+			return "", fmt.Errorf("redisstore: Redis at %s keeps no append-only file (appendonly is %q), so a restart would lose "+
+				"every run and parked ask; enable it (appendonly yes and appendfsync always in redis.conf, or "+
+				"CONFIG SET appendonly yes then CONFIG REWRITE), or pass --allow-volatile-store to accept the loss",
+				addr, conf["appendonly"])
+		}
+		return DurabilityVolatile, nil
+	case conf["appendfsync"] != "":
+		return conf["appendfsync"], nil
+	}
+	return DurabilityUnknown, nil
+}
+
+// durabilities are the durability levels, least durable first.
+var durabilities = []string{DurabilityVolatile, DurabilityUnknown, DurabilityNo, DurabilityEverysec, DurabilityAlways}
+
 func isRedisError(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re)
@@ -157,7 +243,8 @@ func isRedisError(err error) bool {
 
 // Durability says how much of what was acknowledged survives a crash of
 // Redis: "always", "everysec", "no" (the server's appendfsync), "volatile"
-// (no append-only file) or "unknown".
+// (no append-only file) or "unknown"; on a cluster, that of its least
+// durable master at New.
 func (s *Store) Durability() string { return s.durability }
 
 // Close implements store.Store.
@@ -202,7 +289,7 @@ func (s *Store) Alive(ctx context.Context, replica string) (bool, error) {
 }
 
 // Now implements store.Store: the Redis server's clock (TIME), the clock
-// the commit script judges deadlines by.
+// the commit script judges deadlines by (on a cluster, any one master's).
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	cmd := redis.NewTimeCmd(ctx, "time")
 	if err := s.batch.do(ctx, cmd); err != nil {

@@ -13,8 +13,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/internal/store"
@@ -695,13 +698,32 @@ func TestPagesPastTies(t *testing.T) {
 	}
 }
 
+// allKeys lists the keys matching pattern on every master.
+func allKeys(t *testing.T, s *Store, pattern string) []string {
+	t.Helper()
+	if s.cluster == nil {
+		keys, err := s.rdb.Keys(ctx, pattern).Result()
+		must(t, err)
+		return keys
+	}
+	var mu sync.Mutex
+	var keys []string
+	must(t, s.cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		ks, err := m.Keys(ctx, pattern).Result()
+		mu.Lock()
+		keys = append(keys, ks...)
+		mu.Unlock()
+		return err
+	}))
+	return keys
+}
+
 // checkIndexes verifies that every index entry points at a run or ask in
 // the state, audience or requester and time its key says, and that every
 // run and ask is in each index it belongs to.
 func checkIndexes(t *testing.T, s *Store) {
 	t.Helper()
-	keys, err := s.rdb.Keys(ctx, s.prefix+":{*").Result()
-	must(t, err)
+	keys := allKeys(t, s, s.prefix+":{*")
 	entries := map[string]bool{}
 	for _, k := range keys {
 		typ, err := s.rdb.Type(ctx, k).Result()
