@@ -216,14 +216,18 @@ func (s *Store) ClaimWork(ctx context.Context, queue, owner string, n int) ([]st
 	if owner == "" || n <= 0 || queue == "" {
 		return nil, fmt.Errorf("redisstore: a claim needs a queue, an owner and a positive count: %w", store.ErrInvalid)
 	}
-	pipe := s.rdb.Pipeline()
+	// Through the batcher: a claim script that ran is never sent again
+	// (batch.go, sendOnce), or its first answer, and the entries it
+	// claimed, would be lost.
 	cmds := make([]*redis.Cmd, s.shards)
+	cmders := make([]redis.Cmder, s.shards)
 	for sh := range s.shards {
 		tag := s.tag(sh)
 		wk, wc, wb, wq := workKeys(tag)
-		cmds[sh] = claimWorkScript.EvalSha(ctx, pipe, []string{readyKey(tag, queue), wk, wc, wb, wq}, owner, n, queue)
+		cmds[sh] = redis.NewCmd(ctx, "evalsha", claimWorkScript.Hash(), 5, readyKey(tag, queue), wk, wc, wb, wq, owner, n, queue)
+		cmders[sh] = cmds[sh]
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if err := s.batch.do(ctx, cmders...); err != nil {
 		return nil, fmt.Errorf("redisstore: claiming work: %w", unavailable(err))
 	}
 	var out []store.Work
