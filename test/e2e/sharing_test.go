@@ -23,7 +23,7 @@ func TestRunsSharedByThreeReplicas(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("TOLLGATE_E2E_SHARED_RUNS")); err == nil && v > 0 {
 		n = v
 	}
-	c := newCluster(t, "edge-1")
+	c := newClusterSpec(t, clusterSpec{start: []string{"edge-1"}, later: []string{"edge-2"}})
 	a := c.plane
 	b, cc := c.startReplica(), c.startReplica()
 	c.startExecutorOn("edge-2", os.Stderr, b)

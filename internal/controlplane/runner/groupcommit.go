@@ -172,6 +172,16 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 			applied++
 		}
 		if applied == 0 {
+			// Every event refused. The run this replica keeps may be
+			// stale (another replica committed since): refused against
+			// the stored run, or not at all.
+			if !fresh {
+				if v, err := r.store.RunVersion(ctx, runID); err == nil && v != run.Version {
+					r.forget(runID)
+					fresh = true
+					continue
+				}
+			}
 			for i, p := range batch {
 				p.done <- outs[i]
 			}

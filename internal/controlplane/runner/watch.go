@@ -84,6 +84,8 @@ func (r *Runner) Follow(runID string) *RunWatch {
 func (r *Runner) Hinted(runID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// What this replica keeps of the run is older now.
+	r.cache.Remove(runID)
 	for _, id := range []string{runID, AnyRun} {
 		for w := range r.watchers[id] {
 			w.poke()
