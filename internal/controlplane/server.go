@@ -347,7 +347,7 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 		})
 	}
 	if s.execs != nil {
-		work.Go(func() { _ = s.execs.Run(bg) })
+		work.Go(func() { _ = s.execs.Run(bg, s.Runner) })
 		work.Go(func() { _ = s.Runner.Claiming(bg, claimEvery, s.execs.Wants, queued, s.execs.Capacity()) })
 		work.Go(func() {
 			for {

@@ -93,9 +93,11 @@ func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err 
 			awaiting = true
 			continue
 		}
-		attempt := s.Attempt
+		attempt, owner := s.Attempt, ownerOf(s)
 		if _, err := r.apply(ctx, id, func(now time.Time) engine.Event {
-			return engine.LeaseLost{Step: sid, Attempt: attempt, At: now}
+			// Lost only if still held by the replica judged gone: a lease
+			// its executor re-attached elsewhere meanwhile is not.
+			return engine.LeaseLost{Step: sid, Attempt: attempt, Replica: owner, At: now}
 		}); err != nil && !errors.Is(err, engine.ErrStaleAttempt) && !errors.Is(err, engine.ErrWrongTransition) {
 			return awaiting, err
 		}
@@ -105,17 +107,23 @@ func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err 
 	return awaiting, nil
 }
 
-// ownerAlive reports whether the replica holding step s's current lease
-// is alive: this replica, or another whose heartbeat has not lapsed. An
-// attempt that records no replica (leased before replicas were recorded)
-// has no owner to wait for.
-func (r *Runner) ownerAlive(ctx context.Context, s *engine.StepRun) (bool, error) {
+// ownerOf is the replica holding step s's current lease ("" unknown).
+func ownerOf(s *engine.StepRun) string {
 	owner := ""
 	for _, a := range s.Attempts {
 		if a.N == s.Attempt {
 			owner = a.Replica
 		}
 	}
+	return owner
+}
+
+// ownerAlive reports whether the replica holding step s's current lease
+// is alive: this replica, or another whose heartbeat has not lapsed. An
+// attempt that records no replica (leased before replicas were recorded)
+// has no owner to wait for.
+func (r *Runner) ownerAlive(ctx context.Context, s *engine.StepRun) (bool, error) {
+	owner := ownerOf(s)
 	switch {
 	case owner == "":
 		return false, nil
