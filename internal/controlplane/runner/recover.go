@@ -22,7 +22,8 @@ import (
 // looks at it again. Call Recover once at start-up, before serving.
 func (r *Runner) Recover(ctx context.Context) error {
 	if err := r.ReleaseClaims(ctx, true); err != nil {
-		return fmt.Errorf("recover: %w", err)
+		// The takeover pass tries again.
+		r.log.LogAttrs(ctx, slog.LevelWarn, "could not release the claims of replicas gone", slog.String("error", err.Error()))
 	}
 	tok := ""
 	for {
@@ -107,6 +108,16 @@ func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err 
 	return awaiting, nil
 }
 
+// leaseOf is the lease id of step s's current attempt.
+func leaseOf(s *engine.StepRun) string {
+	for _, a := range s.Attempts {
+		if a.N == s.Attempt {
+			return a.LeaseID
+		}
+	}
+	return ""
+}
+
 // ownerOf is the replica holding step s's current lease ("" unknown).
 func ownerOf(s *engine.StepRun) string {
 	owner := ""
@@ -128,7 +139,10 @@ func (r *Runner) ownerAlive(ctx context.Context, s *engine.StepRun) (bool, error
 	case owner == "":
 		return false, nil
 	case owner == r.replica:
-		return true, nil
+		// Ours if held here; one recorded under our name that we do not
+		// hold is from an earlier process of this replica: its executor
+		// gets one lease TTL after our start to re-attach it.
+		return r.dispatch.Holding(leaseOf(s)) || time.Since(r.born) < r.grace, nil
 	}
 	return r.store.Alive(ctx, owner)
 }
