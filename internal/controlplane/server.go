@@ -147,7 +147,9 @@ type pendingRuns struct {
 	ready chan struct{}
 }
 
-func newPendingRuns() *pendingRuns { return &pendingRuns{ids: map[string]bool{}, ready: make(chan struct{}, 1)} }
+func newPendingRuns() *pendingRuns {
+	return &pendingRuns{ids: map[string]bool{}, ready: make(chan struct{}, 1)}
+}
 
 func (p *pendingRuns) add(id string) {
 	p.mu.Lock()

@@ -125,7 +125,7 @@ func TestExecutorReattachesItsLeasesToASurvivor(t *testing.T) {
 	b := c.startReplica()
 	log := &logBuffer{}
 	c.startExecutorOn("edge-1", log, a, b)
-	id := c.start("m: test.mark {\"name\": \"effect\", \"hold_ms\": 12000} without asking\n")
+	id := c.start("m: test.mark {\"name\": \"effect\", \"hold_ms\": 25000} without asking\n")
 	c.until(id, "started", func(r runOut) bool { st, _, _ := stepOf(r, "m"); return st == "started" })
 	c.waitMark("effect", 1)
 	var naps []string
@@ -133,6 +133,9 @@ func TestExecutorReattachesItsLeasesToASurvivor(t *testing.T) {
 		naps = append(naps, c.start("s: test.sleep {\"ms\": 8000}\n"))
 	}
 	c.until(naps[6], "leased", func(r runOut) bool { st, _, _ := stepOf(r, "s"); return st == "leased" || st == "started" })
+	if r := c.until(id, "still started", func(runOut) bool { return true }); r.State != "running" {
+		t.Fatalf("the side effect ended before A was killed (%s): the test did not exercise a re-attach", r.State)
+	}
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

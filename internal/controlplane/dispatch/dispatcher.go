@@ -37,7 +37,7 @@ type Dispatcher struct {
 	sessions map[*session]bool
 	waiting  []offer
 	leases   map[string]*lease
-	byRun    map[string]int // leases held per run
+	byRun    map[string]int  // leases held per run
 	rec      runner.Recorder // while Run runs: for re-attached leases
 	seq      int
 	draining bool

@@ -18,7 +18,6 @@ func (d *Dispatcher) Holding(id string) bool {
 	return slices.ContainsFunc(d.waiting, func(o offer) bool { return id == leaseID(o.runID, o.d.Step, o.d.Attempt) })
 }
 
-
 // Holds reports whether this dispatcher holds a lease of run, or has one
 // of its steps waiting for a credit: whether another replica's commit to
 // the run may concern it.

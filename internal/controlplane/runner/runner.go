@@ -2,9 +2,9 @@ package runner
 
 import (
 	"log/slog"
-	"time"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
 	"github.com/tollgate-dev/tollgate/internal/lru"
