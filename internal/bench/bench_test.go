@@ -371,8 +371,8 @@ func TestRunTinyReplicas(t *testing.T) {
 	}
 }
 
-// TestWorldOfTwoReplicas: a world of two control planes on one Redis has
-// an executor on each; a run started through one is approved through the
+// TestWorldOfTwoReplicas: a world of two control planes on one Redis,
+// each under its own name, has an executor on each; a run started through one is approved through the
 // other; once close returns, neither plane's controlplane.Run is left
 // (goleak, at the end of the package, would not say which world leaked).
 func TestWorldOfTwoReplicas(t *testing.T) {
@@ -403,6 +403,10 @@ func TestWorldOfTwoReplicas(t *testing.T) {
 	}
 	if w.execPlane["bench-1"] != w.planes[0] || w.execPlane["bench-2"] != w.planes[1] {
 		t.Fatalf("executor i connects to replica i mod 2: %v", w.execPlane)
+	}
+	// Each is alive in the store under its own --replica name.
+	if live, err := w.redis.Do("KEYS", "tg:replica:*"); err != nil || !strings.Contains(live, "tg:replica:bench-cp-0") || !strings.Contains(live, "tg:replica:bench-cp-1") {
+		t.Fatalf("replicas alive in the store: %q %v", live, err)
 	}
 	for i := range 4 {
 		r, err := w.runToEnd(ctx, w.plane(i), "alice", oneStepRecipe)

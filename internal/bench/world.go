@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,8 +158,8 @@ func startWorld(ctx context.Context, cfg worldConfig) (w *world, err error) {
 	}
 	// One after another: the first creates the grant key (--grant-key)
 	// the others then read.
-	for range cfg.Replicas {
-		p, err := w.startPlane(ctx, args)
+	for i := range cfg.Replicas {
+		p, err := w.startPlane(ctx, append(slices.Clip(args), "--replica", fmt.Sprintf("bench-cp-%d", i)))
 		if p != nil {
 			w.planes = append(w.planes, p)
 		}
@@ -254,9 +255,7 @@ func (w *world) executorIDs() []string {
 }
 
 // startPlane runs controlplane.Run with args and waits until it serves.
-// Unless it returns nil, the plane is running and close stops it. (The
-// control plane has no flag naming its replica: each names itself,
-// cp-RANDOM, in the store.)
+// Unless it returns nil, the plane is running and close stops it.
 func (w *world) startPlane(ctx context.Context, args []string) (*plane, error) {
 	pctx, stop := context.WithCancel(ctx)
 	p := &plane{log: &planeLog{}, stop: stop, done: make(chan error, 1)}
