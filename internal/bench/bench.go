@@ -84,7 +84,7 @@ func Run(ctx context.Context, args []string, o Options) error {
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
-	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}}
+	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}, cpu: map[string][2]time.Duration{}}
 	var temporal *peerReport
 	if cfg.peers && cfg.temporalJSON != "" {
 		// Read it first: a bad file fails before minutes of measuring.
@@ -219,8 +219,10 @@ type bench struct {
 	// replica than the one the run was started through.
 	dispatchCross []time.Duration
 
-	mu     sync.Mutex         // out, others
+	mu     sync.Mutex         // out, others, cpu
 	others map[string]float64 // phase → cores other processes used
+	// cpu is each phase's CPU time: this process's, and redis-server's.
+	cpu map[string][2]time.Duration
 }
 
 func (b *bench) selected(key string) bool {
@@ -246,6 +248,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		}
 		for i := range res {
 			b.noteOthers(&res[i])
+			b.noteCPU(&res[i])
 			res[i].finish()
 			b.progress("%s: %s (%.1f s)", res[i].Key, res[i].Measured, time.Since(t0).Seconds())
 		}
@@ -335,9 +338,11 @@ func (b *bench) profiled(phase string, w *world, f func() error) error {
 	t0 := time.Now()
 	defer func() {
 		wall := time.Since(t0)
-		others := (machineBusy() - busy0) - (processCPU() - self0) - (w.redisCPU() - redis0)
+		self, redis := processCPU()-self0, w.redisCPU()-redis0
+		others := (machineBusy() - busy0) - self - redis
 		b.mu.Lock()
 		b.others[phase] = max(0, others.Seconds()/wall.Seconds())
+		b.cpu[phase] = [2]time.Duration{self, redis}
 		b.mu.Unlock()
 	}()
 	if b.cfg.cpuprofile == "" {
@@ -359,6 +364,27 @@ func (b *bench) profiled(phase string, w *world, f func() error) error {
 	}
 	b.progress("%s: CPU profile in %s", phase, path)
 	return ferr
+}
+
+// noteCPU records in r what its phase cost per sample (a run; a query
+// for the inbox), this process's CPU and redis-server's, unless r says
+// already (sustained counts only its timed runs).
+func (b *bench) noteCPU(r *Result) {
+	phase := r.Key
+	if phase == "parked-memory" {
+		phase = "parked-load"
+	}
+	b.mu.Lock()
+	c, ok := b.cpu[phase]
+	b.mu.Unlock()
+	if _, done := r.Extra["go_cpu_us_per_run"]; !ok || done || r.Runs < 1 {
+		return
+	}
+	if r.Extra == nil {
+		r.Extra = map[string]float64{}
+	}
+	r.Extra["go_cpu_us_per_op"] = float64(c[0].Microseconds()) / float64(r.Runs)
+	r.Extra["redis_cpu_us_per_op"] = float64(c[1].Microseconds()) / float64(r.Runs)
 }
 
 // noteOthers records in r the most cores other processes used during the

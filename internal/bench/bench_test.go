@@ -265,8 +265,13 @@ func TestRunTiny(t *testing.T) {
 	if r := got["dispatch"]; r.Runs != 3*1+3*3 {
 		t.Errorf("dispatch samples every step of 3 one-step and 3 three-step runs: %d", r.Runs)
 	}
-	if r := got["sustained"]; r.StepsPerSec <= 0 || r.Clients != 4 || r.Extra["go_cpu_us_per_run"] <= 0 {
+	if r := got["sustained"]; r.StepsPerSec <= 0 || r.Clients != 4 || r.Extra["go_cpu_us_per_run"] <= 0 || r.Extra["go_cpu_us_per_op"] != 0 {
 		t.Errorf("sustained: %+v", r)
+	}
+	for _, k := range []string{"one-step", "three-step", "fan-100", "approve", "inbox", "parked-memory"} {
+		if r := got[k]; r.Extra["go_cpu_us_per_op"] <= 0 || !strings.Contains(r.Measured+stdout.String(), "CPU per ") {
+			t.Errorf("%s: no CPU per run: %+v", k, r)
+		}
 	}
 	if r := got["fan-sleep"]; r.Value < 1 || r.P50Ms < 400 {
 		t.Errorf("fan-sleep: the wall of a fan is at least its slowest branch: %+v", r)

@@ -281,6 +281,13 @@ func (r Result) note() string {
 	case "trace-cost":
 		parts = append(parts, fmt.Sprintf("off %s steps/s, on %s steps/s", thousands(e["off_steps_per_sec"]), thousands(e["on_steps_per_sec"])))
 	}
+	if v, ok := e["go_cpu_us_per_op"]; ok {
+		per := "run"
+		if r.Key == "inbox" {
+			per = "query"
+		}
+		parts = append(parts, fmt.Sprintf("CPU per %s: this process %s µs, redis-server %s µs", per, thousands(v), thousands(e["redis_cpu_us_per_op"])))
+	}
 	if v, ok := e["others_cores"]; ok {
 		parts = append(parts, fmt.Sprintf("other processes kept %.1f of the machine's cores busy meanwhile", v))
 	}
