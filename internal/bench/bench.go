@@ -84,7 +84,7 @@ func Run(ctx context.Context, args []string, o Options) error {
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
-	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}, cpu: map[string][2]time.Duration{}}
+	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}, cpu: map[string][2]time.Duration{}, stats: map[string][2]redisStats{}}
 	var temporal *peerReport
 	if cfg.peers && cfg.temporalJSON != "" {
 		// Read it first: a bad file fails before minutes of measuring.
@@ -223,6 +223,8 @@ type bench struct {
 	others map[string]float64 // phase → cores other processes used
 	// cpu is each phase's CPU time: this process's, and redis-server's.
 	cpu map[string][2]time.Duration
+	// stats are what Redis had done before and after each phase.
+	stats map[string][2]redisStats
 }
 
 func (b *bench) selected(key string) bool {
@@ -334,15 +336,20 @@ func (b *bench) world(ctx context.Context, wc worldConfig) (*world, error) {
 // -cpuprofile, and records how many cores other processes kept busy
 // meanwhile (the machine's busy time less this process's and Redis's).
 func (b *bench) profiled(phase string, w *world, f func() error) error {
+	stats0, statsErr := w.redisStats()
 	busy0, self0, redis0 := machineBusy(), processCPU(), w.redisCPU()
 	t0 := time.Now()
 	defer func() {
 		wall := time.Since(t0)
 		self, redis := processCPU()-self0, w.redisCPU()-redis0
 		others := (machineBusy() - busy0) - self - redis
+		stats1, err := w.redisStats()
 		b.mu.Lock()
 		b.others[phase] = max(0, others.Seconds()/wall.Seconds())
 		b.cpu[phase] = [2]time.Duration{self, redis}
+		if statsErr == nil && err == nil {
+			b.stats[phase] = [2]redisStats{stats0, stats1}
+		}
 		b.mu.Unlock()
 	}()
 	if b.cfg.cpuprofile == "" {
@@ -367,8 +374,9 @@ func (b *bench) profiled(phase string, w *world, f func() error) error {
 }
 
 // noteCPU records in r what its phase cost per sample (a run; a query
-// for the inbox), this process's CPU and redis-server's, unless r says
-// already (sustained counts only its timed runs).
+// for the inbox): this process's CPU and redis-server's, and the script
+// calls (EVALSHA) and commands Redis ran, unless r says already
+// (sustained counts only its timed runs).
 func (b *bench) noteCPU(r *Result) {
 	phase := r.Key
 	if phase == "parked-memory" {
@@ -376,6 +384,7 @@ func (b *bench) noteCPU(r *Result) {
 	}
 	b.mu.Lock()
 	c, ok := b.cpu[phase]
+	st, haveStats := b.stats[phase]
 	b.mu.Unlock()
 	if _, done := r.Extra["go_cpu_us_per_run"]; !ok || done || r.Runs < 1 {
 		return
@@ -385,6 +394,12 @@ func (b *bench) noteCPU(r *Result) {
 	}
 	r.Extra["go_cpu_us_per_op"] = float64(c[0].Microseconds()) / float64(r.Runs)
 	r.Extra["redis_cpu_us_per_op"] = float64(c[1].Microseconds()) / float64(r.Runs)
+	if haveStats {
+		per := map[string]float64{}
+		redisPerRun(st[0], st[1], r.Runs, per)
+		r.Extra["redis_evalsha_per_op"] = per["redis_evalsha_per_run"]
+		r.Extra["redis_calls_per_op"] = per["redis_calls_per_run"]
+	}
 }
 
 // noteOthers records in r the most cores other processes used during the

@@ -269,7 +269,7 @@ func TestRunTiny(t *testing.T) {
 		t.Errorf("sustained: %+v", r)
 	}
 	for _, k := range []string{"one-step", "three-step", "fan-100", "approve", "inbox", "parked-memory"} {
-		if r := got[k]; r.Extra["go_cpu_us_per_op"] <= 0 || !strings.Contains(r.Measured+stdout.String(), "CPU per ") {
+		if r := got[k]; r.Extra["go_cpu_us_per_op"] <= 0 || r.Extra["redis_calls_per_op"] <= 0 || !strings.Contains(stdout.String(), "EVALSHA)") {
 			t.Errorf("%s: no CPU per run: %+v", k, r)
 		}
 	}

@@ -286,7 +286,8 @@ func (r Result) note() string {
 		if r.Key == "inbox" {
 			per = "query"
 		}
-		parts = append(parts, fmt.Sprintf("CPU per %s: this process %s µs, redis-server %s µs", per, thousands(v), thousands(e["redis_cpu_us_per_op"])))
+		parts = append(parts, fmt.Sprintf("CPU per %s: this process %s µs, redis-server %s µs (%.1f Redis commands, %.1f of them EVALSHA)",
+			per, thousands(v), thousands(e["redis_cpu_us_per_op"]), e["redis_calls_per_op"], e["redis_evalsha_per_op"]))
 	}
 	if v, ok := e["others_cores"]; ok {
 		parts = append(parts, fmt.Sprintf("other processes kept %.1f of the machine's cores busy meanwhile", v))
