@@ -32,6 +32,8 @@ type Runner struct {
 
 	// asks hears of every ask this replica opens, after its commit.
 	asks AskHook
+	// outbox is the work each commit enqueues for its effects (notices).
+	outbox Outbox
 	// observers hear of every transition this replica commits.
 	observers []Observer
 	// unsure are runs whose last commit failed with an unknown outcome.
@@ -68,6 +70,9 @@ type Config struct {
 	// Asks hears of every ask this replica opens, notices and closes,
 	// after the commit; nil: nobody.
 	Asks AskHook
+	// Outbox gives the work each commit enqueues for its effects, in the
+	// same commit (notices); nil: none.
+	Outbox Outbox
 	// PlanCache bounds the plans (engines) kept in memory, least recently
 	// used evicted; an evicted plan is loaded from the store again when a
 	// run of it moves. 0 means DefaultPlanCache.
@@ -92,7 +97,7 @@ func New(cfg Config) *Runner {
 	if cfg.PlanCache <= 0 {
 		cfg.PlanCache = DefaultPlanCache
 	}
-	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks, replica: cfg.Replica,
+	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks, outbox: cfg.Outbox, replica: cfg.Replica,
 		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: lru.NewWeighted(maxCachedRuns, maxCachedRunBytes, runCost),
 		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost)}}
 }
