@@ -213,10 +213,15 @@ func NewServer(cfg Config) *Server {
 	// the Runner (its AskHook); it needs neither, so it is built first.
 	desk := approvals.New(approvals.Config{Policy: cfg.Policy, Domain: cfg.Domain, Owners: cfg.Owners, Store: cfg.Store,
 		EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, AnswerCommand: wire.AnswerCommand, Work: cfg.Store, Replica: cfg.Replica, Log: cfg.Log})
+	// With webhooks, the desk puts notices in each commit (the outbox).
+	var outbox runner.Outbox
+	if cfg.Notifier != nil {
+		outbox = desk
+	}
 	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
 		cfg.Engine.QuorumFloor = desk.QuorumFloor
 	}
-	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Outbox: desk, Replica: cfg.Replica})
+	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Outbox: outbox, Replica: cfg.Replica})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
@@ -298,11 +303,11 @@ var ErrDrainCut = errors.New("the drain deadline passed; stopped hard")
 
 // Run serves on ls and runs the replica's background work — the
 // dispatcher's record workers and expiry pass, the deadline sweep, the
-// resettle pass, the notice deliverer, and Config.Background — until ctx ends or a listener
-// fails. Then it drains: NOT_SERVING, executors asked to finish and
-// report, in-flight RPCs finished within Config.DrainTimeout (then cut:
-// ErrDrainCut). The background work runs until the servers have stopped,
-// so the last reports are recorded. Run returns once every goroutine it
+// resettle pass, the notice deliverer, and Config.Background — until ctx
+// ends or a listener fails. Then it drains: NOT_SERVING, executors asked
+// to finish and report, in-flight RPCs finished within
+// Config.DrainTimeout (then cut: ErrDrainCut). The background work runs
+// until the servers have stopped, so the last reports are recorded. Run returns once every goroutine it
 // started has ended: it is their one owner. Run it once.
 func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	// Alive before any lease goes out, and gone once drained: another

@@ -143,6 +143,10 @@ func (d *Desk) settleOpened(ctx context.Context, run *engine.Run, askID string, 
 	if len(refs) == 0 {
 		return
 	}
+	// The caller may be gone (its RPC ended); the notices must not wait
+	// for the next tick because of it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	var err error
 	if tell {
 		err = d.cfg.Work.ReleaseWork(ctx, d.cfg.Replica, refs)
