@@ -53,6 +53,7 @@ type Options struct {
 	GrantKey         string // PEM (PKCS#8) Ed25519 private key that signs grants
 	LeaseTTL         time.Duration
 	GateGrantTTL     time.Duration
+	Replica          string // this replica's name among those sharing the store
 	// The executor listener: mTLS, ExecutorService only.
 	ExecutorListen string
 	ExecutorCert   string // the listener's certificate (PEM)
@@ -116,7 +117,8 @@ func (o *Options) settings() []setting {
 		{&o.Reflection, "reflection", "reflection", false, "serve gRPC reflection"},
 		{&o.GrantKey, "grant-key", "grant_key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)"},
 		{&o.DrainTimeout, "drain-timeout", "drain_timeout", 10 * time.Second, "how long shutdown waits for in-flight RPCs"},
-		{&o.LeaseTTL, "lease-ttl", "lease_ttl", 10 * time.Second, "a lease whose executor sends no heartbeat for this long is lost"},
+		{&o.LeaseTTL, "lease-ttl", "lease_ttl", 10 * time.Second, "a lease whose executor sends no heartbeat for this long is lost; a replica renews its liveness every quarter of it"},
+		{&o.Replica, "replica", "replica", "", "this replica's name, recorded in its leases, unique among the replicas on one store: letters, digits, . _ - (default: cp- and a fresh token per process)"},
 		{&o.GateGrantTTL, "gate-grant-ttl", "gate_grant_ttl", gatesvc.DefaultGateGrantTTL, "how long the grant of an approved gate (approvectl gate) stays valid after the approval"},
 		{&o.ExecutorListen, "executor-listen", "executor_listen", "", "executor listener address: mTLS, ExecutorService only (default 127.0.0.1:7444 with --dev; empty: no executors)"},
 		{&o.ExecutorCert, "executor-cert", "executor_cert", "", "certificate (PEM) of the executor listener (--dev: minted in the dev folder)"},

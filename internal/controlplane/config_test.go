@@ -1,7 +1,9 @@
 package controlplane
 
 import (
+	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -88,5 +90,16 @@ func TestConfigFileUnknownKeyNamesItsLine(t *testing.T) {
 	}
 	if err := o.load(path, fs); err == nil || !strings.Contains(err.Error(), "line 1") || !strings.Contains(err.Error(), "lease_ttl") {
 		t.Fatalf("bad value: %v", err)
+	}
+}
+
+// A replica's name travels in hints and store keys: one that could break
+// them is refused at start, with the rule.
+func TestReplicaNameIsChecked(t *testing.T) {
+	for _, bad := range []string{"cp a", "cp\na", strings.Repeat("x", 65), "ü"} {
+		err := Run(context.Background(), []string{"--dev", "--replica", bad}, MainConfig{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+		if err == nil || !strings.Contains(err.Error(), "a replica's name is") {
+			t.Errorf("--replica %q: %v", bad, err)
+		}
 	}
 }

@@ -139,6 +139,8 @@ func (x *stubExec) Cancel(context.Context, string, engine.CancelStep) {}
 
 func (x *stubExec) Serves(engine.Target) bool { return true }
 
+func (x *stubExec) Holding(string) bool { return false }
+
 // runWide runs a plan of n independent steps to completion with a stub
 // executor and returns the commits and run bytes written.
 func runWide(t testing.TB, st *countingStore, n int) (commits, bytes int) {
@@ -179,6 +181,7 @@ type acceptAll struct{}
 func (acceptAll) Offer(context.Context, runner.Recorder, string, engine.Dispatch) bool { return true }
 func (acceptAll) Cancel(context.Context, string, engine.CancelStep)                    {}
 func (acceptAll) Serves(engine.Target) bool                                            { return true }
+func (acceptAll) Holding(string) bool                                                  { return false }
 
 // leaseBytes starts a run of n queued steps and returns the bytes
 // allocated to commit k of their leases in one batch.

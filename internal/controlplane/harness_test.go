@@ -101,6 +101,8 @@ func (x *testExec) Offer(ctx context.Context, rec runner.Recorder, runID string,
 
 func (x *testExec) Cancel(context.Context, string, engine.CancelStep) {}
 
+func (x *testExec) Holding(string) bool { return false }
+
 func (x *testExec) Serves(t engine.Target) bool {
 	if t.Kind == "prose" {
 		return true

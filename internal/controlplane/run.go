@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
@@ -72,6 +74,9 @@ Flags:
 `
 
 // Run runs the control plane until ctx is cancelled, then drains.
+// replicaName is what --replica accepts: it is carried in hints and keys.
+var replicaName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
 func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if mc.Getenv == nil {
 		mc.Getenv = os.Getenv
@@ -95,6 +100,9 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	if o.PProf && o.AdminListen == "" {
 		return errors.New("--pprof is served on the admin listener: give --admin-listen too")
+	}
+	if o.Replica != "" && !replicaName.MatchString(o.Replica) {
+		return fmt.Errorf("--replica %q: a replica's name is 1 to 64 letters, digits, '.', '_' or '-'", limits.Short(o.Replica))
 	}
 	log := slog.New(slog.NewTextHandler(mc.Stderr, nil))
 	if o.Home == "" {
@@ -227,7 +235,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	background := []func(context.Context) error{az.Watch}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
-		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
+		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, Replica: o.Replica, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller,
 		SweepEvery: max(o.DeadlinePass, time.Second), DrainTimeout: max(o.DrainTimeout, time.Nanosecond), Background: background})

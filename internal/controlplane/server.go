@@ -151,7 +151,9 @@ type pendingRuns struct {
 	ready chan struct{}
 }
 
-func newPendingRuns() *pendingRuns { return &pendingRuns{ids: map[string]bool{}, ready: make(chan struct{}, 1)} }
+func newPendingRuns() *pendingRuns {
+	return &pendingRuns{ids: map[string]bool{}, ready: make(chan struct{}, 1)}
+}
 
 func (p *pendingRuns) add(id string) {
 	p.mu.Lock()
@@ -221,7 +223,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
 		cfg.Engine.QuorumFloor = desk.QuorumFloor
 	}
-	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Outbox: outbox, Replica: cfg.Replica})
+	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Outbox: outbox, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
@@ -364,8 +366,16 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 		})
 	}
 	if s.execs != nil {
-		work.Go(func() { _ = s.execs.Run(bg) })
-		work.Go(func() { _ = s.Runner.Claiming(bg, claimEvery, s.execs.Wants, queued, s.execs.Capacity()) })
+		work.Go(func() { _ = s.execs.Run(bg, s.Runner) })
+		wants := func() map[string]int {
+			w := s.execs.Wants()
+			if w == nil {
+				w = map[string]int{}
+			}
+			w[runner.LeaseQueue] = leaseClaims // every replica looks after leases of replicas gone
+			return w
+		}
+		work.Go(func() { _ = s.Runner.Claiming(bg, claimEvery, wants, queued, s.execs.Capacity()) })
 		work.Go(func() {
 			for {
 				select {
@@ -421,6 +431,10 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	work.Wait()
 	return err
 }
+
+// leaseClaims bounds the in-flight entries of replicas gone one claim
+// takes.
+const leaseClaims = 64
 
 // claimEvery is how often a replica looks for waiting work with no hint:
 // a lost hint costs at most this much latency.

@@ -20,4 +20,9 @@
 //     run says so (TransportError.OutcomeUnknown), so it becomes a question.
 //   - I10 fans are fans: every lease runs in a goroutine of its own, up to
 //     the credits offered (session, executor.go).
+//   - Work survives its stream (issue 15): a lease runs on when its
+//     replica dies or the stream breaks; the next session's hello names
+//     it with its fence (held_leases) and its start and result are sent
+//     again on that stream (sendOn); only a lease the control plane calls
+//     stale is cancelled.
 package executor

@@ -90,6 +90,13 @@ type Config struct {
 
 // Run connects, serves leases, and reconnects with backoff until ctx ends.
 // It returns when ctx is done and every lease goroutine has returned.
+//
+// Work outlives its stream: a lease being run when the stream breaks
+// (its replica died, or the network did) runs on; the next session's
+// hello names it (held_leases, with its fence), so the replica the
+// executor reaches next re-attaches it, and its start and result are sent
+// again there. Only a lease the control plane then says is stale is
+// cancelled.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -106,17 +113,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
 	}
+	c := &conn{cfg: cfg, held: map[string]*work{}, starts: map[string]chan *tollgatev1.ControlMessage{},
+		answers: map[string]chan *tollgatev1.ControlMessage{}, life: ctx, answerWait: 10 * time.Second, next: make(chan struct{}),
+		tracer: cfg.Tracing.Tracer("github.com/tollgate-dev/tollgate/internal/executor")}
+	defer c.running.Wait()
 	backoff := cfg.MinBackoff
 	for {
 		start := cfg.Now()
-		err := session(ctx, cfg)
+		err := c.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if cfg.Now().Sub(start) > 30*time.Second {
 			backoff = cfg.MinBackoff
 		}
-		cfg.Log.Warn("control plane stream ended; reconnecting", "error", err, "in", backoff)
+		cfg.Log.Warn("control plane stream ended; reconnecting", "error", err, "in", backoff, "running", c.heldCount())
 		select {
 		case <-ctx.Done():
 			return nil
@@ -126,11 +137,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
+// conn is the executor's side of its control plane: the leases it runs
+// (across streams) and the stream of the current session, if any.
 type conn struct {
 	cfg    Config
-	stream tollgatev1.ExecutorService_ConnectClient
-	sendMu sync.Mutex
 	tracer trace.Tracer
+	// life is Run's context: a lease's work lives until it ends or the
+	// control plane cancels the lease, whatever happens to streams.
+	life context.Context
 
 	mu   sync.Mutex
 	held map[string]*work // by lease id
@@ -140,9 +154,10 @@ type conn struct {
 	// answers carry the control plane's answer to a lease's result
 	// (ResultAck or Refused) to the goroutine delivering it.
 	answers map[string]chan *tollgatev1.ControlMessage
-	// alive ends with the session: a result is delivered until then,
-	// even after its lease was cancelled.
-	alive context.Context
+	// cur is the current session's stream (nil between sessions); next
+	// is closed when the next session opens.
+	cur  *link
+	next chan struct{}
 	// answerWait is how long a result waits for an answer before it is
 	// sent again (the lease TTL).
 	answerWait time.Duration
@@ -150,27 +165,80 @@ type conn struct {
 	running sync.WaitGroup // one per lease being run
 }
 
+// link is one session's stream.
+type link struct {
+	stream tollgatev1.ExecutorService_ConnectClient
+	sendMu sync.Mutex
+	done   chan struct{} // closed when the session ends
+}
+
+func (l *link) send(m *tollgatev1.ExecutorMessage) error {
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	return l.stream.Send(m)
+}
+
 type work struct {
 	lease  *tollgatev1.Lease
 	cancel context.CancelFunc
 }
 
+// errNoSession: no stream is open right now.
+var errNoSession = errors.New("no control-plane stream is open")
+
+// send sends m on the current session's stream.
 func (c *conn) send(m *tollgatev1.ExecutorMessage) error {
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	return c.stream.Send(m)
+	c.mu.Lock()
+	l := c.cur
+	c.mu.Unlock()
+	if l == nil {
+		return errNoSession
+	}
+	return l.send(m)
 }
 
-func session(ctx context.Context, cfg Config) error {
+// sendOn sends m on the current session's stream, waiting for a session
+// when none is open and sending again on the next one when the send
+// fails; it returns the link it went out on, or ctx's error.
+func (c *conn) sendOn(ctx context.Context, m *tollgatev1.ExecutorMessage) (*link, error) {
+	for {
+		c.mu.Lock()
+		l, next := c.cur, c.next
+		c.mu.Unlock()
+		if l == nil {
+			select {
+			case <-next:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if err := l.send(m); err == nil {
+			return l, nil
+		}
+		select { // the stream broke: its session ends soon
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (c *conn) heldCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
+func (c *conn) session(ctx context.Context) error {
+	cfg := c.cfg
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := cfg.Connect(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	c := &conn{cfg: cfg, stream: stream, held: map[string]*work{}, starts: map[string]chan *tollgatev1.ControlMessage{},
-		answers: map[string]chan *tollgatev1.ControlMessage{}, alive: ctx, answerWait: 10 * time.Second,
-		tracer: cfg.Tracing.Tracer("github.com/tollgate-dev/tollgate/internal/executor")}
+	l := &link{stream: stream, done: make(chan struct{})}
 	hello := &tollgatev1.Hello{ExecutorId: cfg.ID, Labels: cfg.Labels, CapacityCredits: uint32(cfg.Capacity), Version: "dev"}
 	if cfg.Host != nil {
 		for _, t := range cfg.Host.Tools() {
@@ -182,7 +250,12 @@ func session(ctx context.Context, cfg Config) error {
 		p, m := cfg.Prose.Name()
 		hello.Prose = &tollgatev1.ProseProvider{Provider: p, Model: m}
 	}
-	if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Hello{Hello: hello}}); err != nil {
+	c.mu.Lock()
+	for id, w := range c.held {
+		hello.HeldLeases = append(hello.HeldLeases, &tollgatev1.LeaseRef{LeaseId: id, Fence: w.lease.GetFence()})
+	}
+	c.mu.Unlock()
+	if err := l.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Hello{Hello: hello}}); err != nil {
 		return err
 	}
 	first, err := stream.Recv()
@@ -193,14 +266,27 @@ func session(ctx context.Context, cfg Config) error {
 	if w == nil {
 		return errors.New("the control plane did not welcome us")
 	}
-	cfg.Log.Info("connected", "session", w.GetSessionId(), "tools", len(hello.Tools))
+	cfg.Log.Info("connected", "session", w.GetSessionId(), "tools", len(hello.Tools), "held_leases", len(hello.HeldLeases))
+	c.mu.Lock()
 	if ttl := w.GetLeaseTtl().AsDuration(); ttl > 0 {
 		c.answerWait = ttl
 	}
+	c.cur = l
+	close(c.next)
+	c.next = make(chan struct{})
+	c.mu.Unlock()
 
 	var workers sync.WaitGroup
 	defer workers.Wait()
 	defer cancel()
+	defer func() {
+		c.mu.Lock()
+		if c.cur == l {
+			c.cur = nil
+		}
+		c.mu.Unlock()
+		close(l.done)
+	}()
 	interval := w.GetHeartbeatInterval().AsDuration()
 	if interval <= 0 {
 		interval = 3 * time.Second
@@ -208,7 +294,7 @@ func session(ctx context.Context, cfg Config) error {
 	workers.Add(1)
 	go func() {
 		defer workers.Done()
-		c.heartbeat(ctx, interval)
+		c.heartbeat(ctx, l, interval)
 	}()
 	draining := false
 	for {
@@ -218,14 +304,12 @@ func session(ctx context.Context, cfg Config) error {
 		}
 		switch x := m.GetMessage().(type) {
 		case *tollgatev1.ControlMessage_Lease:
-			lctx, lcancel := context.WithCancel(ctx)
 			c.mu.Lock()
+			lctx, lcancel := context.WithCancel(c.life)
 			c.held[x.Lease.GetLeaseId()] = &work{lease: x.Lease, cancel: lcancel}
 			c.mu.Unlock()
-			workers.Add(1)
 			c.running.Add(1)
 			go func() {
-				defer workers.Done()
 				defer c.running.Done()
 				defer lcancel()
 				c.run(lctx, x.Lease)
@@ -266,7 +350,7 @@ func session(ctx context.Context, cfg Config) error {
 				workers.Add(1)
 				go func() {
 					defer workers.Done()
-					c.drain(ctx, x.Drain.GetDeadline().AsTime())
+					c.drain(ctx, l, x.Drain.GetDeadline().AsTime())
 				}()
 			}
 		}
@@ -276,7 +360,7 @@ func session(ctx context.Context, cfg Config) error {
 // drain lets the leases being run finish until deadline, cancels those
 // still running then (reporting them abandoned), sends Drained and closes
 // the send side. It blocks until then or until ctx ends.
-func (c *conn) drain(ctx context.Context, deadline time.Time) {
+func (c *conn) drain(ctx context.Context, l *link, deadline time.Time) {
 	c.cfg.Log.Info("control plane asks to drain", "deadline", deadline)
 	done := make(chan struct{})
 	go func() { c.running.Wait(); close(done) }() // ends once every lease's goroutine has
@@ -286,7 +370,6 @@ func (c *conn) drain(ctx context.Context, deadline time.Time) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		<-done
 		return
 	case <-timer.C:
 		c.mu.Lock()
@@ -295,13 +378,17 @@ func (c *conn) drain(ctx context.Context, deadline time.Time) {
 			w.cancel()
 		}
 		c.mu.Unlock()
-		<-done
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
 	}
 	c.cfg.Log.Info("drained", "abandoned", len(drained.Abandoned))
-	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	if err := c.stream.Send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Drained{Drained: drained}}); err == nil {
-		_ = c.stream.CloseSend()
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	if err := l.stream.Send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Drained{Drained: drained}}); err == nil {
+		_ = l.stream.CloseSend()
 	}
 }
 
@@ -316,7 +403,7 @@ func (c *conn) stop(id string) bool {
 	return ok
 }
 
-func (c *conn) heartbeat(ctx context.Context, every time.Duration) {
+func (c *conn) heartbeat(ctx context.Context, l *link, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -331,7 +418,7 @@ func (c *conn) heartbeat(ctx context.Context, every time.Duration) {
 			hb.Leases = append(hb.Leases, &tollgatev1.LeaseRef{LeaseId: id, Fence: w.lease.GetFence()})
 		}
 		c.mu.Unlock()
-		if err := c.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Heartbeat{Heartbeat: hb}}); err != nil {
+		if err := l.send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Heartbeat{Heartbeat: hb}}); err != nil {
 			return
 		}
 	}
@@ -392,16 +479,24 @@ func (c *conn) deliver(res *tollgatev1.Result) {
 	msg := &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: res}}
 	backoff := resendMin
 	for sent := 1; ; sent++ {
-		if err := c.send(msg); err != nil {
+		l, err := c.sendOn(c.life, msg)
+		if err != nil {
 			c.cfg.Log.Warn("result not delivered", "lease", id, "error", err)
 			return
 		}
-		wait := time.NewTimer(c.answerWait)
+		c.mu.Lock()
+		answerWait := c.answerWait
+		c.mu.Unlock()
+		wait := time.NewTimer(answerWait)
 		select {
-		case <-c.alive.Done():
+		case <-c.life.Done():
 			wait.Stop()
-			c.cfg.Log.Warn("result not acknowledged before the stream ended", "lease", id)
+			c.cfg.Log.Warn("result not acknowledged before the executor stopped", "lease", id)
 			return
+		case <-l.done:
+			wait.Stop()
+			c.cfg.Log.Info("stream ended before the result was acknowledged; sending it on the next", "lease", id)
+			continue
 		case <-wait.C:
 			c.cfg.Log.Warn("no answer to a result; sending it again", "lease", id, "sent", sent)
 			continue
@@ -418,7 +513,7 @@ func (c *conn) deliver(res *tollgatev1.Result) {
 			c.cfg.Log.Info("result not recorded yet; sending it again", "lease", id, "in", backoff, "why", limits.Truncate(ref.GetMessage(), limits.MaxErrorBytes))
 		}
 		select {
-		case <-c.alive.Done():
+		case <-c.life.Done():
 			return
 		case <-time.After(backoff):
 		}
@@ -438,12 +533,17 @@ func (c *conn) start(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Resul
 	c.mu.Unlock()
 	msg := &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Start{Start: &tollgatev1.Start{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}
 	for backoff := resendMin; ; backoff = min(2*backoff, resendMax) {
-		if err := c.send(msg); err != nil {
-			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, err.Error())
+		// A stream that ends before the answer: the Start goes again on
+		// the next (the replica there re-attached the lease first).
+		lk, err := c.sendOn(ctx, msg)
+		if err != nil {
+			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
 		}
 		var m *tollgatev1.ControlMessage
 		select {
 		case m = <-ch:
+		case <-lk.done:
+			continue
 		case <-ctx.Done():
 			return refusal(tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE, "cancelled before the start was recorded")
 		}

@@ -112,7 +112,9 @@ type Commit struct {
 	// claimed by it at once; one without waits for any claimer, and a
 	// hint names its queue.
 	Enqueue []Work
-	// Finish removes work entries of this run, waiting or claimed.
+	// Finish removes work entries of this run, waiting or claimed, before
+	// Enqueue adds any: finishing an id and enqueuing it again moves it
+	// (to another queue or owner).
 	Finish []WorkRef
 	// Origin names the replica committing, carried by the commit's hint
 	// (a replica ignores hints of its own commits); "" for none.

@@ -124,6 +124,8 @@ func (t *tx) apply(ev Event) (Transition, error) {
 		}
 	case LeaseLost:
 		err = t.leaseLost(e)
+	case LeaseMoved:
+		err = t.leaseMoved(e)
 	case StepBlocked:
 		err = t.blocked(e)
 	case StepsBlocked:
@@ -804,6 +806,9 @@ func (t *tx) leaseLost(e LeaseLost) error {
 	}
 	info := t.m.steps[e.Step].step
 	a := &s.Attempts[len(s.Attempts)-1]
+	if e.Replica != "" && a.Replica != e.Replica {
+		return fmt.Errorf("%w: the lease of %s moved to replica %q", ErrStaleAttempt, e.Step, a.Replica)
+	}
 	a.Error, a.FinishedAt = LeaseLostError, t.at
 	t.record(JournalStepLeaseLost, a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "status": string(s.Status)})
 	if s.Status == StatusStarted && info.SideEffect && !info.Idempotent {
@@ -813,6 +818,28 @@ func (t *tx) leaseLost(e LeaseLost) error {
 		return t.openDoubt(e.Step, s.Attempt)
 	}
 	t.queue(e.Step, s, "re-lease")
+	return nil
+}
+
+func (t *tx) leaseMoved(e LeaseMoved) error {
+	s, err := t.attempt(e.Step, e.Attempt)
+	if err != nil {
+		return err
+	}
+	if !s.Status.InFlight() || len(s.Attempts) == 0 {
+		return fmt.Errorf("%w: lease moved for %s while %s", ErrWrongTransition, e.Step, s.Status)
+	}
+	a := &s.Attempts[len(s.Attempts)-1]
+	switch {
+	case a.Executor != e.Executor:
+		return fmt.Errorf("%w: %s's lease is held by executor %q, not %q", ErrStaleAttempt, e.Step, a.Executor, e.Executor)
+	case a.Replica != e.From:
+		return fmt.Errorf("%w: %s's lease is held by replica %q, not %q", ErrStaleAttempt, e.Step, a.Replica, e.From)
+	case e.Replica == "":
+		return fmt.Errorf("%w: a lease moves to a named replica", ErrWrongTransition)
+	}
+	a.Replica = e.Replica
+	t.record(JournalStepLeaseMoved, a.Executor, map[string]any{"step": e.Step, "attempt": e.Attempt, "from": e.From, "replica": e.Replica})
 	return nil
 }
 

@@ -166,11 +166,30 @@ type StepFailed struct {
 	At      time.Time
 }
 
-// LeaseLost: the executor holding the attempt went away.
+// LeaseLost: the executor holding the attempt went away. Replica, when
+// set, is the replica the loser judged to hold the lease: a lease that
+// moved to another replica since (LeaseMoved) is not lost, and the event
+// is refused (ErrStaleAttempt).
 type LeaseLost struct {
 	Step    string
 	Attempt int
+	Replica string
 	At      time.Time
+}
+
+// LeaseMoved: the executor running the attempt re-attached it to another
+// replica (its replica died, or its stream broke): the lease is held by
+// Replica from now on, at the same fence. From is the replica the mover
+// found holding it, Executor the executor re-attaching: an executor moves
+// only its own lease, and a lease that moved or was lost meanwhile is not
+// moved (ErrStaleAttempt).
+type LeaseMoved struct {
+	Step     string
+	Attempt  int
+	Executor string
+	From     string
+	Replica  string
+	At       time.Time
 }
 
 // StepBlocked: no connected executor offers the step's tool.
@@ -213,6 +232,7 @@ func (e StepStarted) at() time.Time     { return e.At }
 func (e StepSucceeded) at() time.Time   { return e.At }
 func (e StepFailed) at() time.Time      { return e.At }
 func (e LeaseLost) at() time.Time       { return e.At }
+func (e LeaseMoved) at() time.Time      { return e.At }
 func (e StepBlocked) at() time.Time     { return e.At }
 
 // Effect is something the caller must do after committing a transition.

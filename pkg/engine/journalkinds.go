@@ -34,6 +34,7 @@ const (
 	JournalStepSucceeded      JournalKind = "step.succeeded"        // the attempt succeeded, or a person said an in-doubt step ran (by)
 	JournalStepFailed         JournalKind = "step.failed"           // the attempt failed (error), or was refused before it ran (refused)
 	JournalStepLeaseLost      JournalKind = "step.lease_lost"       // the attempt's lease expired or its executor went away (status)
+	JournalStepLeaseMoved     JournalKind = "step.lease_moved"      // the executor re-attached the running attempt to another replica (from, replica)
 	JournalStepResultAfterEnd JournalKind = "step.result_after_end" // a result came after the run ended; kept, changes nothing (ok)
 	JournalStepCancelled      JournalKind = "step.cancelled"        // the step will not run (or run again): the run is stopping or failing
 	JournalStepBlocked        JournalKind = "step.blocked"          // the queued step waits for an executor that offers its tool

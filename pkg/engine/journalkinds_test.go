@@ -22,7 +22,7 @@ func storedKinds() map[string]map[string]string {
 			"JournalRunStarted": "run.started", "JournalRunState": "run.state", "JournalRunCancel": "run.cancel",
 			"JournalRunFinish": "run.finish", "JournalRunEnded": "run.ended",
 			"JournalStepDispatched": "step.dispatched", "JournalStepLeased": "step.leased", "JournalStepStarted": "step.started",
-			"JournalStepSucceeded": "step.succeeded", "JournalStepFailed": "step.failed", "JournalStepLeaseLost": "step.lease_lost",
+			"JournalStepSucceeded": "step.succeeded", "JournalStepFailed": "step.failed", "JournalStepLeaseLost": "step.lease_lost", "JournalStepLeaseMoved": "step.lease_moved",
 			"JournalStepResultAfterEnd": "step.result_after_end", "JournalStepCancelled": "step.cancelled",
 			"JournalStepBlocked": "step.blocked", "JournalStepReprepare": "step.reprepare", "JournalStepRecorded": "step.recorded",
 			"JournalJoinHeld": "join.held", "JournalJoinFailed": "join.failed",

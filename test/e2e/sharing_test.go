@@ -108,3 +108,59 @@ func TestWaitAndCancelThroughOtherReplicas(t *testing.T) {
 	c.until(id, "cancelled", func(r runOut) bool { return r.State == "cancelled" })
 	auditClean(t, cc, "audrey", r.RunID, id)
 }
+
+// Issue 15, item 3: an executor survives its replica. edge-1 is
+// configured with replicas A then B and runs a side effect A leased, plus
+// more read-only steps than its capacity (some wait at A for a credit). A
+// is killed (kill -9). edge-1 reconnects to B and re-attaches its running
+// leases with their fences; their results are recorded through B; the
+// steps A had claimed but not leased are claimed by B once A's heartbeat
+// lapses. Every run completes on its first attempt, the side effect ran
+// once, no in-doubt ask opened, and the audit is clean. (Before, the
+// broken stream cancelled the executor's work and B reported the started
+// side effect lost: in doubt.)
+func TestExecutorReattachesItsLeasesToASurvivor(t *testing.T) {
+	c := newClusterSpec(t, clusterSpec{later: []string{"edge-1"}})
+	a := c.plane
+	b := c.startReplica()
+	log := &logBuffer{}
+	c.startExecutorOn("edge-1", log, a, b)
+	id := c.start("m: test.mark {\"name\": \"effect\", \"hold_ms\": 25000} without asking\n")
+	c.until(id, "started", func(r runOut) bool { st, _, _ := stepOf(r, "m"); return st == "started" })
+	c.waitMark("effect", 1)
+	var naps []string
+	for range 10 { // capacity 8: one is the mark, so three wait at A
+		naps = append(naps, c.start("s: test.sleep {\"ms\": 8000}\n"))
+	}
+	c.until(naps[6], "leased", func(r runOut) bool { st, _, _ := stepOf(r, "s"); return st == "leased" || st == "started" })
+	if r := c.until(id, "still started", func(runOut) bool { return true }); r.State != "running" {
+		t.Fatalf("the side effect ended before A was killed (%s): the test did not exercise a re-attach", r.State)
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	c.plane = b
+	r := c.until(id, "complete", func(r runOut) bool { return r.State != "running" })
+	if st, ex, attempts := stepOf(r, "m"); r.State != "complete" || st != "succeeded" || attempts != 1 || ex != "edge-1" {
+		t.Fatalf("run %s, step m %s on %q after %d attempts: want complete, succeeded on edge-1 after 1 (re-attached through B)\nedge-1:\n%s", r.State, st, ex, attempts, log.String())
+	}
+	for _, a := range r.Asks {
+		if strings.Contains(a.AskID, "doubt") {
+			t.Fatalf("an in-doubt ask opened: %+v", r.Asks)
+		}
+	}
+	for _, nid := range naps {
+		r := c.until(nid, "complete", func(r runOut) bool { return r.State != "running" })
+		if st, _, attempts := stepOf(r, "s"); r.State != "complete" || st != "succeeded" || attempts != 1 {
+			t.Fatalf("nap %s: run %s, step %s after %d attempts: want complete after 1", nid, r.State, st, attempts)
+		}
+	}
+	if n := c.mark("effect"); n != 1 {
+		t.Fatalf("the side effect ran %d times", n)
+	}
+	if !strings.Contains(log.String(), "held_leases=") {
+		t.Fatalf("edge-1 never re-attached: %s", log.String())
+	}
+	auditClean(t, b, "audrey", append(naps, id)...)
+}

@@ -37,7 +37,8 @@ type Dispatcher struct {
 	sessions map[*session]bool
 	waiting  []offer
 	leases   map[string]*lease
-	byRun    map[string]int // leases held per run
+	byRun    map[string]int  // leases held per run
+	rec      runner.Recorder // while Run runs: for re-attached leases
 	seq      int
 	draining bool
 	// unrecorded are lost leases whose loss the store could not record
@@ -120,7 +121,13 @@ func New(cfg Config) *Dispatcher {
 // have. Run it once, for as long as the executor listener serves (and
 // until that listener has drained, so executors' last reports are
 // recorded).
-func (d *Dispatcher) Run(ctx context.Context) error {
+//
+// rec is what leases re-attached by their executors (reattach.go) report
+// through: the Runner, which offers every other lease with itself.
+func (d *Dispatcher) Run(ctx context.Context, rec runner.Recorder) error {
+	d.mu.Lock()
+	d.rec = rec
+	d.mu.Unlock()
 	var wg sync.WaitGroup
 	for range recordWorkers {
 		wg.Go(d.recordWorker)

@@ -21,7 +21,7 @@ func TestRunOwnsEveryGoroutine(t *testing.T) {
 	d := New(Config{LeaseTTL: 40 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
+	go func() { defer close(done); _ = d.Run(ctx, nil) }()
 	release := make(chan struct{})
 	ran := make(chan struct{}, recordWorkers+8)
 	for range recordWorkers + 8 { // more than the workers: some overflow

@@ -23,6 +23,18 @@
 //     acked is offered again at the same fence (lost, lease.go; reap.go),
 //     and a loss the store could not record is retried each pass (reap.go).
 //
+// Replicas (issue 15): Offer refuses what no executor here serves, and
+// the Runner leaves it in the store for a replica that does (Serves,
+// Wants, Queues feed the claim loop and the replica's announcement); what
+// waits here when its executors go away, or when it drains, goes back to
+// the store (release). An acked lease whose stream broke waits one lease
+// TTL for its executor to re-attach it, here or on another replica
+// (reattach.go: rebind, or engine.LeaseMoved from the replica that held
+// it); one not re-attached is lost (reap.go), and LeaseLost names this
+// replica, so a lease that moved is not lost by the one it left. Another
+// replica's commit to a run held here is reconciled (reconcile.go): a
+// step no longer in flight is cancelled on its executor.
+//
 // Credits: no executor holds more leases than it offered; each lease
 // spends one, returned when it ends, expires or is refused (assign, drop,
 // reap.go). Drain asks every executor to finish and close its stream and

@@ -148,7 +148,7 @@ func (d *Dispatcher) lost(ctx context.Context, ls []*lease) {
 			continue
 		}
 		_, err := l.offer.rec.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {
-			return engine.LeaseLost{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
+			return engine.LeaseLost{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, Replica: d.cfg.Replica, At: now}
 		})
 		switch {
 		case err == nil, errors.Is(err, engine.ErrStaleAttempt), errors.Is(err, engine.ErrWrongTransition):

@@ -8,6 +8,16 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
+// Holding implements runner.Dispatcher.
+func (d *Dispatcher) Holding(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.leases[id]; ok {
+		return true
+	}
+	return slices.ContainsFunc(d.waiting, func(o offer) bool { return id == leaseID(o.runID, o.d.Step, o.d.Attempt) })
+}
+
 // Holds reports whether this dispatcher holds a lease of run, or has one
 // of its steps waiting for a credit: whether another replica's commit to
 // the run may concern it.

@@ -106,6 +106,13 @@ func (d *Dispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) er
 		s.tools[t.GetServer()+"."+t.GetTool()] = true
 	}
 	d.views.advertised(s.executor, hello.GetTools())
+	// Leases the executor still runs from an earlier stream: taken over
+	// before it is welcomed, so its starts and results that follow find
+	// them (reattach.go).
+	if held := hello.GetHeldLeases(); len(held) > 0 {
+		kept := d.reattach(ctx, s, held)
+		s.credits = max(0, s.credits-kept)
+	}
 	welcome := &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Welcome{Welcome: &tollgatev1.Welcome{SessionId: s.id,
 		HeartbeatInterval: durationpb.New(d.cfg.LeaseTTL / 3), LeaseTtl: durationpb.New(d.cfg.LeaseTTL)}}}
 	if err := stream.Send(welcome); err != nil {
@@ -145,17 +152,26 @@ func (d *Dispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) er
 	d.mu.Lock()
 	delete(d.sessions, s)
 	var gone []*lease
+	detached := 0
 	for _, l := range d.leases {
-		if l.s == s {
-			d.delLease(l)
-			gone = append(gone, l)
+		if l.s != s {
+			continue
 		}
+		if l.acked {
+			// Its executor may run it still and re-attach it on its next
+			// stream, here or on another replica: it is lost only if no
+			// heartbeat comes within the lease TTL (reap).
+			detached++
+			continue
+		}
+		d.delLease(l)
+		gone = append(gone, l)
 	}
 	orphans := d.unservedWaiting()
 	d.mu.Unlock()
 	d.changed()
 	d.release(context.WithoutCancel(ctx), orphans)
-	d.cfg.Log.Info("executor disconnected", "executor", s.executor, "leases_lost", len(gone))
+	d.cfg.Log.Info("executor disconnected", "executor", s.executor, "leases_offered_again", len(gone), "leases_awaiting_reattach", detached)
 	d.lost(context.WithoutCancel(ctx), gone)
 	if errors.Is(err, io.EOF) || errors.Is(ctx.Err(), context.Canceled) {
 		return nil

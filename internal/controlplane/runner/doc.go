@@ -23,6 +23,17 @@
 //     is offered again only once it is known (unsure.go).
 //   - I8 the record is the truth: every commit chains its journal records
 //     after the run's head (commit.go).
+//   - Replicas are one control plane (work.go): the commit that queues a
+//     step enqueues its work in the store, claimed at once by this
+//     replica when it serves the tool (direct hand-off), else left for any
+//     replica that does (Claim, Claiming); an attempt in flight keeps an
+//     entry in LeaseQueue under the replica holding its lease, so when
+//     that replica dies a survivor reports it lost unless it was
+//     re-attached (leaseClaimed); the claims of replicas gone are released
+//     (ReleaseClaims); a step is blocked only when no live replica serves
+//     its tool (Announce, unserved). Another replica's commit reaches this
+//     one's watchers as a hint (Hinted, watch.go); hints are never the
+//     truth, watchers read the store.
 //
 // The Runner calls a Dispatcher, Observers and an AskHook (seams.go); it
 // hands itself to the dispatcher and the hook as a Recorder on each call,

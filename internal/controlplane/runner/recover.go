@@ -22,7 +22,8 @@ import (
 // looks at it again. Call Recover once at start-up, before serving.
 func (r *Runner) Recover(ctx context.Context) error {
 	if err := r.ReleaseClaims(ctx, true); err != nil {
-		return fmt.Errorf("recover: %w", err)
+		// The takeover pass tries again.
+		r.log.LogAttrs(ctx, slog.LevelWarn, "could not release the claims of replicas gone", slog.String("error", err.Error()))
 	}
 	tok := ""
 	for {
@@ -93,9 +94,11 @@ func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err 
 			awaiting = true
 			continue
 		}
-		attempt := s.Attempt
+		attempt, owner := s.Attempt, ownerOf(s)
 		if _, err := r.apply(ctx, id, func(now time.Time) engine.Event {
-			return engine.LeaseLost{Step: sid, Attempt: attempt, At: now}
+			// Lost only if still held by the replica judged gone: a lease
+			// its executor re-attached elsewhere meanwhile is not.
+			return engine.LeaseLost{Step: sid, Attempt: attempt, Replica: owner, At: now}
 		}); err != nil && !errors.Is(err, engine.ErrStaleAttempt) && !errors.Is(err, engine.ErrWrongTransition) {
 			return awaiting, err
 		}
@@ -105,22 +108,41 @@ func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err 
 	return awaiting, nil
 }
 
-// ownerAlive reports whether the replica holding step s's current lease
-// is alive: this replica, or another whose heartbeat has not lapsed. An
-// attempt that records no replica (leased before replicas were recorded)
-// has no owner to wait for.
-func (r *Runner) ownerAlive(ctx context.Context, s *engine.StepRun) (bool, error) {
+// leaseOf is the lease id of step s's current attempt.
+func leaseOf(s *engine.StepRun) string {
+	for _, a := range s.Attempts {
+		if a.N == s.Attempt {
+			return a.LeaseID
+		}
+	}
+	return ""
+}
+
+// ownerOf is the replica holding step s's current lease ("" unknown).
+func ownerOf(s *engine.StepRun) string {
 	owner := ""
 	for _, a := range s.Attempts {
 		if a.N == s.Attempt {
 			owner = a.Replica
 		}
 	}
+	return owner
+}
+
+// ownerAlive reports whether the replica holding step s's current lease
+// is alive: this replica, or another whose heartbeat has not lapsed. An
+// attempt that records no replica (leased before replicas were recorded)
+// has no owner to wait for.
+func (r *Runner) ownerAlive(ctx context.Context, s *engine.StepRun) (bool, error) {
+	owner := ownerOf(s)
 	switch {
 	case owner == "":
 		return false, nil
 	case owner == r.replica:
-		return true, nil
+		// Ours if held here; one recorded under our name that we do not
+		// hold is from an earlier process of this replica: its executor
+		// gets one lease TTL after our start to re-attach it.
+		return r.dispatch.Holding(leaseOf(s)) || time.Since(r.born) < r.grace, nil
 	}
 	return r.store.Alive(ctx, owner)
 }

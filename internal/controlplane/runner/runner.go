@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
 	"github.com/tollgate-dev/tollgate/internal/lru"
@@ -46,6 +47,11 @@ type Runner struct {
 	handoff handoffs
 	// served is what live replicas serve (Announce).
 	served servedQueues
+	// born is when this Runner was made; grace is how long after it a
+	// lease recorded under this replica's name, not held here, may still
+	// be re-attached by its executor (Config.LeaseTTL).
+	born  time.Time
+	grace time.Duration
 }
 
 // runnerPerf is what a Runner keeps to save store round trips.
@@ -73,6 +79,10 @@ type Config struct {
 	// Outbox gives the work each commit enqueues for its effects, in the
 	// same commit (notices); nil: none.
 	Outbox Outbox
+	// LeaseTTL is the executors' lease TTL: after a restart under the same
+	// replica name, leases recorded under it are left to their executors
+	// for this long (default 10s).
+	LeaseTTL time.Duration
 	// PlanCache bounds the plans (engines) kept in memory, least recently
 	// used evicted; an evicted plan is loaded from the store again when a
 	// run of it moves. 0 means DefaultPlanCache.
@@ -97,7 +107,10 @@ func New(cfg Config) *Runner {
 	if cfg.PlanCache <= 0 {
 		cfg.PlanCache = DefaultPlanCache
 	}
-	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks, outbox: cfg.Outbox, replica: cfg.Replica,
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks, outbox: cfg.Outbox, replica: cfg.Replica, born: time.Now(), grace: cfg.LeaseTTL,
 		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: lru.NewWeighted(maxCachedRuns, maxCachedRunBytes, runCost),
 		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost)}}
 }

@@ -90,6 +90,10 @@ type Dispatcher interface {
 	Offer(ctx context.Context, rec Recorder, runID string, d engine.Dispatch) bool
 	Cancel(ctx context.Context, runID string, c engine.CancelStep)
 	Serves(t engine.Target) bool
+	// Holding reports whether this dispatcher holds the lease (or has its
+	// attempt waiting for a credit): a lease recorded as this replica's
+	// that it does not hold is from an earlier process of the same name.
+	Holding(leaseID string) bool
 }
 
 // NoExecutors is the dispatcher before any executor is connected: every
@@ -104,3 +108,6 @@ func (NoExecutors) Cancel(context.Context, string, engine.CancelStep) {}
 
 // Serves implements Dispatcher.
 func (NoExecutors) Serves(engine.Target) bool { return false }
+
+// Holding implements Dispatcher.
+func (NoExecutors) Holding(string) bool { return false }

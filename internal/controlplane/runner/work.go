@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -89,46 +90,79 @@ func (h *handoffs) take(id string) bool {
 	return ok
 }
 
+// LeaseQueue holds an entry for every attempt in flight, owned by the
+// replica holding its lease. Every replica claims from it, whatever its
+// executors serve: when a replica dies, its claims are released, and
+// whoever claims an in-flight entry next reports the lease lost unless it
+// was re-attached elsewhere meanwhile (offerClaimed). So a lease of a dead
+// replica is recovered even if no executor of the survivors offers its
+// tool, and for runs the survivors have never read.
+const LeaseQueue = "lease"
+
+// entry is where a step's attempt lives in the work queues: its tool's
+// queue while queued (owner: this replica when it serves the tool), the
+// lease queue while in flight (owner: the replica holding the lease); ok
+// false when it is in neither.
+func (r *Runner) entry(m *engine.Machine, run *engine.Run, sid string, s *engine.StepRun) (w store.Work, ok bool) {
+	if run.State.Terminal() {
+		return store.Work{}, false
+	}
+	t, known := m.TargetOf(sid)
+	if !known {
+		return store.Work{}, false
+	}
+	w = store.Work{ID: WorkID(run.ID, sid, s.Attempt), RunID: run.ID}
+	switch {
+	case s.Status == engine.StatusQueued:
+		w.Queue = QueueOf(t)
+	case s.Status.InFlight():
+		w.Queue, w.Owner = LeaseQueue, ownerOf(s)
+		if w.Owner == "" {
+			w.Owner = r.replica
+		}
+	default:
+		return store.Work{}, false
+	}
+	return w, true
+}
+
 // stepWork is the work a transition from before to after enqueues and
-// finishes: a step queued at an attempt it was not queued at before is
-// enqueued (owned by this replica when its dispatcher serves it; owned
-// lists those), and a step no longer queued at the attempt it was is
-// finished.
+// finishes: an attempt that entered a queue (or moved between queues or
+// owners) is enqueued there, and one that left is finished. A queued
+// attempt is claimed by this replica in the same commit when its
+// dispatcher serves the tool (owned lists those, for effects to offer).
 func (r *Runner) stepWork(m *engine.Machine, before, after *engine.Run) (enq []store.Work, fin []store.WorkRef, owned []string) {
-	ended := after.State.Terminal()
 	if before != nil {
 		for sid, b := range before.Steps {
-			if b.Status != engine.StatusQueued {
+			old, ok := r.entry(m, before, sid, b)
+			if !ok {
 				continue
 			}
-			if a := after.Steps[sid]; !ended && a != nil && a.Status == engine.StatusQueued && a.Attempt == b.Attempt {
-				continue
+			if a := after.Steps[sid]; a != nil {
+				if cur, ok := r.entry(m, after, sid, a); ok && cur.ID == old.ID && cur.Queue == old.Queue && (cur.Owner == old.Owner || cur.Queue != LeaseQueue) {
+					continue
+				}
 			}
-			if t, ok := m.TargetOf(sid); ok {
-				fin = append(fin, store.WorkRef{Queue: QueueOf(t), ID: WorkID(after.ID, sid, b.Attempt), RunID: after.ID})
-			}
+			fin = append(fin, old.Ref())
 		}
-	}
-	if ended {
-		return enq, fin, nil
 	}
 	for sid, a := range after.Steps {
-		if a.Status != engine.StatusQueued {
-			continue
-		}
-		if before != nil {
-			if b := before.Steps[sid]; b != nil && b.Status == engine.StatusQueued && b.Attempt == a.Attempt {
-				continue
-			}
-		}
-		t, ok := m.TargetOf(sid)
+		w, ok := r.entry(m, after, sid, a)
 		if !ok {
 			continue
 		}
-		w := store.Work{Queue: QueueOf(t), ID: WorkID(after.ID, sid, a.Attempt), RunID: after.ID}
-		if r.dispatch.Serves(t) {
-			w.Owner = r.replica
-			owned = append(owned, w.ID)
+		if before != nil {
+			if b := before.Steps[sid]; b != nil {
+				if old, ok := r.entry(m, before, sid, b); ok && old.ID == w.ID && old.Queue == w.Queue && (old.Owner == w.Owner || w.Queue != LeaseQueue) {
+					continue
+				}
+			}
+		}
+		if w.Queue != LeaseQueue {
+			if t, _ := m.TargetOf(sid); r.dispatch.Serves(t) {
+				w.Owner = r.replica
+				owned = append(owned, w.ID)
+			}
 		}
 		enq = append(enq, w)
 	}
@@ -234,12 +268,46 @@ func (r *Runner) offerClaimed(ctx context.Context, w store.Work) claimOutcome {
 		}
 		return claimBack
 	}
+	if w.Queue == LeaseQueue {
+		return r.leaseClaimed(ctx, run, step, attempt)
+	}
 	d, ok := m.DispatchOf(run, step, attempt)
 	if !ok {
 		return claimStale
 	}
 	if !r.dispatch.Offer(ctx, r, w.RunID, d) {
 		return claimBack
+	}
+	return claimOffered
+}
+
+// leaseClaimed handles a claimed entry of the lease queue: released from
+// a replica that is gone. A lease still in flight at that attempt whose
+// replica is gone is reported lost (the engine re-leases a read-only step
+// or asks whether a started side effect ran); one whose replica lives (it
+// was re-attached there) is left to it, its run watched by Takeover; an
+// attempt no longer in flight is stale. The entry stays claimed by this
+// replica until the step moves on, so if this replica dies too, another
+// looks at it again.
+func (r *Runner) leaseClaimed(ctx context.Context, run *engine.Run, step string, attempt int) claimOutcome {
+	s := run.Steps[step]
+	if run.State.Terminal() || s == nil || s.Attempt != attempt || !s.Status.InFlight() {
+		return claimStale
+	}
+	alive, err := r.ownerAlive(ctx, s)
+	if err != nil {
+		r.awaiting.add(run.ID)
+		return claimOffered
+	}
+	if alive {
+		r.awaiting.add(run.ID)
+		return claimOffered
+	}
+	owner := ownerOf(s)
+	if _, err := r.apply(ctx, run.ID, func(now time.Time) engine.Event {
+		return engine.LeaseLost{Step: step, Attempt: attempt, Replica: owner, At: now}
+	}); err != nil && !errors.Is(err, engine.ErrStaleAttempt) && !errors.Is(err, engine.ErrWrongTransition) {
+		r.awaiting.add(run.ID)
 	}
 	return claimOffered
 }
@@ -287,22 +355,25 @@ func (r *Runner) ReleaseClaims(ctx context.Context, mine bool) error {
 	for _, w := range ws {
 		byOwner[w.Owner] = append(byOwner[w.Owner], w.Ref())
 	}
+	var first error
 	for owner, refs := range byOwner {
 		if owner == r.replica {
 			if !mine {
 				continue
 			}
 		} else if alive, err := r.store.Alive(ctx, owner); err != nil {
-			return err
+			first = cmp.Or(first, err)
+			continue // unknown is not dead
 		} else if alive {
 			continue
 		}
 		if err := r.store.ReleaseWork(ctx, owner, refs); err != nil {
-			return err
+			first = cmp.Or(first, err)
+			continue
 		}
 		r.log.LogAttrs(ctx, slog.LevelInfo, "released the claims of a replica that is gone", slog.String("replica", owner), slog.Int("entries", len(refs)))
 	}
-	return nil
+	return first
 }
 
 // maxClaim bounds one claim of one queue.

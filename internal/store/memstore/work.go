@@ -40,6 +40,10 @@ func (s *Store) enqueue(c store.Commit) []store.Hint {
 		s.work.entries = map[workKey]*workEntry{}
 	}
 	var hints []store.Hint
+	// Finished first: a commit may finish an id and enqueue it anew.
+	for _, r := range c.Finish {
+		delete(s.work.entries, workKey{r.RunID, r.ID})
+	}
 	for _, w := range c.Enqueue {
 		k := workKey{w.RunID, w.ID}
 		if _, ok := s.work.entries[k]; ok {
@@ -51,9 +55,6 @@ func (s *Store) enqueue(c store.Commit) []store.Hint {
 		if w.Owner == "" {
 			hints = append(hints, store.Hint{Queue: w.Queue})
 		}
-	}
-	for _, r := range c.Finish {
-		delete(s.work.entries, workKey{r.RunID, r.ID})
 	}
 	return hints
 }

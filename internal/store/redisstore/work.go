@@ -64,6 +64,20 @@ func (s *Store) commitWork(keys []string, args []any, p *prepared) ([]string, []
 // the first work argument.
 const commitWorkSrc = `
 local ne = tonumber(ARGV[w + 1])
+local f = w + 2 + 6 * ne
+local nf = tonumber(ARGV[f])
+-- Finished first: a commit may finish an id and enqueue it anew (a lease
+-- that moved, a step leased from its tool queue into the lease queue).
+for i = 0, nf - 1 do
+  local id, q = ARGV[f + 1 + 2 * i], ARGV[f + 2 + 2 * i]
+  if redis.call('HDEL', KEYS[kw], id) == 1 then
+    redis.call('HDEL', KEYS[kw + 1], id)
+    redis.call('HDEL', KEYS[kw + 2], id)
+    if redis.call('ZREM', KEYS[kw + 4 + ne + i], id) == 1 and redis.call('ZCARD', KEYS[kw + 4 + ne + i]) == 0 then
+      redis.call('SREM', KEYS[kw + 3], q)
+    end
+  end
+end
 for i = 0, ne - 1 do
   local a = w + 2 + 6 * i
   local id = ARGV[a]
@@ -75,18 +89,6 @@ for i = 0, ne - 1 do
       redis.call('ZADD', KEYS[kw + 4 + i], ARGV[a + 4], id)
       redis.call('SADD', KEYS[kw + 3], ARGV[a + 5])
       redis.call('PUBLISH', ARGV[w], 'q ' .. ARGV[a + 5])
-    end
-  end
-end
-local f = w + 2 + 6 * ne
-local nf = tonumber(ARGV[f])
-for i = 0, nf - 1 do
-  local id, q = ARGV[f + 1 + 2 * i], ARGV[f + 2 + 2 * i]
-  if redis.call('HDEL', KEYS[kw], id) == 1 then
-    redis.call('HDEL', KEYS[kw + 1], id)
-    redis.call('HDEL', KEYS[kw + 2], id)
-    if redis.call('ZREM', KEYS[kw + 4 + ne + i], id) == 1 and redis.call('ZCARD', KEYS[kw + 4 + ne + i]) == 0 then
-      redis.call('SREM', KEYS[kw + 3], q)
     end
   end
 end

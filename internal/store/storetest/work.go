@@ -124,6 +124,24 @@ func testWorkQueues(t *testing.T, s store.Store) {
 		t.Fatalf("waiting after FinishWork: %v", ids(w))
 	}
 
+	// Finishing an id and enqueuing it in the same commit moves it: to
+	// another queue, with another owner.
+	c = Commit(r, r.Version, "running", nil, "x")
+	c.Enqueue = []store.Work{{Queue: "tool:a.b", ID: "wq1/mv/1", RunID: "wq1", Owner: "cp-a"}}
+	must(t, s.Commit(ctx, c))
+	r = c.Run
+	c = Commit(r, r.Version, "running", nil, "y")
+	c.Finish = []store.WorkRef{{Queue: "tool:a.b", ID: "wq1/mv/1", RunID: "wq1"}}
+	c.Enqueue = []store.Work{{Queue: "lease", ID: "wq1/mv/1", RunID: "wq1", Owner: "cp-b"}}
+	must(t, s.Commit(ctx, c))
+	r = c.Run
+	claimed, err = s.ClaimedWork(ctx)
+	must(t, err)
+	if len(claimed) != 1 || claimed[0].Queue != "lease" || claimed[0].Owner != "cp-b" {
+		t.Fatalf("a moved entry: %+v, want wq1/mv/1 in lease owned by cp-b", claimed)
+	}
+	must(t, s.FinishWork(ctx, []store.WorkRef{claimed[0].Ref()}))
+
 	// Bad entries are refused, and the commit writes nothing.
 	for _, bad := range []store.Work{
 		{Queue: "", ID: "wq1/x/1", RunID: "wq1"},
