@@ -79,8 +79,8 @@ func NewDeliverer(cfg DelivererConfig) *Deliverer {
 }
 
 // Run claims and delivers notices until ctx ends: every Every, at once on
-// a signal from wake (a hint that the outbox holds work), and whenever a
-// delivery ends. When ctx ends it stops the deliveries under way, waits
+// a signal from wake (a hint that the outbox holds work), and when a
+// delivery ends while MaxInHand are in hand. When ctx ends it stops the deliveries under way, waits
 // for them, and releases those not final to the store.
 func (d *Deliverer) Run(ctx context.Context, wake <-chan struct{}) error {
 	var wg sync.WaitGroup
@@ -142,11 +142,14 @@ func (d *Deliverer) claim(ctx context.Context, wg *sync.WaitGroup) bool {
 func (d *Deliverer) deliver(ctx context.Context, w store.Work) {
 	defer func() {
 		d.mu.Lock()
+		full := d.inHand >= d.cfg.MaxInHand
 		d.inHand--
 		d.mu.Unlock()
-		select {
-		case d.room <- struct{}{}:
-		default:
+		if full { // claims stopped for want of room: claim again now
+			select {
+			case d.room <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	var body noticeBody
