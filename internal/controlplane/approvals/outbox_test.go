@@ -442,3 +442,28 @@ func TestNoticeWorkID(t *testing.T) {
 		t.Fatal("two endpoints share a work id")
 	}
 }
+
+// A Deliverer with room for one delivery at a time sends a second as soon
+// as the first is final, without waiting for its tick.
+func TestDelivererClaimsAgainWhenRoomFrees(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New(memstore.Config{})
+	rc := newHookReceiver(t, false)
+	a := newReplica(t, st, "cp-a", rc.srv.URL)
+	for range 2 {
+		if _, _, err := a.runner.Start(ctx, runner.StartRequest{Plan: question(), Requester: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := webhook.New(webhook.Config{}, []webhook.Endpoint{{Name: "pager", URL: rc.srv.URL, Secret: hookSecret, Roles: []string{"*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := NewDeliverer(DelivererConfig{Store: st, Sender: n, Recorder: a.runner, Replica: "cp-a", Every: time.Hour, MaxInHand: 1})
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = one.Run(dctx, nil) }()
+	defer func() { cancel(); <-done }()
+	rc.waitKinds(t, webhook.KindOpened, webhook.KindOpened)
+	waitFinished(t, st)
+}
