@@ -103,6 +103,8 @@ func (x *testExec) Cancel(context.Context, string, engine.CancelStep) {}
 
 func (x *testExec) Holding(string) bool { return false }
 
+func (x *testExec) Free(t engine.Target) bool { return x.Serves(t) }
+
 func (x *testExec) Serves(t engine.Target) bool {
 	if t.Kind == "prose" {
 		return true

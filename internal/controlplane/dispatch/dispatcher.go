@@ -194,6 +194,21 @@ func (d *Dispatcher) Serves(t engine.Target) bool {
 	return !d.draining && d.served(t)
 }
 
+// Free implements runner.Dispatcher.
+func (d *Dispatcher) Free(t engine.Target) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return false
+	}
+	for s := range d.sessions {
+		if s.credits > 0 && !s.silent && s.serves(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // served reports whether a session offers t. d.mu is held.
 func (d *Dispatcher) served(t engine.Target) bool {
 	for s := range d.sessions {

@@ -90,6 +90,10 @@ type Dispatcher interface {
 	Offer(ctx context.Context, rec Recorder, runID string, d engine.Dispatch) bool
 	Cancel(ctx context.Context, runID string, c engine.CancelStep)
 	Serves(t engine.Target) bool
+	// Free reports whether an executor here could take t at once (it
+	// offers t and has a credit): a step is handed off directly only then,
+	// unless no other replica serves it.
+	Free(t engine.Target) bool
 	// Holding reports whether this dispatcher holds the lease (or has its
 	// attempt waiting for a credit): a lease recorded as this replica's
 	// that it does not hold is from an earlier process of the same name.
@@ -108,6 +112,9 @@ func (NoExecutors) Cancel(context.Context, string, engine.CancelStep) {}
 
 // Serves implements Dispatcher.
 func (NoExecutors) Serves(engine.Target) bool { return false }
+
+// Free implements Dispatcher.
+func (NoExecutors) Free(engine.Target) bool { return false }
 
 // Holding implements Dispatcher.
 func (NoExecutors) Holding(string) bool { return false }

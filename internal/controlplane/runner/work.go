@@ -159,7 +159,10 @@ func (r *Runner) stepWork(m *engine.Machine, before, after *engine.Run) (enq []s
 			}
 		}
 		if w.Queue != LeaseQueue {
-			if t, _ := m.TargetOf(sid); r.dispatch.Serves(t) {
+			// Handed off here when an executor here can take it now, or
+			// when one here offers it and no other replica does; else it
+			// waits in the store for whichever replica has room first.
+			if t, _ := m.TargetOf(sid); r.dispatch.Serves(t) && (r.dispatch.Free(t) || !r.servedElsewhere(w.Queue)) {
 				w.Owner = r.replica
 				owned = append(owned, w.ID)
 			}
@@ -178,10 +181,19 @@ func (r *Runner) unserved(q string) bool {
 	return !r.served.queues[q]
 }
 
-// servedQueues is the union of what live replicas announced.
+// servedElsewhere reports whether another live replica announced q.
+func (r *Runner) servedElsewhere(q string) bool {
+	r.served.mu.Lock()
+	defer r.served.mu.Unlock()
+	return r.served.others[q]
+}
+
+// servedQueues is the union of what live replicas announced, and of what
+// the others did.
 type servedQueues struct {
 	mu     sync.Mutex
 	queues map[string]bool
+	others map[string]bool
 }
 
 // Announce records in the store, for ttl, the queues this replica's
@@ -197,17 +209,20 @@ func (r *Runner) Announce(ctx context.Context, queues []string, ttl time.Duratio
 	if err != nil {
 		return err
 	}
-	all := map[string]bool{}
+	all, others := map[string]bool{}, map[string]bool{}
 	for _, rep := range reps {
 		for _, q := range rep.Queues {
 			all[q] = true
+			if rep.Name != r.replica {
+				others[q] = true
+			}
 		}
 	}
 	for _, q := range queues {
 		all[q] = true
 	}
 	r.served.mu.Lock()
-	r.served.queues = all
+	r.served.queues, r.served.others = all, others
 	r.served.mu.Unlock()
 	return nil
 }
