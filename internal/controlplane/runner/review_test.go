@@ -225,3 +225,51 @@ func TestReview_DirectHandOffOfAFanTakesOnlyWhatIsFree(t *testing.T) {
 		t.Fatalf("one free credit here, cp-b serves x.read too, yet cp-a claimed %d of the fan's 5 steps (%d left waiting)", mine, len(waiting))
 	}
 }
+
+// shardDown is a sharded store one of whose shards fails a claim: the
+// others' entries were claimed and come back with the error, as
+// redisstore.ClaimWork returns them (out, err).
+type shardDown struct{ store.Store }
+
+func (s shardDown) ClaimWork(ctx context.Context, queue, owner string, n int) ([]store.Work, error) {
+	ws, err := s.Store.ClaimWork(ctx, queue, owner, n)
+	if err != nil {
+		return ws, err
+	}
+	return ws, errors.New("redisstore: claiming work: CLUSTERDOWN (one shard)")
+}
+
+// A claim that fails on one shard of a Redis Cluster has claimed the
+// entries of the others (redisstore's claim script ran there). On main
+// Runner.Claim drops them with the error: they stay claimed by this live
+// replica, offered to nobody and released by nobody, until it restarts.
+func TestReview_APartlyFailedClaimDoesNotStrandWhatItClaimed(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New(memstore.Config{})
+	p := &plan.Plan{Name: "one", InitialSteps: []plan.Step{{ID: "s", Kind: plan.KindTool, Server: "x", Tool: "read", Args: plan.Object(`{}`), OnFail: plan.OnFailStop}}}
+	// Started through a replica that does not serve x.read: it waits.
+	b := New(Config{Store: mem, Dispatcher: servesNothing{}, Replica: "cp-b"})
+	if err := mem.Announce(ctx, "cp-a", []string{"tool:x.read"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Announce(ctx, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := b.Start(ctx, StartRequest{Plan: p, Requester: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp := &credits{n: 4}
+	a := New(Config{Store: shardDown{mem}, Dispatcher: disp, Replica: "cp-a"})
+	if err := mem.Heartbeat(ctx, "cp-a", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = a.Claim(ctx, "tool:x.read", 4) // the error is logged by Claiming; what was claimed must not be lost
+	a.Takeover(ctx)
+	a.Resettle(ctx)
+	b.Takeover(ctx)
+	id := WorkID(run.ID, "s", 1)
+	if owner := claims(t, mem)["tool:x.read "+id]; owner == "cp-a" && !disp.wasOffered(id) {
+		t.Fatalf("the step is claimed by cp-a, offered to no executor, and released by nobody while cp-a lives")
+	}
+}
