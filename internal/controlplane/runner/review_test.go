@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,5 +272,73 @@ func TestReview_APartlyFailedClaimDoesNotStrandWhatItClaimed(t *testing.T) {
 	id := WorkID(run.ID, "s", 1)
 	if owner := claims(t, mem)["tool:x.read "+id]; owner == "cp-a" && !disp.wasOffered(id) {
 		t.Fatalf("the step is claimed by cp-a, offered to no executor, and released by nobody while cp-a lives")
+	}
+}
+
+// unreadable is a store where one run cannot be read (its plan no longer
+// loads, its row does not decode: not ErrNotFound), and which counts
+// claims.
+type unreadable struct {
+	store.Store
+	run    string
+	claims atomic.Int64
+}
+
+func (u *unreadable) GetRun(ctx context.Context, id string) (store.Run, error) {
+	if id == u.run {
+		return store.Run{}, errors.New("decode run: unexpected end of JSON input")
+	}
+	return u.Store.GetRun(ctx, id)
+}
+
+func (u *unreadable) ClaimWork(ctx context.Context, queue, owner string, n int) ([]store.Work, error) {
+	u.claims.Add(1)
+	return u.Store.ClaimWork(ctx, queue, owner, n)
+}
+
+// A step whose run this replica cannot read is given back (claimBack);
+// the release hints that work waits, which wakes every claimer at once,
+// this one included, which claims it again: claim, read, release,
+// publish, without end, on every replica serving the queue. On main one
+// such entry keeps a replica's claim loop spinning with no tick between.
+func TestReview_AnUnreadableStepDoesNotSpinTheClaimLoop(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	mem := memstore.New(memstore.Config{})
+	p := &plan.Plan{Name: "one", InitialSteps: []plan.Step{{ID: "s", Kind: plan.KindTool, Server: "x", Tool: "read", Args: plan.Object(`{}`), OnFail: plan.OnFailStop}}}
+	b := New(Config{Store: mem, Dispatcher: servesNothing{}, Replica: "cp-b"})
+	if err := mem.Announce(ctx, "cp-a", []string{"tool:x.read"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Announce(ctx, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := b.Start(ctx, StartRequest{Plan: p, Requester: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &unreadable{Store: mem, run: run.ID}
+	a := New(Config{Store: st, Dispatcher: &credits{n: 4}, Replica: "cp-a"})
+	queued := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() {
+		_ = mem.Hints(ctx, func(h store.Hint) {
+			if h.Queue != "" {
+				select {
+				case queued <- struct{}{}:
+				default:
+				}
+			}
+		})
+	})
+	wants := func() map[string]int { return map[string]int{"tool:x.read": 4} }
+	wg.Go(func() { _ = a.Claiming(ctx, time.Hour, wants, queued) })
+	queued <- struct{}{} // work waits
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && st.claims.Load() < 100 {
+		runtime.Gosched()
+	}
+	if n := st.claims.Load(); n >= 100 {
+		t.Fatalf("%d claims of one unreadable step within a second, with the tick an hour away: the claim loop spins on its own releases", n)
 	}
 }
