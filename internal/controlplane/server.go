@@ -352,12 +352,20 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	if s.execs != nil {
 		// Another replica's commit to a run whose steps run here (a
 		// cancellation through it): stop what no longer should run.
+		reconcileTick := time.NewTicker(s.cfg.ResettleEvery)
+		defer reconcileTick.Stop()
 		work.Go(func() {
 			for {
 				select {
 				case <-bg.Done():
 					return
 				case <-s.reconciles.ready:
+				case <-reconcileTick.C:
+					// A cancel whose hint was lost still stops its step.
+					for _, id := range s.execs.HeldRuns() {
+						s.reconciles.add(id)
+					}
+					continue
 				}
 				for _, id := range s.reconciles.take() {
 					s.execs.Reconcile(bg, id)

@@ -195,18 +195,24 @@ func (d *Dispatcher) Serves(t engine.Target) bool {
 }
 
 // Free implements runner.Dispatcher.
-func (d *Dispatcher) Free(t engine.Target) bool {
+func (d *Dispatcher) Free(t engine.Target) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.draining {
-		return false
+		return 0
 	}
+	n := 0
 	for s := range d.sessions {
 		if s.credits > 0 && !s.silent && s.serves(t) {
-			return true
+			n += s.credits
 		}
 	}
-	return false
+	for _, o := range d.waiting {
+		if o.d.Target() == t {
+			n--
+		}
+	}
+	return max(n, 0)
 }
 
 // served reports whether a session offers t. d.mu is held.

@@ -84,13 +84,13 @@ func (r *Runner) commitAll(ctx context.Context, runID string, builds []func(time
 			r.commitBatch(bctx, runID, batch)
 		}
 	}
+	// Wait for the outcome even if the caller gives up: the batch commits
+	// its events anyway, and their effects (a step handed off to this
+	// replica in that commit) must run, or the step would stay claimed
+	// here and offered to nobody. A batch's commit is bounded (commitBatch).
 	out := make([]committed, len(ps))
 	for i, p := range ps {
-		select {
-		case out[i] = <-p.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		out[i] = <-p.done
 	}
 	return out, nil
 }

@@ -64,10 +64,10 @@ func (c *credits) Offer(_ context.Context, _ Recorder, runID string, d engine.Di
 }
 func (c *credits) Cancel(context.Context, string, engine.CancelStep) {}
 func (c *credits) Serves(engine.Target) bool                         { return true }
-func (c *credits) Free(engine.Target) bool {
+func (c *credits) Free(engine.Target) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.n > 0
+	return c.n
 }
 func (c *credits) Holding(id string) bool {
 	c.mu.Lock()

@@ -90,10 +90,10 @@ type Dispatcher interface {
 	Offer(ctx context.Context, rec Recorder, runID string, d engine.Dispatch) bool
 	Cancel(ctx context.Context, runID string, c engine.CancelStep)
 	Serves(t engine.Target) bool
-	// Free reports whether an executor here could take t at once (it
-	// offers t and has a credit): a step is handed off directly only then,
-	// unless no other replica serves it.
-	Free(t engine.Target) bool
+	// Free is how many steps of t executors here could take at once (the
+	// credits of those that offer it): a commit hands off at most that
+	// many directly, unless no other replica serves t.
+	Free(t engine.Target) int
 	// Holding reports whether this dispatcher holds the lease (or has its
 	// attempt waiting for a credit): a lease recorded as this replica's
 	// that it does not hold is from an earlier process of the same name.
@@ -114,7 +114,7 @@ func (NoExecutors) Cancel(context.Context, string, engine.CancelStep) {}
 func (NoExecutors) Serves(engine.Target) bool { return false }
 
 // Free implements Dispatcher.
-func (NoExecutors) Free(engine.Target) bool { return false }
+func (NoExecutors) Free(engine.Target) int { return 0 }
 
 // Holding implements Dispatcher.
 func (NoExecutors) Holding(string) bool { return false }

@@ -3,6 +3,8 @@ package runner
 import (
 	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -146,6 +148,7 @@ func (r *Runner) stepWork(m *engine.Machine, before, after *engine.Run) (enq []s
 			fin = append(fin, old.Ref())
 		}
 	}
+	free := map[engine.Target]int{} // what this commit may still hand off, by target
 	for sid, a := range after.Steps {
 		w, ok := r.entry(m, after, sid, a)
 		if !ok {
@@ -162,10 +165,20 @@ func (r *Runner) stepWork(m *engine.Machine, before, after *engine.Run) (enq []s
 			// Handed off here when an executor here can take it now, or
 			// when one here offers it and no other replica does; else it
 			// waits in the store for whichever replica has room first.
-			if t, _ := m.TargetOf(sid); r.dispatch.Serves(t) && (r.dispatch.Free(t) || !r.servedElsewhere(w.Queue)) {
+			t, _ := m.TargetOf(sid)
+			n, asked := free[t]
+			if !asked && r.dispatch.Serves(t) {
+				n = r.dispatch.Free(t)
+				if !r.servedElsewhere(w.Queue) {
+					n = len(after.Steps) // nobody else: all of them, however busy
+				}
+			}
+			if n > 0 {
 				w.Owner = r.replica
 				owned = append(owned, w.ID)
+				n--
 			}
+			free[t] = n
 		}
 		enq = append(enq, w)
 	}
@@ -232,10 +245,9 @@ func (r *Runner) Announce(ctx context.Context, queues []string, ttl time.Duratio
 // one the dispatcher cannot take after all is released. It returns how
 // many it offered.
 func (r *Runner) Claim(ctx context.Context, queue string, n int) (int, error) {
-	ws, err := r.store.ClaimWork(ctx, queue, r.replica, n)
-	if err != nil {
-		return 0, err
-	}
+	// A claim that failed on some shards still claimed on others: what
+	// came back is offered, and the error returned after.
+	ws, claimErr := r.store.ClaimWork(ctx, queue, r.replica, n)
 	offered := 0
 	var stale, back []store.WorkRef
 	for _, w := range ws {
@@ -258,7 +270,7 @@ func (r *Runner) Claim(ctx context.Context, queue string, n int) (int, error) {
 			return offered, err
 		}
 	}
-	return offered, nil
+	return offered, claimErr
 }
 
 type claimOutcome int
@@ -267,6 +279,7 @@ const (
 	claimOffered claimOutcome = iota
 	claimStale                // the step is no longer queued at that attempt
 	claimBack                 // not offered now: give it back
+	claimKept                 // not offered now, kept claimed (see offerClaimed)
 )
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
@@ -281,7 +294,11 @@ func (r *Runner) offerClaimed(ctx context.Context, w store.Work) claimOutcome {
 		if isNotFound(err) {
 			return claimStale
 		}
-		return claimBack
+		// Kept, not given back at once: a release hints every replica,
+		// which would claim it again straight away. Resettle releases it
+		// once the run reads again.
+		r.unsure.add(w.RunID)
+		return claimKept
 	}
 	if w.Queue == LeaseQueue {
 		return r.leaseClaimed(ctx, run, step, attempt)
@@ -429,8 +446,14 @@ func (r *Runner) Claiming(ctx context.Context, every time.Duration, wants func()
 		}
 		for again := true; again && ctx.Err() == nil; {
 			again = false
-			for q, n := range wants() {
-				n = min(n, maxClaim)
+			// One queue at a time, asking again before each: a session's
+			// credits count for every queue it serves, and what one claim
+			// leased is no longer free for the next.
+			for _, q := range slices.Sorted(maps.Keys(wants())) {
+				n := min(wants()[q], maxClaim)
+				if n <= 0 {
+					continue
+				}
 				got, err := r.Claim(ctx, q, n)
 				if err != nil {
 					if ctx.Err() == nil {
