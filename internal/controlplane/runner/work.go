@@ -3,10 +3,10 @@ package runner
 import (
 	"cmp"
 	"context"
-	"maps"
-	"slices"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
