@@ -2,8 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -61,7 +59,7 @@ func (d *Dispatcher) adopt(ctx context.Context, s *session, id string, fence uin
 	d.mu.Lock()
 	rec := d.rec
 	d.mu.Unlock()
-	runID, step, attempt, ok := splitLeaseID(id)
+	runID, step, attempt, ok := runner.ParseWorkID(id)
 	if rec == nil || !ok || uint64(attempt) != fence {
 		return false
 	}
@@ -104,18 +102,4 @@ func (d *Dispatcher) adopt(ctx context.Context, s *session, id string, fence uin
 	d.mu.Unlock()
 	d.cfg.Log.Info("lease re-attached from another replica", "executor", s.executor, "lease", id, "from", from)
 	return true
-}
-
-// splitLeaseID reads RUN/STEP/ATTEMPT (runner.WorkID).
-func splitLeaseID(id string) (runID, step string, attempt int, ok bool) {
-	runID, rest, found := strings.Cut(id, "/")
-	i := strings.LastIndexByte(rest, '/')
-	if !found || runID == "" || i <= 0 {
-		return "", "", 0, false
-	}
-	n, err := strconv.Atoi(rest[i+1:])
-	if err != nil || runner.WorkID(runID, rest[:i], n) != id {
-		return "", "", 0, false
-	}
-	return runID, rest[:i], n, true
 }

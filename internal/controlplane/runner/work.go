@@ -45,21 +45,19 @@ func WorkID(runID, step string, attempt int) string {
 	return runID + "/" + step + "/" + strconv.Itoa(attempt)
 }
 
-// parseWorkID splits a step's work id.
-func parseWorkID(runID, id string) (step string, attempt int, ok bool) {
-	rest, found := strings.CutPrefix(id, runID+"/")
-	if !found {
-		return "", 0, false
-	}
+// ParseWorkID splits a step's work id (a lease id) RUN/STEP/ATTEMPT; run
+// ids hold no "/", step ids may.
+func ParseWorkID(id string) (runID, step string, attempt int, ok bool) {
+	runID, rest, found := strings.Cut(id, "/")
 	i := strings.LastIndexByte(rest, '/')
-	if i <= 0 {
-		return "", 0, false
+	if !found || runID == "" || i <= 0 {
+		return "", "", 0, false
 	}
 	n, err := strconv.Atoi(rest[i+1:])
-	if err != nil {
-		return "", 0, false
+	if err != nil || WorkID(runID, rest[:i], n) != id {
+		return "", "", 0, false
 	}
-	return rest[:i], n, true
+	return runID, rest[:i], n, true
 }
 
 // handoffs are the attempts this replica claimed in their own commit:
@@ -285,8 +283,8 @@ const (
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
 func (r *Runner) offerClaimed(ctx context.Context, w store.Work) claimOutcome {
-	step, attempt, ok := parseWorkID(w.RunID, w.ID)
-	if !ok {
+	runID, step, attempt, ok := ParseWorkID(w.ID)
+	if !ok || runID != w.RunID {
 		return claimStale
 	}
 	run, m, err := r.Get(ctx, w.RunID)
