@@ -12,7 +12,7 @@ build:
 
 ## test: the whole suite, with the race detector.
 test:
-	go test -race -count=1 ./...
+	go test -race -count=1 -timeout 25m ./...
 
 ## tools: build buf and the protoc plugins pinned in tools/go.mod into bin/.
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc

@@ -141,6 +141,8 @@ func (x *stubExec) Serves(engine.Target) bool { return true }
 
 func (x *stubExec) Holding(string) bool { return false }
 
+func (x *stubExec) Free(engine.Target) int { return 1 << 20 }
+
 // runWide runs a plan of n independent steps to completion with a stub
 // executor and returns the commits and run bytes written.
 func runWide(t testing.TB, st *countingStore, n int) (commits, bytes int) {
@@ -181,6 +183,7 @@ type acceptAll struct{}
 func (acceptAll) Offer(context.Context, runner.Recorder, string, engine.Dispatch) bool { return true }
 func (acceptAll) Cancel(context.Context, string, engine.CancelStep)                    {}
 func (acceptAll) Serves(engine.Target) bool                                            { return true }
+func (acceptAll) Free(engine.Target) int                                               { return 1 << 20 }
 func (acceptAll) Holding(string) bool                                                  { return false }
 
 // leaseBytes starts a run of n queued steps and returns the bytes

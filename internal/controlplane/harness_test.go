@@ -103,6 +103,13 @@ func (x *testExec) Cancel(context.Context, string, engine.CancelStep) {}
 
 func (x *testExec) Holding(string) bool { return false }
 
+func (x *testExec) Free(t engine.Target) int {
+	if x.Serves(t) {
+		return 1 << 20
+	}
+	return 0
+}
+
 func (x *testExec) Serves(t engine.Target) bool {
 	if t.Kind == "prose" {
 		return true

@@ -230,10 +230,9 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		defer met.Shutdown(context.Background())
 		observers = append(observers, met)
 	}
+	// The notifier only prepares and sends: pending deliveries live in
+	// the store, and the server's deliverer sends them (approvals).
 	background := []func(context.Context) error{az.Watch}
-	if notifier != nil {
-		background = append(background, notifier.Run)
-	}
 	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, Replica: o.Replica, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,

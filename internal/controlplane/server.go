@@ -64,7 +64,8 @@ type Config struct {
 	Catalog  *compiler.Catalog // with the built-in dispatcher, executors' hellos make it stricter (dispatch/toolviews.go)
 	Skills   runsvc.Skills
 	// Policy, Domain, Owners, EscalateTo and Notifier: see
-	// approvals.Config.
+	// approvals.Config. With a Notifier, the server's Deliverer sends the
+	// notices the outbox holds (approvals, outbox.go).
 	Policy     approvals.Policy
 	Domain     string
 	Owners     map[string]string
@@ -112,7 +113,7 @@ type Config struct {
 	// DrainTimeout bounds the drain when Run stops (0: 10s).
 	DrainTimeout time.Duration
 	// Background is more long-lived work Run owns, started with it and
-	// stopped after the servers (the policy watch, the webhook sender).
+	// stopped after the servers (the policy watch).
 	Background []func(context.Context) error
 	// MaxWatchesPerCaller bounds one caller's open watch streams (0:
 	// api.DefaultMaxWatchesPerCaller); beyond it a watch is refused with
@@ -138,6 +139,9 @@ type Server struct {
 	// reconciles are runs another replica committed to while this one
 	// holds their leases.
 	reconciles *pendingRuns
+	// notices sends the outbox's webhook deliveries; nil without a
+	// Notifier.
+	notices *approvals.Deliverer
 }
 
 // pendingRuns is a coalescing set of run ids with a signal.
@@ -210,11 +214,16 @@ func NewServer(cfg Config) *Server {
 	// The desk judges decisions for the handlers and hears of asks from
 	// the Runner (its AskHook); it needs neither, so it is built first.
 	desk := approvals.New(approvals.Config{Policy: cfg.Policy, Domain: cfg.Domain, Owners: cfg.Owners, Store: cfg.Store,
-		EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, AnswerCommand: wire.AnswerCommand, Log: cfg.Log})
+		EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, AnswerCommand: wire.AnswerCommand, Work: cfg.Store, Replica: cfg.Replica, Log: cfg.Log})
+	// With webhooks, the desk puts notices in each commit (the outbox).
+	var outbox runner.Outbox
+	if cfg.Notifier != nil {
+		outbox = desk
+	}
 	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
 		cfg.Engine.QuorumFloor = desk.QuorumFloor
 	}
-	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL})
+	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Outbox: outbox, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
 	limits := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(limits.MaxMessageBytes),
@@ -257,6 +266,9 @@ func NewServer(cfg Config) *Server {
 		reflection.Register(gs)
 	}
 	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns()}
+	if cfg.Notifier != nil {
+		srv.notices = approvals.NewDeliverer(approvals.DelivererConfig{Store: cfg.Store, Sender: cfg.Notifier, Recorder: run, Replica: cfg.Replica, Held: desk, Log: cfg.Log})
+	}
 	if execs != nil {
 		td := cfg.TrustDomain
 		if td == "" {
@@ -293,11 +305,11 @@ var ErrDrainCut = errors.New("the drain deadline passed; stopped hard")
 
 // Run serves on ls and runs the replica's background work — the
 // dispatcher's record workers and expiry pass, the deadline sweep, the
-// resettle pass, and Config.Background — until ctx ends or a listener
-// fails. Then it drains: NOT_SERVING, executors asked to finish and
-// report, in-flight RPCs finished within Config.DrainTimeout (then cut:
-// ErrDrainCut). The background work runs until the servers have stopped,
-// so the last reports are recorded. Run returns once every goroutine it
+// resettle pass, the notice deliverer, and Config.Background — until ctx
+// ends or a listener fails. Then it drains: NOT_SERVING, executors asked
+// to finish and report, in-flight RPCs finished within
+// Config.DrainTimeout (then cut: ErrDrainCut). The background work runs
+// until the servers have stopped, so the last reports are recorded. Run returns once every goroutine it
 // started has ended: it is their one owner. Run it once.
 func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	// Alive before any lease goes out, and gone once drained: another
@@ -314,13 +326,18 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	var work sync.WaitGroup
 	work.Go(func() { _ = tick.Every(bg, s.cfg.LeaseTTL/4, s.heartbeat) })
 	work.Go(func() { _ = s.Runner.TakingOver(bg, s.cfg.ResettleEvery) })
-	// Hints from every replica's commits: work waiting wakes the claimer.
-	queued := make(chan struct{}, 1)
+	// Hints from every replica's commits: work waiting wakes the claimer,
+	// notices waiting the deliverer.
+	queued, notices := make(chan struct{}, 1), make(chan struct{}, 1)
 	work.Go(func() {
 		_ = s.cfg.Store.Hints(bg, func(h store.Hint) {
 			if h.Queue != "" {
+				wake := queued
+				if h.Queue == approvals.Queue {
+					wake = notices
+				}
 				select {
-				case queued <- struct{}{}:
+				case wake <- struct{}{}:
 				default:
 				}
 			}
@@ -335,12 +352,20 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	if s.execs != nil {
 		// Another replica's commit to a run whose steps run here (a
 		// cancellation through it): stop what no longer should run.
+		reconcileTick := time.NewTicker(s.cfg.ResettleEvery)
+		defer reconcileTick.Stop()
 		work.Go(func() {
 			for {
 				select {
 				case <-bg.Done():
 					return
 				case <-s.reconciles.ready:
+				case <-reconcileTick.C:
+					// A cancel whose hint was lost still stops its step.
+					for _, id := range s.execs.HeldRuns() {
+						s.reconciles.add(id)
+					}
+					continue
 				}
 				for _, id := range s.reconciles.take() {
 					s.execs.Reconcile(bg, id)
@@ -369,6 +394,9 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 				}
 			}
 		})
+	}
+	if s.notices != nil {
+		work.Go(func() { _ = s.notices.Run(bg, notices) })
 	}
 	if s.cfg.SweepEvery > 0 {
 		work.Go(func() { _ = s.Runner.Sweep(bg, s.cfg.SweepEvery) })

@@ -45,6 +45,15 @@
 // statuses, and never follows a redirect. Each attempt becomes a Delivery
 // for the Recorder. Pending deliveries are held in memory only.
 //
+// A sender that keeps pending deliveries durable instead (the control
+// plane keeps them in its store, beside the run they are about) uses
+// Prepare, which encodes an event and names the endpoints that want it,
+// and Deliver, which makes one stored delivery's attempts, as Run would,
+// and returns when it is final (deliver.go). Such a sender delivers at
+// least once: a delivery taken over from a process that died mid-request
+// may reach the receiver twice, under two Tollgate-Delivery ids and one
+// Event.ID.
+//
 // It enforces no invariant of DESIGN.md §1: a notice tells people an ask
 // waits and decides nothing. Every attempt goes to the Recorder, which the
 // approvals desk journals (internal/controlplane/approvals, notices.go).

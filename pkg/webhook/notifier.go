@@ -87,7 +87,10 @@ type Notifier struct {
 	endpoints atomic.Pointer[[]Endpoint]
 
 	queue   chan *job
-	pending atomic.Int64 // jobs queued, waiting to retry or in a worker; ≤ QueueSize
+	pending atomic.Int64 // jobs queued, waiting to retry or in a worker (≤ QueueSize), and Deliver calls under way
+	// sending bounds the requests of Deliver calls in flight at once
+	// (Concurrency); Run's workers are bounded by their number.
+	sending chan struct{}
 	running atomic.Bool
 
 	mu        sync.Mutex
@@ -138,6 +141,7 @@ func New(cfg Config, endpoints []Endpoint) (*Notifier, error) {
 		cfg:     cfg,
 		log:     cfg.Log,
 		queue:   make(chan *job, cfg.QueueSize),
+		sending: make(chan struct{}, cfg.Concurrency),
 		dropped: make(chan struct{}, 1),
 	}
 	if n.log == nil {
@@ -190,31 +194,13 @@ func (n *Notifier) SetEndpoints(endpoints []Endpoint) error {
 // invalid and nothing was queued. Events notified while no Run is active
 // wait in the queue for one.
 func (n *Notifier) Notify(ctx context.Context, ev Event) error {
-	if !KnownKind(ev.Kind) {
-		return fmt.Errorf("webhook: unknown event kind %q", ev.Kind)
-	}
-	if ev.AskID == "" {
-		return errors.New("webhook: event has no ask id")
-	}
-	if ev.ID == "" {
-		ev.ID = newID("evt_")
-	}
-	if ev.OccurredAt.IsZero() {
-		ev.OccurredAt = n.cfg.Now()
-	}
-	raw, err := json.Marshal(ev)
+	ev, raw, eps, err := n.prepare(ev)
 	if err != nil {
-		return fmt.Errorf("webhook: %s %s: encoding the event: %w", ev.Kind, ev.AskID, err)
-	}
-	if len(raw) > MaxEventBytes {
-		return fmt.Errorf("webhook: %s %s: event is %d bytes, more than %d", ev.Kind, ev.AskID, len(raw), MaxEventBytes)
+		return err
 	}
 	short := Event{ID: ev.ID, Kind: ev.Kind, AskID: ev.AskID, Journal: ev.Journal}
 	targets, drops := 0, 0
-	for _, e := range *n.endpoints.Load() {
-		if !e.Wants(ev) {
-			continue
-		}
+	for _, e := range eps {
 		targets++
 		j := &job{ep: e, ev: short, raw: raw}
 		if n.reserve() {
@@ -237,6 +223,37 @@ func (n *Notifier) Notify(ctx context.Context, ev Event) error {
 		return fmt.Errorf("%w: %s %s to %d of %d endpoints", ErrQueueFull, ev.Kind, ev.AskID, drops, targets)
 	}
 	return nil
+}
+
+// prepare checks ev, fills in its ID and OccurredAt when empty, encodes
+// it and returns the endpoints that want it.
+func (n *Notifier) prepare(ev Event) (Event, []byte, []Endpoint, error) {
+	if !KnownKind(ev.Kind) {
+		return ev, nil, nil, fmt.Errorf("webhook: unknown event kind %q", ev.Kind)
+	}
+	if ev.AskID == "" {
+		return ev, nil, nil, errors.New("webhook: event has no ask id")
+	}
+	if ev.ID == "" {
+		ev.ID = newID("evt_")
+	}
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = n.cfg.Now()
+	}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return ev, nil, nil, fmt.Errorf("webhook: %s %s: encoding the event: %w", ev.Kind, ev.AskID, err)
+	}
+	if len(raw) > MaxEventBytes {
+		return ev, nil, nil, fmt.Errorf("webhook: %s %s: event is %d bytes, more than %d", ev.Kind, ev.AskID, len(raw), MaxEventBytes)
+	}
+	var eps []Endpoint
+	for _, e := range *n.endpoints.Load() {
+		if e.Wants(ev) {
+			eps = append(eps, e)
+		}
+	}
+	return ev, raw, eps, nil
 }
 
 func (n *Notifier) reserve() bool {
@@ -498,6 +515,13 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 
 // finish records j's final Delivery d and lets go of its place in the queue.
 func (n *Notifier) finish(ctx context.Context, j *job, d Delivery) {
+	d = n.settle(j, d)
+	n.pending.Add(-1) // before the record: whoever sees the record sees the counts
+	n.record(ctx, j, d)
+}
+
+// settle makes d j's final Delivery and counts it.
+func (n *Notifier) settle(j *job, d Delivery) Delivery {
 	d.Final = true
 	if d.Attempt == 0 {
 		d.Attempt = j.attempt
@@ -512,11 +536,12 @@ func (n *Notifier) finish(ctx context.Context, j *job, d Delivery) {
 		n.rejected.Add(1)
 	case Failed:
 		n.failed.Add(1)
+	case Dropped:
+		n.droppedN.Add(1)
 	case Abandoned:
 		n.abandoned.Add(1)
 	}
-	n.pending.Add(-1) // before the record: whoever sees the record sees the counts
-	n.record(ctx, j, d)
+	return d
 }
 
 func (n *Notifier) record(ctx context.Context, j *job, d Delivery) {

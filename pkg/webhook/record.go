@@ -15,8 +15,8 @@ const (
 	Retrying  Outcome = "retrying"  // network error, timeout, 408, 429 or 5xx; another attempt after RetryIn
 	Failed    Outcome = "failed"    // as Retrying, but it was the last attempt; final
 	Rejected  Outcome = "rejected"  // any other status (3xx, 4xx): not retried; final
-	Dropped   Outcome = "dropped"   // the queue was full when Notify was called: never attempted; final
-	Abandoned Outcome = "abandoned" // Run stopped before the delivery finished; final
+	Dropped   Outcome = "dropped"   // the queue was full when Notify was called, or Deliver was given an endpoint not configured: never attempted; final
+	Abandoned Outcome = "abandoned" // Run stopped before the delivery finished; final (from Deliver: not final, and not recorded)
 )
 
 // Delivery records one attempt to deliver one event to one endpoint (or, for

@@ -17,9 +17,9 @@ import (
 // once, no in-doubt ask opened, and the audit is clean. (Before, a run
 // started through a replica with no executor stayed blocked, and so did a
 // governed step approved through one.) TOLLGATE_E2E_SHARED_RUNS sets the
-// number of runs (default 30; the closing note reports 200).
+// number of runs (default 18; the closing note reports 200).
 func TestRunsSharedByThreeReplicas(t *testing.T) {
-	n := 30
+	n := 18
 	if v, err := strconv.Atoi(os.Getenv("TOLLGATE_E2E_SHARED_RUNS")); err == nil && v > 0 {
 		n = v
 	}

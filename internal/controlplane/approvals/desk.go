@@ -60,23 +60,35 @@ type Config struct {
 	// eligible and its recipe names no escalation; "" leaves it waiting
 	// (logged).
 	EscalateTo string
-	// Notifier, if set, sends webhook notices; AnswerCommand is the
-	// command a notice tells its reader to answer the ask with (nil: none).
+	// Notifier, if set, prepares webhook notices, which the Desk puts in
+	// the outbox (Work, outbox.go) and a Deliverer sends; AnswerCommand is
+	// the command a notice tells its reader to answer the ask with (nil:
+	// none).
 	Notifier      Notifier
 	AnswerCommand func(run *engine.Run, a *engine.AskRun) string
-	Log           *slog.Logger
+	// Work and Replica hold back an ask's opened notices until Opened has
+	// judged it (outbox.go): they are enqueued claimed by Replica, then
+	// released or finished through Work. Without both, opened notices
+	// wait in the outbox at once.
+	Work    WorkStore
+	Replica string
+	Log     *slog.Logger
 }
 
 // Desk is where asks are judged and routed: it decides at decision time
 // who may make which decision on an ask, routes asks and escalates those
-// nobody may decide, applies standing approvals, and sends notices. It
-// is the Runner's AskHook, and holds no run state of its own: every
-// judgement is of the run it is handed.
+// nobody may decide, applies standing approvals, and puts notices in the
+// outbox. It is the Runner's AskHook and Outbox, and holds no run state
+// of its own: every judgement is of the run it is handed.
 type Desk struct {
-	cfg Config
+	cfg  Config
+	held heldNotices
 }
 
-var _ runner.AskHook = (*Desk)(nil)
+var (
+	_ runner.AskHook = (*Desk)(nil)
+	_ runner.Outbox  = (*Desk)(nil)
+)
 
 // New returns a Desk.
 func New(cfg Config) *Desk {

@@ -3,7 +3,10 @@
 // earlier votes, delegation, standing approvals, and the notices people
 // get about asks. It knows nothing of gRPC: the API maps requests to
 // decision kinds (Kind) and calls a Desk; the Runner calls it as its
-// AskHook after each commit that opens, notices or closes an ask. Policy
+// AskHook after each commit that opens, notices or closes an ask, and as
+// its Outbox while building each commit: notices are work entries written
+// in the commit that causes them, sent by a Deliverer on any replica
+// (outbox.go, deliverer.go), so a replica that dies loses none. Policy
 // (pkg/authz) is one interface, Policy, that decides and routes (desk.go),
 // so an ask nobody may decide is always routed and escalated.
 //

@@ -14,16 +14,24 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
-// Notifier sends ask notices to people's webhooks (pkg/webhook). Notify
-// must not block.
+// Notifier is pkg/webhook's Notifier as the outbox uses it: Prepare
+// encodes a notice when the commit that causes it is built, Deliver sends
+// one stored delivery (a Deliverer calls it).
 type Notifier interface {
-	Notify(ctx context.Context, ev webhook.Event) error
+	Prepare(ev webhook.Event) (raw []byte, endpoints []string, err error)
+	Sender
 }
 
 // Opened implements runner.AskHook: a standing approval may decide the ask at
 // once; otherwise, if policy leaves nobody eligible, it escalates (never
-// approved by default); and its audience is told.
+// approved by default); and its audience is told. The opened notice was
+// enqueued, held back, in the commit that opened the ask (Work): it is
+// let go when the ask still waits for its audience, and dropped when a
+// standing approval decided it or it escalated (the decided or escalated
+// notice, enqueued by that commit, tells instead).
 func (d *Desk) Opened(ctx context.Context, rec runner.Recorder, run *engine.Run, askID string) {
+	tell := false
+	defer func() { d.settleOpened(ctx, run, askID, tell) }()
 	if d.applyStanding(ctx, rec, run, askID) {
 		return
 	}
@@ -36,63 +44,65 @@ func (d *Desk) Opened(ctx context.Context, rec runner.Recorder, run *engine.Run,
 			return engine.Escalate{Ask: a.ID, To: to, Reason: why, At: now}
 		})
 		if err == nil {
-			return // the escalation's notice goes out from Noticed
+			return // the escalation's notice is enqueued by its commit
 		}
 		if !errors.Is(err, engine.ErrAlreadyDecided) {
 			d.log().Warn("could not escalate an ask nobody may decide", "ask", askID, "error", err)
 		}
 	}
-	d.notify(ctx, rec, run, a, webhook.KindOpened)
+	tell = true
 }
 
-// Noticed implements runner.AskHook: a rung of the deadline ladder.
-func (d *Desk) Noticed(ctx context.Context, rec runner.Recorder, run *engine.Run, askID string, kind engine.NoticeKind) {
-	a := run.Asks[askID]
-	if a == nil {
-		return
+// Noticed implements runner.AskHook. A rung of the deadline ladder needs
+// nothing after its commit: its notice was enqueued by the commit (Work).
+func (d *Desk) Noticed(context.Context, runner.Recorder, *engine.Run, string, engine.NoticeKind) {}
+
+// Closed implements runner.AskHook. How an ask ended needs nothing after
+// its commit: its notice was enqueued by the commit (Work).
+func (d *Desk) Closed(context.Context, runner.Recorder, *engine.Run, string, engine.AskState) {}
+
+// noticeKind is the webhook event an ask's effect is told as, if any.
+func noticeKind(e engine.Effect) (askID, kind string, ok bool) {
+	switch e := e.(type) {
+	case engine.AskOpened:
+		return e.Ask, webhook.KindOpened, true
+	case engine.AskNotice:
+		switch e.Kind {
+		case engine.NoticeReminder:
+			return e.Ask, webhook.KindReminder, true
+		case engine.NoticeEscalated:
+			return e.Ask, webhook.KindEscalated, true
+		}
+	case engine.AskClosed:
+		switch e.State {
+		case engine.AskExpired:
+			return e.Ask, webhook.KindExpired, true
+		case engine.AskApproved, engine.AskConsumed, engine.AskRejected, engine.AskAnswered, engine.AskStale:
+			return e.Ask, webhook.KindDecided, true
+		}
 	}
-	switch kind {
-	case engine.NoticeReminder:
-		d.notify(ctx, rec, run, a, webhook.KindReminder)
-	case engine.NoticeEscalated:
-		d.notify(ctx, rec, run, a, webhook.KindEscalated)
-	}
+	return "", "", false
 }
 
-// Closed implements runner.AskHook: the audience hears how it ended.
-func (d *Desk) Closed(ctx context.Context, rec runner.Recorder, run *engine.Run, askID string, state engine.AskState) {
-	a := run.Asks[askID]
-	if a == nil {
-		return
-	}
-	switch state {
-	case engine.AskExpired:
-		d.notify(ctx, rec, run, a, webhook.KindExpired)
-	case engine.AskApproved, engine.AskConsumed, engine.AskRejected, engine.AskAnswered, engine.AskStale:
-		d.notify(ctx, rec, run, a, webhook.KindDecided)
-	}
-}
-
-// notify tells the ask's audience, and the people it names, of kind;
-// each delivery attempt is recorded in the run's journal through rec.
-func (d *Desk) notify(ctx context.Context, rec runner.Recorder, run *engine.Run, a *engine.AskRun, kind string) {
-	if d.cfg.Notifier == nil {
-		return
-	}
+// notice is the event that tells the ask's audience, and the people it
+// names, of kind. Its id names the run's version, so it is the same
+// however often the commit is built and whichever replica sends it:
+// receivers dedupe on it.
+func (d *Desk) notice(run *engine.Run, a *engine.AskRun, kind string) webhook.Event {
 	audience := a.Audience
 	var people []string
 	if audience == "" || audience == plan.AudienceRequester {
 		audience, people = "", []string{run.Requester}
 	}
 	people = append(people, a.Approvers...)
-	ev := webhook.Event{ID: fmt.Sprintf("%s/%s/%s/%d", run.ID, a.ID, kind, run.Version), Kind: kind, AskID: store.AskID(run.ID, a.ID), RunID: run.ID,
-		Title: a.Title, Audience: audience, People: people, ExpiresAt: a.ExpiresAt,
+	return webhook.Event{ID: noticeID(run, a.ID, kind), Kind: kind, AskID: store.AskID(run.ID, a.ID), RunID: run.ID,
+		Title: a.Title, Audience: audience, People: people, ExpiresAt: a.ExpiresAt, OccurredAt: run.UpdatedAt,
 		Payload: map[string]any{"state": string(a.State), "requester": run.Requester, "payload_digest": a.PayloadDigest(),
-			"answer_command": d.answerCommand(run, a)},
-		Journal: DeliveryJournal{Runner: rec}}
-	if err := d.cfg.Notifier.Notify(ctx, ev); err != nil {
-		d.log().Warn("notice not queued", "ask", ev.AskID, "kind", kind, "error", err)
-	}
+			"answer_command": d.answerCommand(run, a)}}
+}
+
+func noticeID(run *engine.Run, askID, kind string) string {
+	return fmt.Sprintf("%s/%s/%s/%d", run.ID, askID, kind, run.Version)
 }
 
 func (d *Desk) answerCommand(run *engine.Run, a *engine.AskRun) string {

@@ -194,6 +194,27 @@ func (d *Dispatcher) Serves(t engine.Target) bool {
 	return !d.draining && d.served(t)
 }
 
+// Free implements runner.Dispatcher.
+func (d *Dispatcher) Free(t engine.Target) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.draining {
+		return 0
+	}
+	n := 0
+	for s := range d.sessions {
+		if s.credits > 0 && !s.silent && s.serves(t) {
+			n += s.credits
+		}
+	}
+	for _, o := range d.waiting {
+		if o.d.Target() == t {
+			n--
+		}
+	}
+	return max(n, 0)
+}
+
 // served reports whether a session offers t. d.mu is held.
 func (d *Dispatcher) served(t engine.Target) bool {
 	for s := range d.sessions {

@@ -2,8 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -14,17 +12,20 @@ import (
 
 // reattach takes over the leases an executor still runs from an earlier
 // stream (Hello.held_leases), so that an executor survives its replica
-// (issue 15, item 3): a lease this dispatcher still holds for it is bound
-// to the new session; one another replica holds (it died, or the stream
-// to it broke) is moved here in the run's record (engine.LeaseMoved, which
+// (issue 15, item 3). The run's record decides: a lease it says this
+// replica holds, and this dispatcher still holds for the executor, is
+// bound to the new session; one it says another replica holds (that one
+// died, or the stream to it broke) is moved here (engine.LeaseMoved, which
 // refuses if the lease was lost or moved meanwhile, or belongs to another
-// executor); any other is stale, and the executor is told to cancel it.
-// It returns how many leases the session keeps (they hold credits).
+// executor) — even when this dispatcher kept a copy from before, since the
+// lease may have moved away and back; any other is stale, and the
+// executor is told to cancel it. It returns how many leases the session
+// keeps (they hold credits).
 func (d *Dispatcher) reattach(ctx context.Context, s *session, refs []*tollgatev1.LeaseRef) int {
 	kept := 0
 	for _, ref := range refs {
 		id, fence := ref.GetLeaseId(), ref.GetFence()
-		if d.rebind(s, id, fence) || d.adopt(ctx, s, id, fence) {
+		if d.adopt(ctx, s, id, fence) {
 			kept++
 			continue
 		}
@@ -58,7 +59,7 @@ func (d *Dispatcher) adopt(ctx context.Context, s *session, id string, fence uin
 	d.mu.Lock()
 	rec := d.rec
 	d.mu.Unlock()
-	runID, step, attempt, ok := splitLeaseID(id)
+	runID, step, attempt, ok := runner.ParseWorkID(id)
 	if rec == nil || !ok || uint64(attempt) != fence {
 		return false
 	}
@@ -79,6 +80,9 @@ func (d *Dispatcher) adopt(ctx context.Context, s *session, id string, fence uin
 		return false
 	}
 	from := a.Replica
+	if from == d.cfg.Replica && d.rebind(s, id, fence) {
+		return true // ours by the record, and held here
+	}
 	if _, err := rec.Event(ctx, runID, func(now time.Time) engine.Event {
 		return engine.LeaseMoved{Step: step, Attempt: attempt, Executor: s.executor, From: from, Replica: d.cfg.Replica, At: now}
 	}); err != nil {
@@ -92,23 +96,10 @@ func (d *Dispatcher) adopt(ctx context.Context, s *session, id string, fence uin
 	d.mu.Lock()
 	if old, ok := d.leases[id]; ok {
 		d.delLease(old)
+		old.s.credits++ // its session's credit comes back
 	}
 	d.putLease(l)
 	d.mu.Unlock()
 	d.cfg.Log.Info("lease re-attached from another replica", "executor", s.executor, "lease", id, "from", from)
 	return true
-}
-
-// splitLeaseID reads RUN/STEP/ATTEMPT (runner.WorkID).
-func splitLeaseID(id string) (runID, step string, attempt int, ok bool) {
-	runID, rest, found := strings.Cut(id, "/")
-	i := strings.LastIndexByte(rest, '/')
-	if !found || runID == "" || i <= 0 {
-		return "", "", 0, false
-	}
-	n, err := strconv.Atoi(rest[i+1:])
-	if err != nil || runner.WorkID(runID, rest[:i], n) != id {
-		return "", "", 0, false
-	}
-	return runID, rest[:i], n, true
 }

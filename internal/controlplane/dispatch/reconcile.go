@@ -18,6 +18,26 @@ func (d *Dispatcher) Holding(id string) bool {
 	return slices.ContainsFunc(d.waiting, func(o offer) bool { return id == leaseID(o.runID, o.d.Step, o.d.Attempt) })
 }
 
+// HeldRuns lists the runs this dispatcher holds leases or waiting offers
+// of: the owner reconciles them on a tick as well as on hints, since a
+// hint may be lost.
+func (d *Dispatcher) HeldRuns() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	set := map[string]bool{}
+	for id := range d.byRun {
+		set[id] = true
+	}
+	for _, o := range d.waiting {
+		set[o.runID] = true
+	}
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	return out
+}
+
 // Holds reports whether this dispatcher holds a lease of run, or has one
 // of its steps waiting for a credit: whether another replica's commit to
 // the run may concern it.

@@ -157,10 +157,11 @@ func (d *Dispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) er
 		if l.s != s {
 			continue
 		}
-		if l.acked {
-			// Its executor may run it still and re-attach it on its next
-			// stream, here or on another replica: it is lost only if no
-			// heartbeat comes within the lease TTL (reap).
+		if l.acked || (l.ack != ackNone && l.ack != ackRefused) {
+			// Acked (recorded, or being recorded): its executor may run it
+			// still and re-attach it on its next stream, here or on another
+			// replica: it is lost only if no heartbeat comes within the
+			// lease TTL (reap).
 			detached++
 			continue
 		}

@@ -40,7 +40,7 @@ func (r *Runner) Events(ctx context.Context, runID string, builds ...func(now ti
 	var last engine.Transition
 	for _, c := range res {
 		if c.err == nil {
-			r.effects(ctx, runID, c.tr)
+			r.effects(context.WithoutCancel(ctx), runID, c.tr)
 		}
 	}
 	for _, c := range res {
@@ -65,7 +65,7 @@ func (r *Runner) apply(ctx context.Context, runID string, build func(now time.Ti
 	if res[0].err != nil {
 		return res[0].tr, res[0].err
 	}
-	r.effects(ctx, runID, res[0].tr)
+	r.effects(context.WithoutCancel(ctx), runID, res[0].tr)
 	return res[0].tr, nil
 }
 

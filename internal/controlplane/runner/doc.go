@@ -33,7 +33,8 @@
 //     (ReleaseClaims); a step is blocked only when no live replica serves
 //     its tool (Announce, unserved). Another replica's commit reaches this
 //     one's watchers as a hint (Hinted, watch.go); hints are never the
-//     truth, watchers read the store.
+//     truth, watchers read the store. Notices go out through an Outbox
+//     (seams.go): written in the commit that causes them, so none is lost.
 //
 // The Runner calls a Dispatcher, Observers and an AskHook (seams.go); it
 // hands itself to the dispatcher and the hook as a Recorder on each call,

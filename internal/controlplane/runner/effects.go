@@ -65,11 +65,3 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 		}
 	}
 }
-
-func dispatchEffects(ds []engine.Dispatch) []engine.Effect {
-	out := make([]engine.Effect, len(ds))
-	for i, d := range ds {
-		out[i] = d
-	}
-	return out
-}

@@ -84,13 +84,13 @@ func (r *Runner) commitAll(ctx context.Context, runID string, builds []func(time
 			r.commitBatch(bctx, runID, batch)
 		}
 	}
+	// Wait for the outcome even if the caller gives up: the batch commits
+	// its events anyway, and their effects (a step handed off to this
+	// replica in that commit) must run, or the step would stay claimed
+	// here and offered to nobody. A batch's commit is bounded (commitBatch).
 	out := make([]committed, len(ps))
 	for i, p := range ps {
-		select {
-		case out[i] = <-p.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		out[i] = <-p.done
 	}
 	return out, nil
 }
@@ -196,6 +196,7 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		c.Deadline = deadline
 		var owned []string
 		c.Enqueue, c.Finish, owned = r.stepWork(m, run, cur)
+		c.Enqueue = append(c.Enqueue, r.outboxWork(cur, batchEffects(cur, outs))...)
 		c.Origin = r.replica
 		err = r.store.Commit(ctx, c)
 		switch {
@@ -238,6 +239,18 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		}
 	}
 	fail(errkind.Busy)
+}
+
+// batchEffects are the live effects of a batch's applied events, as
+// their callers will act on them once the batch commits.
+func batchEffects(run *engine.Run, outs []committed) []engine.Effect {
+	var out []engine.Effect
+	for _, o := range outs {
+		if o.err == nil {
+			out = append(out, liveEffects(run, o.tr.Effects)...)
+		}
+	}
+	return out
 }
 
 func (r *Runner) observe(ctx context.Context, m *engine.Machine, before, after *engine.Run, records []engine.Record) {

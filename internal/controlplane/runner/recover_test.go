@@ -19,6 +19,7 @@ type acceptAll struct{}
 func (acceptAll) Offer(context.Context, Recorder, string, engine.Dispatch) bool { return true }
 func (acceptAll) Cancel(context.Context, string, engine.CancelStep)             {}
 func (acceptAll) Serves(engine.Target) bool                                     { return true }
+func (acceptAll) Free(engine.Target) int                                        { return 1 << 20 }
 func (acceptAll) Holding(string) bool                                           { return false }
 
 // flakyAlive is a store whose liveness reads fail while down is set: the

@@ -33,6 +33,8 @@ type Runner struct {
 
 	// asks hears of every ask this replica opens, after its commit.
 	asks AskHook
+	// outbox is the work each commit enqueues for its effects (notices).
+	outbox Outbox
 	// observers hear of every transition this replica commits.
 	observers []Observer
 	// unsure are runs whose last commit failed with an unknown outcome.
@@ -74,6 +76,9 @@ type Config struct {
 	// Asks hears of every ask this replica opens, notices and closes,
 	// after the commit; nil: nobody.
 	Asks AskHook
+	// Outbox gives the work each commit enqueues for its effects, in the
+	// same commit (notices); nil: none.
+	Outbox Outbox
 	// LeaseTTL is the executors' lease TTL: after a restart under the same
 	// replica name, leases recorded under it are left to their executors
 	// for this long (default 10s).
@@ -105,7 +110,7 @@ func New(cfg Config) *Runner {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 10 * time.Second
 	}
-	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks, replica: cfg.Replica, born: time.Now(), grace: cfg.LeaseTTL,
+	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks, outbox: cfg.Outbox, replica: cfg.Replica, born: time.Now(), grace: cfg.LeaseTTL,
 		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: lru.NewWeighted(maxCachedRuns, maxCachedRunBytes, runCost),
 		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost)}}
 }

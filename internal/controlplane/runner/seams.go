@@ -4,11 +4,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
-// The seams of the one road. The Runner calls a Dispatcher, Observers and
-// an AskHook after each commit, and hands the dispatcher and the hook
+// The seams of the one road. The Runner asks an Outbox for the work each
+// commit enqueues, and calls a Dispatcher, Observers and an AskHook after
+// each commit, and hands the dispatcher and the hook
 // itself as a Recorder on each call: they report back through it. Neither
 // is given the Runner when it is built, so the Runner can be built with
 // them and nothing is wired after construction.
@@ -55,6 +57,28 @@ type AskHook interface {
 	Closed(ctx context.Context, rec Recorder, run *engine.Run, askID string, state engine.AskState)
 }
 
+// Outbox is the transactional outbox: what must follow a transition even
+// if this replica dies right after committing it — notices about asks —
+// is enqueued as work in the transition's own commit (store.Commit.Enqueue),
+// so it exists exactly when the transition does, and any replica may take
+// it up (store.WorkQueues). Work is given the run as the commit writes it
+// (Version set) and the effects of the events it applies, and returns the
+// entries to enqueue. It is called while the commit is built, perhaps
+// more than once for one transition (a conflict builds the commit again;
+// only the last build commits): it must not block or touch the store,
+// and an entry store.CheckWork refuses fails the whole commit.
+type Outbox interface {
+	Work(run *engine.Run, effects []engine.Effect) []store.Work
+}
+
+// outboxWork is what the outbox enqueues for a transition; nil without one.
+func (r *Runner) outboxWork(run *engine.Run, effects []engine.Effect) []store.Work {
+	if r.outbox == nil || len(effects) == 0 {
+		return nil
+	}
+	return r.outbox.Work(run, effects)
+}
+
 // Dispatcher is the seam between the engine and whatever runs steps.
 // Offer must not block on the step's work: it accepts the dispatch (and
 // later reports the lease and the result of that attempt through rec) or
@@ -66,6 +90,10 @@ type Dispatcher interface {
 	Offer(ctx context.Context, rec Recorder, runID string, d engine.Dispatch) bool
 	Cancel(ctx context.Context, runID string, c engine.CancelStep)
 	Serves(t engine.Target) bool
+	// Free is how many steps of t executors here could take at once (the
+	// credits of those that offer it): a commit hands off at most that
+	// many directly, unless no other replica serves t.
+	Free(t engine.Target) int
 	// Holding reports whether this dispatcher holds the lease (or has its
 	// attempt waiting for a credit): a lease recorded as this replica's
 	// that it does not hold is from an earlier process of the same name.
@@ -84,6 +112,9 @@ func (NoExecutors) Cancel(context.Context, string, engine.CancelStep) {}
 
 // Serves implements Dispatcher.
 func (NoExecutors) Serves(engine.Target) bool { return false }
+
+// Free implements Dispatcher.
+func (NoExecutors) Free(engine.Target) int { return 0 }
 
 // Holding implements Dispatcher.
 func (NoExecutors) Holding(string) bool { return false }

@@ -77,6 +77,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 	}
 	var owned []string
 	c.Enqueue, c.Finish, owned = r.stepWork(m, nil, tr.Run)
+	c.Enqueue = append(c.Enqueue, r.outboxWork(tr.Run, tr.Effects)...)
 	c.Origin = r.replica
 	if err := r.store.Commit(ctx, c); err != nil {
 		var dup *store.DuplicateError

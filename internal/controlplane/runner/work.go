@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,21 +45,19 @@ func WorkID(runID, step string, attempt int) string {
 	return runID + "/" + step + "/" + strconv.Itoa(attempt)
 }
 
-// parseWorkID splits a step's work id.
-func parseWorkID(runID, id string) (step string, attempt int, ok bool) {
-	rest, found := strings.CutPrefix(id, runID+"/")
-	if !found {
-		return "", 0, false
-	}
+// ParseWorkID splits a step's work id (a lease id) RUN/STEP/ATTEMPT; run
+// ids hold no "/", step ids may.
+func ParseWorkID(id string) (runID, step string, attempt int, ok bool) {
+	runID, rest, found := strings.Cut(id, "/")
 	i := strings.LastIndexByte(rest, '/')
-	if i <= 0 {
-		return "", 0, false
+	if !found || runID == "" || i <= 0 {
+		return "", "", 0, false
 	}
 	n, err := strconv.Atoi(rest[i+1:])
-	if err != nil {
-		return "", 0, false
+	if err != nil || WorkID(runID, rest[:i], n) != id {
+		return "", "", 0, false
 	}
-	return rest[:i], n, true
+	return runID, rest[:i], n, true
 }
 
 // handoffs are the attempts this replica claimed in their own commit:
@@ -146,6 +146,7 @@ func (r *Runner) stepWork(m *engine.Machine, before, after *engine.Run) (enq []s
 			fin = append(fin, old.Ref())
 		}
 	}
+	free := map[engine.Target]int{} // what this commit may still hand off, by target
 	for sid, a := range after.Steps {
 		w, ok := r.entry(m, after, sid, a)
 		if !ok {
@@ -159,10 +160,23 @@ func (r *Runner) stepWork(m *engine.Machine, before, after *engine.Run) (enq []s
 			}
 		}
 		if w.Queue != LeaseQueue {
-			if t, _ := m.TargetOf(sid); r.dispatch.Serves(t) {
+			// Handed off here when an executor here can take it now, or
+			// when one here offers it and no other replica does; else it
+			// waits in the store for whichever replica has room first.
+			t, _ := m.TargetOf(sid)
+			n, asked := free[t]
+			if !asked && r.dispatch.Serves(t) {
+				n = r.dispatch.Free(t)
+				if !r.servedElsewhere(w.Queue) {
+					n = len(after.Steps) // nobody else: all of them, however busy
+				}
+			}
+			if n > 0 {
 				w.Owner = r.replica
 				owned = append(owned, w.ID)
+				n--
 			}
+			free[t] = n
 		}
 		enq = append(enq, w)
 	}
@@ -178,10 +192,19 @@ func (r *Runner) unserved(q string) bool {
 	return !r.served.queues[q]
 }
 
-// servedQueues is the union of what live replicas announced.
+// servedElsewhere reports whether another live replica announced q.
+func (r *Runner) servedElsewhere(q string) bool {
+	r.served.mu.Lock()
+	defer r.served.mu.Unlock()
+	return r.served.others[q]
+}
+
+// servedQueues is the union of what live replicas announced, and of what
+// the others did.
 type servedQueues struct {
 	mu     sync.Mutex
 	queues map[string]bool
+	others map[string]bool
 }
 
 // Announce records in the store, for ttl, the queues this replica's
@@ -197,17 +220,20 @@ func (r *Runner) Announce(ctx context.Context, queues []string, ttl time.Duratio
 	if err != nil {
 		return err
 	}
-	all := map[string]bool{}
+	all, others := map[string]bool{}, map[string]bool{}
 	for _, rep := range reps {
 		for _, q := range rep.Queues {
 			all[q] = true
+			if rep.Name != r.replica {
+				others[q] = true
+			}
 		}
 	}
 	for _, q := range queues {
 		all[q] = true
 	}
 	r.served.mu.Lock()
-	r.served.queues = all
+	r.served.queues, r.served.others = all, others
 	r.served.mu.Unlock()
 	return nil
 }
@@ -217,10 +243,9 @@ func (r *Runner) Announce(ctx context.Context, queues []string, ttl time.Duratio
 // one the dispatcher cannot take after all is released. It returns how
 // many it offered.
 func (r *Runner) Claim(ctx context.Context, queue string, n int) (int, error) {
-	ws, err := r.store.ClaimWork(ctx, queue, r.replica, n)
-	if err != nil {
-		return 0, err
-	}
+	// A claim that failed on some shards still claimed on others: what
+	// came back is offered, and the error returned after.
+	ws, claimErr := r.store.ClaimWork(ctx, queue, r.replica, n)
 	offered := 0
 	var stale, back []store.WorkRef
 	for _, w := range ws {
@@ -243,7 +268,7 @@ func (r *Runner) Claim(ctx context.Context, queue string, n int) (int, error) {
 			return offered, err
 		}
 	}
-	return offered, nil
+	return offered, claimErr
 }
 
 type claimOutcome int
@@ -252,13 +277,14 @@ const (
 	claimOffered claimOutcome = iota
 	claimStale                // the step is no longer queued at that attempt
 	claimBack                 // not offered now: give it back
+	claimKept                 // not offered now, kept claimed (see offerClaimed)
 )
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
 func (r *Runner) offerClaimed(ctx context.Context, w store.Work) claimOutcome {
-	step, attempt, ok := parseWorkID(w.RunID, w.ID)
-	if !ok {
+	runID, step, attempt, ok := ParseWorkID(w.ID)
+	if !ok || runID != w.RunID {
 		return claimStale
 	}
 	run, m, err := r.Get(ctx, w.RunID)
@@ -266,7 +292,11 @@ func (r *Runner) offerClaimed(ctx context.Context, w store.Work) claimOutcome {
 		if isNotFound(err) {
 			return claimStale
 		}
-		return claimBack
+		// Kept, not given back at once: a release hints every replica,
+		// which would claim it again straight away. Resettle releases it
+		// once the run reads again.
+		r.unsure.add(w.RunID)
+		return claimKept
 	}
 	if w.Queue == LeaseQueue {
 		return r.leaseClaimed(ctx, run, step, attempt)
@@ -414,8 +444,14 @@ func (r *Runner) Claiming(ctx context.Context, every time.Duration, wants func()
 		}
 		for again := true; again && ctx.Err() == nil; {
 			again = false
-			for q, n := range wants() {
-				n = min(n, maxClaim)
+			// One queue at a time, asking again before each: a session's
+			// credits count for every queue it serves, and what one claim
+			// leased is no longer free for the next.
+			for _, q := range slices.Sorted(maps.Keys(wants())) {
+				n := min(wants()[q], maxClaim)
+				if n <= 0 {
+					continue
+				}
 				got, err := r.Claim(ctx, q, n)
 				if err != nil {
 					if ctx.Err() == nil {

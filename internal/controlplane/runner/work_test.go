@@ -107,3 +107,36 @@ func TestStepWorkFollowsTheAttempt(t *testing.T) {
 		t.Fatalf("after the claim: %v", got)
 	}
 }
+
+func TestParseWorkIDRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		id        string
+		run, step string
+		attempt   int
+		ok        bool
+	}{
+		{"r1/s/1", "r1", "s", 1, true},
+		{"r1/a/b/12", "r1", "a/b", 12, true},
+		{"r1/s/01", "", "", 0, false}, // not what WorkID writes
+		{"r1/s", "", "", 0, false},
+		{"/s/1", "", "", 0, false},
+		{"r1//1", "", "", 0, false},
+		{"r1/s/x", "", "", 0, false},
+	} {
+		run, step, n, ok := ParseWorkID(tc.id)
+		if ok != tc.ok || run != tc.run || step != tc.step || n != tc.attempt {
+			t.Errorf("ParseWorkID(%q) = %q %q %d %v", tc.id, run, step, n, ok)
+		}
+	}
+}
+
+func FuzzParseWorkID(f *testing.F) {
+	f.Add("r1", "s", 3)
+	f.Fuzz(func(t *testing.T, run, step string, n int) {
+		id := WorkID(run, step, n)
+		r, s, a, ok := ParseWorkID(id)
+		if ok && WorkID(r, s, a) != id {
+			t.Fatalf("%q parsed to %q %q %d", id, r, s, a)
+		}
+	})
+}

@@ -86,7 +86,7 @@ func (s *Store) ReleaseWork(_ context.Context, owner string, refs []store.WorkRe
 	s.mu.Lock()
 	var hints []store.Hint
 	for _, r := range refs {
-		if e, ok := s.work.entries[workKey{r.RunID, r.ID}]; ok && e.w.Owner == owner && owner != "" {
+		if e, ok := s.work.entries[workKey{r.RunID, r.ID}]; ok && e.w.Owner == owner && owner != "" && e.w.Queue == r.Queue {
 			s.work.seq++
 			e.w.Owner, e.seq = "", s.work.seq
 			hints = append(hints, store.Hint{Queue: e.w.Queue})

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -126,7 +127,10 @@ const releaseWorkScriptSrc = `
 local n = 0
 for i = 4, #ARGV, 2 do
   local id, q = ARGV[i], ARGV[i + 1]
-  if redis.call('HGET', KEYS[2], id) == ARGV[1] then
+  local v = redis.call('HGET', KEYS[1], id)
+  -- Only the owner's claim, and only in the queue named: a step's tool
+  -- entry and its lease entry share an id.
+  if v and string.sub(v, -#q - 1) == '\n' .. q and redis.call('HGET', KEYS[2], id) == ARGV[1] then
     redis.call('HDEL', KEYS[2], id)
     redis.call('ZADD', KEYS[4 + (i - 4) / 2], ARGV[2], id)
     redis.call('SADD', KEYS[3], q)
@@ -232,7 +236,12 @@ func (s *Store) ClaimWork(ctx context.Context, queue, owner string, n int) ([]st
 	if err := s.batch.do(ctx, cmders...); err != nil {
 		return nil, fmt.Errorf("redisstore: claiming work: %w", unavailable(err))
 	}
+	// Every shard's answer is read: a claim that failed on one shard (a
+	// master failing over) still claimed on the others, and what it
+	// claimed is returned with the error, or it would stay claimed and
+	// offered to nobody.
 	var out []store.Work
+	var first error
 	for sh, cmd := range cmds {
 		res, err := cmd.Slice()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -241,7 +250,10 @@ func (s *Store) ClaimWork(ctx context.Context, queue, owner string, n int) ([]st
 			res, err = claimWorkScript.Run(ctx, s.rdb, []string{readyKey(tag, queue), wk, wc, wb, wq}, owner, n, queue).Slice()
 		}
 		if err != nil {
-			return out, fmt.Errorf("redisstore: claiming work: %w", unavailable(err))
+			if first == nil {
+				first = fmt.Errorf("redisstore: claiming work: %w", unavailable(err))
+			}
+			continue
 		}
 		for i := 0; i+2 < len(res); i += 3 {
 			run, q, _ := strings.Cut(str(res[i+1]), "\n")
@@ -256,10 +268,10 @@ func (s *Store) ClaimWork(ctx context.Context, queue, owner string, n int) ([]st
 			refs[i] = w.Ref()
 		}
 		if err := s.ReleaseWork(ctx, owner, refs); err != nil {
-			return out, err
+			return out, cmp.Or(first, err)
 		}
 	}
-	return out, nil
+	return out, first
 }
 
 // byShard groups refs by their run's shard tag.
