@@ -360,6 +360,9 @@ func TestRunTinyReplicas(t *testing.T) {
 	} else if _, ok := d.Extra["cross_replica_steps"]; !ok {
 		t.Errorf("dispatch does not say how many steps ran on another replica: %+v", d)
 	}
+	if f := got["fan-100"]; f.Extra["steps"] != 4*100 {
+		t.Errorf("fan-100: every branch of 4 fans counted: %+v", f)
+	}
 	if a := got["approve"]; a.Runs != 4 || a.Extra["decide_to_complete_p50_ms"] < a.P50Ms {
 		t.Errorf("approve: %+v", a)
 	}

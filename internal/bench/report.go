@@ -260,6 +260,10 @@ func (r Result) note() string {
 			}
 			parts = append(parts, s)
 		}
+	case "fan-10", "fan-100":
+		if n, ok := e["cross_replica_steps"]; ok {
+			parts = append(parts, fmt.Sprintf("branches an executor of another replica than the run's ran: %s of %s", thousands(n), thousands(e["steps"])))
+		}
 	case "parked-memory":
 		parts = append(parts, fmt.Sprintf("used_memory growth over %s runs parked through the API (StartRun), loaded at %s runs/s",
 			thousands(e["parked_runs"]), thousands(e["loaded_runs_per_sec"])))

@@ -189,15 +189,21 @@ func (b *bench) fan(ctx context.Context, n int) ([]Result, error) {
 	}
 	defer w.close()
 	t0 := time.Now()
-	var lat []time.Duration
+	var lat, steps, cross []time.Duration
 	err = b.profiled(key, w, func() (err error) {
-		lat, _, _, err = b.sequential(ctx, w, key, fanRecipe(n), b.cfg.n)
+		lat, steps, cross, err = b.sequential(ctx, w, key, fanRecipe(n), b.cfg.n)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return []Result{latencyResult(key, lat, time.Since(t0))}, nil
+	res := latencyResult(key, lat, time.Since(t0))
+	if len(w.planes) > 1 {
+		// Only the counts: a fan's steps are not one after another, so
+		// dispatchTimes' durations mean nothing here.
+		res.Extra = map[string]float64{"cross_replica_steps": float64(len(cross)), "steps": float64(len(steps))}
+	}
+	return []Result{res}, nil
 }
 
 // sleepFan: wall ÷ slowest branch, as the engine figures a fan (the fan
