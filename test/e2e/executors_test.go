@@ -176,7 +176,14 @@ func (c *cluster) until(id string, what string, pred func(runOut) bool) runOut {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var r runOut
-		c.plane.ctl(c.t, "", "--as", "alice", "runs", "show", id, "-o", "json").json(c.t, &r)
+		res := c.plane.ctl(c.t, "", "--as", "alice", "runs", "show", id, "-o", "json")
+		if res.code != 0 && strings.Contains(res.stderr, "unavailable") && time.Now().Before(deadline) {
+			// The store is coming back (a test restarts Redis): a script
+			// retries, and so does this.
+			<-time.After(50 * time.Millisecond)
+			continue
+		}
+		res.json(c.t, &r)
 		if pred(r) {
 			return r
 		}

@@ -93,8 +93,8 @@ func (d *Dispatcher) Reconcile(ctx context.Context, runID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, l := range d.leases {
-		if l.offer.runID != runID || current(l.offer.d.Step, l.offer.d.Attempt, false) {
-			continue
+		if l.offer.runID != runID || l.recording || current(l.offer.d.Step, l.offer.d.Attempt, false) {
+			continue // (a lease whose result is being recorded ends by itself)
 		}
 		select {
 		case l.s.out <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Cancel{Cancel: &tollgatev1.Cancel{LeaseId: l.id, Reason: "the run moved on: " + string(run.State)}}}:
