@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test fmt-check vet buf-lint generate check-generated tools jaeger ci fuzz bench bench-peers bench-go
+.PHONY: all build test fmt-check vet buf-lint generate check-generated tools jaeger ci fuzz bench bench-peers bench-replicas bench-go
 
 all: build
 
@@ -78,6 +78,16 @@ bench:
 bench-peers:
 	@mkdir -p $(BENCH_OUT)
 	go run ./cmd/tollgate-bench -peers -json $(BENCH_OUT)/peers.json -md $(BENCH_OUT)/peers.md $(BENCH_FLAGS)
+
+## bench-replicas: the same workloads with REPLICAS (default 3) control planes
+## on the one Redis, an executor on each, clients spread over them round-robin
+## (a run approved through another replica than it started on):
+## $(BENCH_OUT)/replicas.md and replicas.json. Compare with `make bench` taken in
+## the same hour (BENCHMARKS.md, issue 15). Same as `go run ./cmd/tollgate-bench -replicas 3`.
+REPLICAS ?= 3
+bench-replicas:
+	@mkdir -p $(BENCH_OUT)
+	go run ./cmd/tollgate-bench -replicas $(REPLICAS) -json $(BENCH_OUT)/replicas.json -md $(BENCH_OUT)/replicas.md $(BENCH_FLAGS)
 
 ## bench-go: the go test benchmarks (pure cores, Redis store, end to end).
 bench-go:

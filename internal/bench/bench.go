@@ -31,6 +31,7 @@ type config struct {
 	parked           int
 	inboxQueries     int
 	people           int
+	replicas         int
 	executors        int
 	capacity         int
 	only             []string
@@ -58,6 +59,9 @@ Usage:
                                             side by side with the ratios
   tollgate-bench -trace -only none          sustained with tracing off and on,
                                             exporting to a real Jaeger (make jaeger)
+  tollgate-bench -replicas 3                three control planes on the one Redis,
+                                            an executor on each, clients spread
+                                            over them (make bench-replicas)
 
 Take figures on a quiet machine: the report records the load average.
 
@@ -80,7 +84,7 @@ func Run(ctx context.Context, args []string, o Options) error {
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
-	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}}
+	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}, cpu: map[string][2]time.Duration{}, stats: map[string][2]redisStats{}}
 	var temporal *peerReport
 	if cfg.peers && cfg.temporalJSON != "" {
 		// Read it first: a bad file fails before minutes of measuring.
@@ -157,7 +161,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.parked, "parked", 100_000, "parked runs loaded for the memory and inbox figures (DESIGN.md's goal is stated at 1,000,000)")
 	fs.IntVar(&cfg.inboxQueries, "inbox-queries", 1000, "inbox queries timed")
 	fs.IntVar(&cfg.people, "people", 100, "people the parked runs belong to, each a member in the policy (an inbox holds -parked ÷ -people asks)")
-	fs.IntVar(&cfg.executors, "executors", 1, "executors connected to the control plane")
+	fs.IntVar(&cfg.replicas, "replicas", 1, "control plane replicas sharing the one Redis, each with its own listeners; clients are spread over them round-robin (a run approved through the next replica after the one it started on), executor i connects to replica i mod N")
+	fs.IntVar(&cfg.executors, "executors", 1, "executors connected to the control planes (with -replicas and no -executors: one per replica)")
 	fs.IntVar(&cfg.capacity, "capacity", 16, "leases each executor holds at once")
 	fs.StringVar(&only, "only", "", "run only these workloads (comma-separated; see above)")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (clients, control plane, executors) during each timed phase to `prefix`.PHASE.pprof (PHASE: a workload, or parked-load); read several at once with go tool pprof -top FILES")
@@ -173,6 +178,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
+	executorsSet := false
+	fs.Visit(func(f *flag.Flag) { executorsSet = executorsSet || f.Name == "executors" })
+	if !executorsSet && cfg.replicas > 1 {
+		cfg.executors = cfg.replicas
+	}
 	switch {
 	case cfg.fsync != "everysec" && cfg.fsync != "always":
 		return cfg, fmt.Errorf("-fsync %q: want everysec or always", cfg.fsync)
@@ -180,8 +190,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, errors.New("-n, -n-sleep, -clients, -parked and -inbox-queries must be at least 1, -people at least 8")
 	case cfg.duration <= 0 || cfg.warmup < 0:
 		return cfg, errors.New("-duration must be positive and -warmup not negative")
-	case cfg.executors < 1 || cfg.capacity < 1:
-		return cfg, errors.New("-executors and -capacity must be at least 1")
+	case cfg.executors < 1 || cfg.capacity < 1 || cfg.replicas < 1:
+		return cfg, errors.New("-replicas, -executors and -capacity must be at least 1")
 	case cfg.traceSample <= 0 || cfg.traceSample > 1:
 		return cfg, errors.New("-trace-sample must be in (0, 1]")
 	case cfg.temporalJSON != "" && !cfg.peers:
@@ -205,9 +215,16 @@ type bench struct {
 	out      io.Writer // progress
 	began    time.Time
 	dispatch []time.Duration // from the one-step and three-step runs
+	// dispatchCross are those of dispatch whose executor is on another
+	// replica than the one the run was started through.
+	dispatchCross []time.Duration
 
-	mu     sync.Mutex         // out, others
+	mu     sync.Mutex         // out, others, cpu
 	others map[string]float64 // phase → cores other processes used
+	// cpu is each phase's CPU time: this process's, and redis-server's.
+	cpu map[string][2]time.Duration
+	// stats are what Redis had done before and after each phase.
+	stats map[string][2]redisStats
 }
 
 func (b *bench) selected(key string) bool {
@@ -216,10 +233,10 @@ func (b *bench) selected(key string) bool {
 
 // run measures the selected workloads, each on a fresh world.
 func (b *bench) run(ctx context.Context) (*Report, error) {
-	rep := &Report{Program: "tollgate-bench", Machine: thisMachine(), Date: time.Now().UTC().Format(time.RFC3339), LoadBefore: loadavg(),
+	rep := &Report{Program: "tollgate-bench", Replicas: b.cfg.replicas, Machine: thisMachine(), Date: time.Now().UTC().Format(time.RFC3339), LoadBefore: loadavg(),
 		Params: map[string]any{"fsync": b.cfg.fsync, "n": b.cfg.n, "n_sleep": b.cfg.nSleep, "warmup": b.cfg.warmup,
 			"duration": b.cfg.duration.String(), "clients": b.cfg.clients, "parked": b.cfg.parked, "inbox_queries": b.cfg.inboxQueries, "people": b.cfg.people,
-			"executors": b.cfg.executors, "capacity": b.cfg.capacity, "only": b.cfg.only, "trace": b.cfg.trace}}
+			"replicas": b.cfg.replicas, "executors": b.cfg.executors, "capacity": b.cfg.capacity, "only": b.cfg.only, "trace": b.cfg.trace}}
 	rep.Setup = b.setup()
 	b.progress("machine: %s; load average %s", rep.Machine, rep.LoadBefore)
 	for _, w := range workloads {
@@ -233,6 +250,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		}
 		for i := range res {
 			b.noteOthers(&res[i])
+			b.noteCPU(&res[i])
 			res[i].finish()
 			b.progress("%s: %s (%.1f s)", res[i].Key, res[i].Measured, time.Since(t0).Seconds())
 		}
@@ -241,6 +259,13 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if len(b.dispatch) > 0 {
 		d := latencyResult("dispatch", b.dispatch, 0)
 		d.Note = "every step of the 1-step and 3-step runs"
+		if b.cfg.replicas > 1 {
+			d.Extra = map[string]float64{"cross_replica_steps": float64(len(b.dispatchCross))}
+			if len(b.dispatchCross) > 0 {
+				d.Extra["cross_replica_p50_ms"] = msQuantile(b.dispatchCross, 0.5)
+				d.Extra["cross_replica_p99_ms"] = msQuantile(b.dispatchCross, 0.99)
+			}
+		}
 		b.noteOthers(&d, "one-step", "three-step")
 		d.finish()
 		rep.Results = append(rep.Results, d)
@@ -263,13 +288,28 @@ func (b *bench) setup() []string {
 	c := b.cfg
 	return []string{
 		fmt.Sprintf("redis-server started by the bench for each workload: unix socket, `appendonly yes`, `appendfsync %s`", c.fsync),
-		"the control plane as the binary runs it (`controlplane.Run` with `--redis`, the example policy, mTLS executor listener), in this process",
-		fmt.Sprintf("%d executor(s) of capacity %d in this process, connected over loopback gRPC with mTLS; tools are in-process no-ops (`internal/stubtools`), so the figures are Tollgate's overhead", c.executors, c.capacity),
-		"clients over loopback gRPC with bearer tokens: StartRun, then WatchRun until complete; one shared connection",
+		replicasLine(c.replicas),
+		fmt.Sprintf("%d executor(s) of capacity %d in this process, connected over loopback gRPC with mTLS%s; tools are in-process no-ops (`internal/stubtools`), so the figures are Tollgate's overhead", c.executors, c.capacity,
+			map[bool]string{true: ", executor i to replica i mod " + strconv.Itoa(c.replicas)}[c.replicas > 1]),
+		clientsLine(c.replicas),
 		fmt.Sprintf("n = %d per latency figure (%d for the sleeping fan), %d uncounted 1-step runs on each fresh world; sustained for %v with %d clients; %s parked runs of %d people for memory and inbox, %d inbox queries",
 			c.n, c.nSleep, c.warmup, c.duration, c.clients, thousands(float64(c.parked)), c.people, c.inboxQueries),
 		"percentiles: element int(q·(n−1)) of the sorted sample; timestamps of leases and finishes are the control plane's (the store's clock), others this process's",
 	}
+}
+
+func replicasLine(n int) string {
+	if n == 1 {
+		return "the control plane as the binary runs it (`controlplane.Run` with `--redis`, the example policy, mTLS executor listener), in this process"
+	}
+	return fmt.Sprintf("**%d control plane replicas** on the one Redis, each as the binary runs it (`controlplane.Run` with the same flags: `--redis`, the example policy, its own API and mTLS executor listeners), all in this process (one Go runtime, one GC)", n)
+}
+
+func clientsLine(n int) string {
+	if n == 1 {
+		return "clients over loopback gRPC with bearer tokens: StartRun, then WatchRun until complete; one shared connection"
+	}
+	return fmt.Sprintf("clients over loopback gRPC with bearer tokens: StartRun, then WatchRun until complete, on one connection per replica; run i of a latency workload (and sustained client i, and loader and inbox query i) goes through replica i mod %d, and the approve workload approves (GetAsk, Decide) through the next replica after the one the run started and is watched on", n)
 }
 
 // world starts a fresh world with the bench's settings and warms it up.
@@ -278,13 +318,13 @@ func (b *bench) world(ctx context.Context, wc worldConfig) (*world, error) {
 	if err != nil {
 		return nil, err
 	}
-	wc.Dir, wc.Fsync, wc.Executors, wc.Capacity = dir, b.cfg.fsync, b.cfg.executors, b.cfg.capacity
+	wc.Dir, wc.Fsync, wc.Replicas, wc.Executors, wc.Capacity = dir, b.cfg.fsync, b.cfg.replicas, b.cfg.executors, b.cfg.capacity
 	w, err := startWorld(ctx, wc)
 	if err != nil {
 		return nil, err
 	}
-	for range b.cfg.warmup {
-		if _, err := w.runToEnd(ctx, "alice", oneStepRecipe); err != nil {
+	for i := range b.cfg.warmup {
+		if _, err := w.runToEnd(ctx, w.plane(i), "alice", oneStepRecipe); err != nil {
 			w.close()
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
@@ -296,13 +336,20 @@ func (b *bench) world(ctx context.Context, wc worldConfig) (*world, error) {
 // -cpuprofile, and records how many cores other processes kept busy
 // meanwhile (the machine's busy time less this process's and Redis's).
 func (b *bench) profiled(phase string, w *world, f func() error) error {
+	stats0, statsErr := w.redisStats()
 	busy0, self0, redis0 := machineBusy(), processCPU(), w.redisCPU()
 	t0 := time.Now()
 	defer func() {
 		wall := time.Since(t0)
-		others := (machineBusy() - busy0) - (processCPU() - self0) - (w.redisCPU() - redis0)
+		self, redis := processCPU()-self0, w.redisCPU()-redis0
+		others := (machineBusy() - busy0) - self - redis
+		stats1, err := w.redisStats()
 		b.mu.Lock()
 		b.others[phase] = max(0, others.Seconds()/wall.Seconds())
+		b.cpu[phase] = [2]time.Duration{self, redis}
+		if statsErr == nil && err == nil {
+			b.stats[phase] = [2]redisStats{stats0, stats1}
+		}
 		b.mu.Unlock()
 	}()
 	if b.cfg.cpuprofile == "" {
@@ -324,6 +371,35 @@ func (b *bench) profiled(phase string, w *world, f func() error) error {
 	}
 	b.progress("%s: CPU profile in %s", phase, path)
 	return ferr
+}
+
+// noteCPU records in r what its phase cost per sample (a run; a query
+// for the inbox): this process's CPU and redis-server's, and the script
+// calls (EVALSHA) and commands Redis ran, unless r says already
+// (sustained counts only its timed runs).
+func (b *bench) noteCPU(r *Result) {
+	phase := r.Key
+	if phase == "parked-memory" {
+		phase = "parked-load"
+	}
+	b.mu.Lock()
+	c, ok := b.cpu[phase]
+	st, haveStats := b.stats[phase]
+	b.mu.Unlock()
+	if _, done := r.Extra["go_cpu_us_per_run"]; !ok || done || r.Runs < 1 {
+		return
+	}
+	if r.Extra == nil {
+		r.Extra = map[string]float64{}
+	}
+	r.Extra["go_cpu_us_per_op"] = float64(c[0].Microseconds()) / float64(r.Runs)
+	r.Extra["redis_cpu_us_per_op"] = float64(c[1].Microseconds()) / float64(r.Runs)
+	if haveStats {
+		per := map[string]float64{}
+		redisPerRun(st[0], st[1], r.Runs, per)
+		r.Extra["redis_evalsha_per_op"] = per["redis_evalsha_per_run"]
+		r.Extra["redis_calls_per_op"] = per["redis_calls_per_run"]
+	}
 }
 
 // noteOthers records in r the most cores other processes used during the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -183,7 +184,7 @@ func TestCompareWithTemporal(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{{"-n", "0"}, {"-fsync", "no"}, {"-only", "nope"}, {"stray"}, {"-trace-sample", "0"},
-		{"-temporal-json", "x.json"}, {"-executors", "0"}, {"-duration", "0s"}} {
+		{"-temporal-json", "x.json"}, {"-executors", "0"}, {"-duration", "0s"}, {"-replicas", "0"}} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q: no error", args)
 		}
@@ -192,11 +193,18 @@ func TestFlags(t *testing.T) {
 	if err != nil || len(cfg.only) != 2 || cfg.only[1] != "inbox" || cfg.fsync != "always" || cfg.n != 200 || cfg.parked != 100_000 {
 		t.Errorf("%+v %v", cfg, err)
 	}
+	// With -replicas, one executor per replica unless -executors says.
+	for args, want := range map[string][2]int{"": {1, 1}, "-replicas 3": {3, 3}, "-replicas 3 -executors 1": {3, 1}, "-executors 2": {1, 2}} {
+		cfg, err := parseFlags(strings.Fields(args), &bytes.Buffer{})
+		if err != nil || cfg.replicas != want[0] || cfg.executors != want[1] {
+			t.Errorf("%q: %d replicas, %d executors, %v; want %v", args, cfg.replicas, cfg.executors, err, want)
+		}
+	}
 	var help bytes.Buffer
 	if err := Run(context.Background(), []string{"-help"}, Options{Stdout: &bytes.Buffer{}, Stderr: &help}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"DESIGN.md §12", "-peers", "-cpuprofile", "fan-sleep", "-parked"} {
+	for _, want := range []string{"DESIGN.md §12", "-peers", "-cpuprofile", "fan-sleep", "-parked", "-replicas"} {
 		if !strings.Contains(help.String(), want) {
 			t.Errorf("--help lacks %q", want)
 		}
@@ -257,8 +265,13 @@ func TestRunTiny(t *testing.T) {
 	if r := got["dispatch"]; r.Runs != 3*1+3*3 {
 		t.Errorf("dispatch samples every step of 3 one-step and 3 three-step runs: %d", r.Runs)
 	}
-	if r := got["sustained"]; r.StepsPerSec <= 0 || r.Clients != 4 || r.Extra["go_cpu_us_per_run"] <= 0 {
+	if r := got["sustained"]; r.StepsPerSec <= 0 || r.Clients != 4 || r.Extra["go_cpu_us_per_run"] <= 0 || r.Extra["go_cpu_us_per_op"] != 0 {
 		t.Errorf("sustained: %+v", r)
+	}
+	for _, k := range []string{"one-step", "three-step", "fan-100", "approve", "inbox", "parked-memory"} {
+		if r := got[k]; r.Extra["go_cpu_us_per_op"] <= 0 || r.Extra["redis_calls_per_op"] <= 0 || !strings.Contains(stdout.String(), "EVALSHA)") {
+			t.Errorf("%s: no CPU per run: %+v", k, r)
+		}
 	}
 	if r := got["fan-sleep"]; r.Value < 1 || r.P50Ms < 400 {
 		t.Errorf("fan-sleep: the wall of a fan is at least its slowest branch: %+v", r)
@@ -290,5 +303,148 @@ func TestRunTiny(t *testing.T) {
 	// Every world cleaned up after itself.
 	if left, _ := filepath.Glob(filepath.Join(dir, "tollgate-bench-*")); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestRunTinyReplicas runs the tiny bench with two control planes on the
+// one Redis, so the -replicas mode cannot rot: both replicas serve runs,
+// each has its executor and hears the store's hints, the report names the
+// replica count, and every world stops both planes (goleak, TestMain).
+func TestRunTinyReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server and two control planes per workload")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "out.json")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := Run(ctx, []string{"-replicas", "2", "-json", jsonPath, "-dir", dir, "-n", "4", "-n-sleep", "1", "-warmup", "2",
+		"-duration", "300ms", "-clients", "4", "-parked", "40", "-people", "10", "-inbox-queries", "4"}, Options{Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Replicas != 2 || rep.Params["replicas"] != 2.0 || rep.Params["executors"] != 2.0 {
+		t.Errorf("replicas %d, params %v: want 2 replicas with an executor each", rep.Replicas, rep.Params)
+	}
+	got := map[string]Result{}
+	for _, r := range rep.Results {
+		got[r.Key] = r
+	}
+	for _, f := range figures {
+		if _, ok := got[f.key]; !ok && f.key != "trace-cost" {
+			t.Errorf("no %s result", f.key)
+		}
+	}
+	s := got["sustained"]
+	if s.StepsPerSec <= 0 || s.Extra["replicas"] != 2 || s.Extra["hint_subscribers"] != 2 ||
+		s.Extra["replica_0_runs"] < 1 || s.Extra["replica_1_runs"] < 1 || s.Extra["redis_publish_per_run"] <= 0 {
+		t.Errorf("sustained: both replicas serve clients and hear hints: %+v", s)
+	}
+	if d := got["dispatch"]; d.Runs != 4*1+4*3 {
+		t.Errorf("dispatch: %d samples, want every step of 4 one-step and 4 three-step runs", d.Runs)
+	} else if _, ok := d.Extra["cross_replica_steps"]; !ok {
+		t.Errorf("dispatch does not say how many steps ran on another replica: %+v", d)
+	}
+	if f := got["fan-100"]; f.Extra["steps"] != 4*100 {
+		t.Errorf("fan-100: every branch of 4 fans counted: %+v", f)
+	}
+	if a := got["approve"]; a.Runs != 4 || a.Extra["decide_to_complete_p50_ms"] < a.P50Ms {
+		t.Errorf("approve: %+v", a)
+	}
+	if r := got["inbox"]; r.Runs != 4 {
+		t.Errorf("inbox: %+v", r)
+	}
+	for _, want := range []string{"DESIGN.md §12 figures, 2 replicas on one Redis", "**2 control plane replicas**", "executor i to replica i mod 2", "hint subscribers"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "tollgate-bench-*")); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestWorldOfTwoReplicas: a world of two control planes on one Redis,
+// each under its own name, has an executor on each; a run started through one is approved through the
+// other; once close returns, neither plane's controlplane.Run is left
+// (goleak, at the end of the package, would not say which world leaked).
+func TestWorldOfTwoReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server and two control planes")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	calls := &callTimes{at: map[string]time.Time{}}
+	w, err := startWorld(ctx, worldConfig{Dir: t.TempDir(), Fsync: "everysec", Replicas: 2, Executors: 2, Capacity: 4, OnCall: calls.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			w.close()
+		}
+	}()
+	if len(w.planes) != 2 || w.plane(0) == w.plane(1) || w.plane(2) != w.plane(0) || w.planes[0].addr == w.planes[1].addr {
+		t.Fatalf("want two replicas, each with its own listener, taken in turn: %+v", w.planes)
+	}
+	if w.execPlane["bench-1"] != w.planes[0] || w.execPlane["bench-2"] != w.planes[1] {
+		t.Fatalf("executor i connects to replica i mod 2: %v", w.execPlane)
+	}
+	// Each is alive in the store under its own --replica name.
+	if live, err := w.redis.Do("KEYS", "tg:replica:*"); err != nil || !strings.Contains(live, "tg:replica:bench-cp-0") || !strings.Contains(live, "tg:replica:bench-cp-1") {
+		t.Fatalf("replicas alive in the store: %q %v", live, err)
+	}
+	for i := range 4 {
+		r, err := w.runToEnd(ctx, w.plane(i), "alice", oneStepRecipe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := w.crossSteps(w.plane(i), r); n != 0 {
+			t.Errorf("run %d through replica %d ran on another replica's executor: %v", i, i%2, r.GetSteps())
+		}
+	}
+	if _, _, _, _, err := approveOnce(ctx, w, w.plane(0), w.plane(1), calls); err != nil {
+		t.Fatalf("started through one replica, approved through the other: %v", err)
+	}
+	if n := strings.Count(allStacks(), "internal/controlplane.Run("); n != 2 {
+		t.Fatalf("%d goroutines in controlplane.Run before close, want 2", n)
+	}
+	w.close()
+	closed = true
+	if stacks := allStacks(); strings.Contains(stacks, "internal/controlplane.Run(") {
+		t.Errorf("a control plane still runs after close:\n%s", stacks)
+	}
+}
+
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }

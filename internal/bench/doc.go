@@ -4,7 +4,9 @@
 // a Markdown table of figure, goal, measured and met (and writes JSON).
 // With -peers it also runs the Temporal peer (bench/peers/temporal) on the
 // same workloads and prints them side by side; with -trace it measures
-// what tracing costs the sustained workload.
+// what tracing costs the sustained workload; with -replicas N it runs N
+// control planes on the one Redis, an executor on each, and spreads the
+// clients over them.
 //
 // It enforces no invariant; it measures (DESIGN.md §12).
 package bench

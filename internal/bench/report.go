@@ -152,6 +152,7 @@ func (r Result) summary() string {
 // Report is the JSON document.
 type Report struct {
 	Program     string         `json:"program"`
+	Replicas    int            `json:"replicas"` // control planes on the one Redis
 	Machine     Machine        `json:"machine"`
 	Setup       []string       `json:"setup"`
 	Params      map[string]any `json:"params"`
@@ -196,7 +197,11 @@ func (r *Report) sort() {
 // Markdown is the §12 table with the machine and the setup above it.
 func (r *Report) Markdown() string {
 	var b strings.Builder
-	b.WriteString("## Tollgate: DESIGN.md §12 figures\n\n")
+	b.WriteString("## Tollgate: DESIGN.md §12 figures")
+	if r.Replicas > 1 {
+		fmt.Fprintf(&b, ", %d replicas on one Redis", r.Replicas)
+	}
+	b.WriteString("\n\n")
 	fmt.Fprintf(&b, "Machine: %s. Load average %s before, %s after. %s, %.0f s in all.\n\n", r.Machine, r.LoadBefore, r.LoadAfter, r.Date, r.WallSeconds)
 	for _, s := range r.Setup {
 		fmt.Fprintf(&b, "- %s\n", s)
@@ -233,9 +238,32 @@ func (r Result) note() string {
 	case "approve":
 		parts = append(parts, fmt.Sprintf("Decide sent → the tool call began on the executor p50 %s, p99 %s; → run complete p50 %s, p99 %s",
 			fmtMs(e["decide_to_tool_call_p50_ms"]), fmtMs(e["decide_to_tool_call_p99_ms"]), fmtMs(e["decide_to_complete_p50_ms"]), fmtMs(e["decide_to_complete_p99_ms"])))
+		if n, ok := e["cross_replica_steps"]; ok {
+			parts = append(parts, fmt.Sprintf("each run approved through the next replica after the one it was started and watched on; governed steps an executor of another replica than the approver's ran: %s", thousands(n)))
+		}
 	case "sustained":
-		parts = append(parts, fmt.Sprintf("%s runs; CPU per run: this process (clients, control plane, executors) %.0f µs, redis-server %.0f µs",
-			thousands(float64(r.Runs)), e["go_cpu_us_per_run"], e["redis_cpu_us_per_run"]))
+		parts = append(parts, fmt.Sprintf("%s runs; CPU per run: this process (clients, control plane%s, executors) %.0f µs, redis-server %.0f µs; cores busy: this process %.2f, redis-server %.2f",
+			thousands(float64(r.Runs)), map[bool]string{true: "s"}[e["replicas"] > 1], e["go_cpu_us_per_run"], e["redis_cpu_us_per_run"], e["go_cores"], e["redis_cores"]))
+		if e["replicas"] > 1 {
+			var by []string
+			for i := range int(e["replicas"]) {
+				by = append(by, thousands(e[fmt.Sprintf("replica_%d_runs", i)]))
+			}
+			parts = append(parts, fmt.Sprintf("%.0f replicas; runs through each: %s; runs whose step ran on another replica's executor than the client's: %s (%.1f %%); %.0f hint subscribers, %.2f PUBLISHes per run",
+				e["replicas"], strings.Join(by, " / "), thousands(e["cross_replica_runs"]), 100*e["cross_replica_runs"]/float64(max(1, r.Runs)), e["hint_subscribers"], e["redis_publish_per_run"]))
+		}
+	case "dispatch":
+		if n, ok := e["cross_replica_steps"]; ok {
+			s := fmt.Sprintf("steps whose executor is on another replica than the run's: %s", thousands(n))
+			if n > 0 {
+				s += fmt.Sprintf(", p50 %s, p99 %s", fmtMs(e["cross_replica_p50_ms"]), fmtMs(e["cross_replica_p99_ms"]))
+			}
+			parts = append(parts, s)
+		}
+	case "fan-10", "fan-100":
+		if n, ok := e["cross_replica_steps"]; ok {
+			parts = append(parts, fmt.Sprintf("branches an executor of another replica than the run's ran: %s of %s", thousands(n), thousands(e["steps"])))
+		}
 	case "parked-memory":
 		parts = append(parts, fmt.Sprintf("used_memory growth over %s runs parked through the API (StartRun), loaded at %s runs/s",
 			thousands(e["parked_runs"]), thousands(e["loaded_runs_per_sec"])))
@@ -256,6 +284,14 @@ func (r Result) note() string {
 		}
 	case "trace-cost":
 		parts = append(parts, fmt.Sprintf("off %s steps/s, on %s steps/s", thousands(e["off_steps_per_sec"]), thousands(e["on_steps_per_sec"])))
+	}
+	if v, ok := e["go_cpu_us_per_op"]; ok {
+		per := "run"
+		if r.Key == "inbox" {
+			per = "query"
+		}
+		parts = append(parts, fmt.Sprintf("CPU per %s: this process %s µs, redis-server %s µs (%.1f Redis commands, %.1f of them EVALSHA)",
+			per, thousands(v), thousands(e["redis_cpu_us_per_op"]), e["redis_calls_per_op"], e["redis_evalsha_per_op"]))
 	}
 	if v, ok := e["others_cores"]; ok {
 		parts = append(parts, fmt.Sprintf("other processes kept %.1f of the machine's cores busy meanwhile", v))

@@ -54,22 +54,23 @@ var workloads = []workload{
 	{"inbox", "load -parked parked runs: Redis memory per run, then an inbox query", (*bench).inbox},
 }
 
-// start starts a run as user.
-func (w *world) start(ctx context.Context, user, recipe string) (string, error) {
-	resp, err := w.runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: recipe}}, w.as(user))
+// start starts a run as user through replica p.
+func (w *world) start(ctx context.Context, p *plane, user, recipe string) (string, error) {
+	resp, err := p.runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: recipe}}, w.as(user))
 	if err != nil {
 		return "", fmt.Errorf("start: %w", err)
 	}
 	return resp.GetRun().GetId(), nil
 }
 
-// runToEnd starts recipe as user and watches the run until it completes.
-func (w *world) runToEnd(ctx context.Context, user, recipe string) (*tollgatev1.Run, error) {
-	id, err := w.start(ctx, user, recipe)
+// runToEnd starts recipe as user through replica p and watches the run
+// there until it completes (its steps may run on any replica's executors).
+func (w *world) runToEnd(ctx context.Context, p *plane, user, recipe string) (*tollgatev1.Run, error) {
+	id, err := w.start(ctx, p, user, recipe)
 	if err != nil {
 		return nil, err
 	}
-	stream, err := w.runs.WatchRun(ctx, &tollgatev1.WatchRunRequest{RunId: id}, w.as(user))
+	stream, err := p.runs.WatchRun(ctx, &tollgatev1.WatchRunRequest{RunId: id}, w.as(user))
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
@@ -98,8 +99,9 @@ func until(stream tollgatev1.RunService_WatchRunClient, state tollgatev1.RunStat
 // time from runnable to leased: a step becomes runnable in the commit
 // that finishes the one before it (the first when the run is created),
 // and LeasedAt is when the executor's ack reached the control plane.
-func dispatchTimes(r *tollgatev1.Run) []time.Duration {
-	var out []time.Duration
+// cross holds those of the steps whose executor is on another replica
+// than p, the one the run was started through.
+func (w *world) dispatchTimes(p *plane, r *tollgatev1.Run) (all, cross []time.Duration) {
 	queued := r.GetCreatedAt().AsTime()
 	for _, s := range r.GetSteps() {
 		as := s.GetAttempts()
@@ -107,30 +109,48 @@ func dispatchTimes(r *tollgatev1.Run) []time.Duration {
 			continue
 		}
 		if a := as[0]; a.GetLeasedAt() != nil {
-			out = append(out, a.GetLeasedAt().AsTime().Sub(queued))
+			d := a.GetLeasedAt().AsTime().Sub(queued)
+			all = append(all, d)
+			if w.elsewhere(p, a.GetExecutor()) {
+				cross = append(cross, d)
+			}
 		}
 		if f := as[len(as)-1].GetFinishedAt(); f != nil {
 			queued = f.AsTime()
 		}
 	}
-	return out
+	return all, cross
 }
 
-// sequential runs recipe n times one after another; start → complete
-// times and the dispatch times of every step.
-func (b *bench) sequential(ctx context.Context, w *world, key, recipe string, n int) (lat, dispatch []time.Duration, err error) {
+// crossSteps counts r's steps whose first attempt ran on an executor of
+// another replica than p.
+func (w *world) crossSteps(p *plane, r *tollgatev1.Run) int {
+	n := 0
+	for _, s := range r.GetSteps() {
+		if as := s.GetAttempts(); len(as) > 0 && w.elsewhere(p, as[0].GetExecutor()) {
+			n++
+		}
+	}
+	return n
+}
+
+// sequential runs recipe n times one after another, run i through
+// replica i mod Replicas; start → complete times and the dispatch times
+// of every step.
+func (b *bench) sequential(ctx context.Context, w *world, key, recipe string, n int) (lat, dispatch, cross []time.Duration, err error) {
 	tick := b.ticker(key, n)
 	for i := range n {
 		t0 := time.Now()
-		r, err := w.runToEnd(ctx, "alice", recipe)
+		r, err := w.runToEnd(ctx, w.plane(i), "alice", recipe)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		lat = append(lat, time.Since(t0))
-		dispatch = append(dispatch, dispatchTimes(r)...)
+		all, c := w.dispatchTimes(w.plane(i), r)
+		dispatch, cross = append(dispatch, all...), append(cross, c...)
 		tick(i + 1)
 	}
-	return lat, dispatch, nil
+	return lat, dispatch, cross, nil
 }
 
 func (b *bench) oneStep(ctx context.Context) ([]Result, error) {
@@ -148,15 +168,16 @@ func (b *bench) sequentialWorkload(ctx context.Context, key, recipe string) ([]R
 	}
 	defer w.close()
 	t0 := time.Now()
-	var lat, dispatch []time.Duration
+	var lat, dispatch, cross []time.Duration
 	err = b.profiled(key, w, func() (err error) {
-		lat, dispatch, err = b.sequential(ctx, w, key, recipe, b.cfg.n)
+		lat, dispatch, cross, err = b.sequential(ctx, w, key, recipe, b.cfg.n)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	b.dispatch = append(b.dispatch, dispatch...)
+	b.dispatchCross = append(b.dispatchCross, cross...)
 	return []Result{latencyResult(key, lat, time.Since(t0))}, nil
 }
 
@@ -168,15 +189,21 @@ func (b *bench) fan(ctx context.Context, n int) ([]Result, error) {
 	}
 	defer w.close()
 	t0 := time.Now()
-	var lat []time.Duration
+	var lat, steps, cross []time.Duration
 	err = b.profiled(key, w, func() (err error) {
-		lat, _, err = b.sequential(ctx, w, key, fanRecipe(n), b.cfg.n)
+		lat, steps, cross, err = b.sequential(ctx, w, key, fanRecipe(n), b.cfg.n)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return []Result{latencyResult(key, lat, time.Since(t0))}, nil
+	res := latencyResult(key, lat, time.Since(t0))
+	if len(w.planes) > 1 {
+		// Only the counts: a fan's steps are not one after another, so
+		// dispatchTimes' durations mean nothing here.
+		res.Extra = map[string]float64{"cross_replica_steps": float64(len(cross)), "steps": float64(len(steps))}
+	}
+	return []Result{res}, nil
 }
 
 // sleepFan: wall ÷ slowest branch, as the engine figures a fan (the fan
@@ -193,7 +220,7 @@ func (b *bench) sleepFan(ctx context.Context) ([]Result, error) {
 	tick := b.ticker("fan-sleep", b.cfg.nSleep)
 	err = b.profiled("fan-sleep", w, func() error {
 		for i := range b.cfg.nSleep {
-			r, err := w.runToEnd(ctx, "alice", sleepFanRecipe)
+			r, err := w.runToEnd(ctx, w.plane(i), "alice", sleepFanRecipe)
 			if err != nil {
 				return err
 			}
@@ -255,12 +282,16 @@ func (b *bench) approve(ctx context.Context) ([]Result, error) {
 	defer w.close()
 	t0 := time.Now()
 	var leased, called, done []time.Duration
+	cross := 0 // governed steps an executor of another replica than the approver's ran
 	tick := b.ticker("approve", b.cfg.n)
 	err = b.profiled("approve", w, func() error {
 		for i := range b.cfg.n {
-			l, c, d, err := approveOnce(ctx, w, calls)
+			l, c, d, elsewhere, err := approveOnce(ctx, w, w.plane(i), w.plane(i+1), calls)
 			if err != nil {
 				return err
+			}
+			if elsewhere {
+				cross++
 			}
 			leased, called, done = append(leased, l), append(called, c), append(done, d)
 			tick(i + 1)
@@ -275,44 +306,49 @@ func (b *bench) approve(ctx context.Context) ([]Result, error) {
 		"decide_to_tool_call_p50_ms": msQuantile(called, 0.5), "decide_to_tool_call_p99_ms": msQuantile(called, 0.99),
 		"decide_to_complete_p50_ms": msQuantile(done, 0.5), "decide_to_complete_p99_ms": msQuantile(done, 0.99),
 	}
+	if len(w.planes) > 1 {
+		res.Extra["cross_replica_steps"] = float64(cross)
+	}
 	return []Result{res}, nil
 }
 
-// approveOnce starts a run of approveRecipe, waits on its watch stream
-// until it parks, approves its ask and watches it complete. It returns
-// the times from just before Decide was sent to the governed step's
-// LeasedAt, to the tool call beginning, and to the run complete.
-func approveOnce(ctx context.Context, w *world, calls *callTimes) (leased, called, done time.Duration, err error) {
-	id, err := w.start(ctx, "alice", approveRecipe)
+// approveOnce starts a run of approveRecipe through replica on, waits on
+// its watch stream there until it parks, approves its ask through replica
+// by (another one, when there are several) and watches it complete. It
+// returns the times from just before Decide was sent to the governed
+// step's LeasedAt, to the tool call beginning, and to the run complete,
+// and whether an executor of another replica than by ran that step.
+func approveOnce(ctx context.Context, w *world, on, by *plane, calls *callTimes) (leased, called, done time.Duration, elsewhere bool, err error) {
+	id, err := w.start(ctx, on, "alice", approveRecipe)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := w.runs.WatchRun(ctx, &tollgatev1.WatchRunRequest{RunId: id}, w.as("alice"))
+	stream, err := on.runs.WatchRun(ctx, &tollgatev1.WatchRunRequest{RunId: id}, w.as("alice"))
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("watch: %w", err)
+		return 0, 0, 0, false, fmt.Errorf("watch: %w", err)
 	}
 	parked, err := until(stream, tollgatev1.RunState_RUN_STATE_PARKED)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	if len(parked.GetAsks()) == 0 {
-		return 0, 0, 0, fmt.Errorf("run %s parked with no ask", id)
+		return 0, 0, 0, false, fmt.Errorf("run %s parked with no ask", id)
 	}
-	shown, err := w.asks.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: parked.GetAsks()[0].GetId()}, w.as("alice"))
+	shown, err := by.asks.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: parked.GetAsks()[0].GetId()}, w.as("alice"))
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("read the ask: %w", err)
+		return 0, 0, 0, false, fmt.Errorf("read the ask: %w", err)
 	}
 	sent := time.Now()
-	_, err = w.asks.Decide(ctx, &tollgatev1.DecideRequest{AskId: parked.GetAsks()[0].GetId(), ExpectedPayloadDigest: shown.GetAsk().GetPayloadDigest(), ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest(),
+	_, err = by.asks.Decide(ctx, &tollgatev1.DecideRequest{AskId: parked.GetAsks()[0].GetId(), ExpectedPayloadDigest: shown.GetAsk().GetPayloadDigest(), ExpectedEvidenceDigest: shown.GetAsk().GetEvidenceDigest(),
 		Decision: &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}}, w.as("alice"))
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("approve: %w", err)
+		return 0, 0, 0, false, fmt.Errorf("approve: %w", err)
 	}
 	r, err := until(stream, tollgatev1.RunState_RUN_STATE_COMPLETE)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	done = time.Since(sent)
 	var at *tollgatev1.Attempt
@@ -323,9 +359,9 @@ func approveOnce(ctx context.Context, w *world, calls *callTimes) (leased, calle
 	}
 	c, ok := calls.take(id + "/save")
 	if at.GetLeasedAt() == nil || !ok {
-		return 0, 0, 0, fmt.Errorf("run %s: the governed step has no lease or no call", id)
+		return 0, 0, 0, false, fmt.Errorf("run %s: the governed step has no lease or no call", id)
 	}
-	return at.GetLeasedAt().AsTime().Sub(sent), c.Sub(sent), done, nil
+	return at.GetLeasedAt().AsTime().Sub(sent), c.Sub(sent), done, w.elsewhere(by, at.GetExecutor()), nil
 }
 
 // callTimes records when each tool call began, by idempotency key.
@@ -376,10 +412,17 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 		lat      []time.Duration
 		firstErr error
 		done     atomic.Int64
+		cross    atomic.Int64                          // runs whose step ran on another replica
+		through  = make([]atomic.Int64, len(w.planes)) // runs by replica
 	)
 	var elapsed time.Duration
 	var goCPU, redisCPU time.Duration
+	var stats0, stats1 redisStats
 	err = b.profiled(phase, w, func() error {
+		var err error
+		if stats0, err = w.redisStats(); err != nil {
+			return err
+		}
 		goCPU0, redisCPU0 := processCPU(), w.redisCPU()
 		start := time.Now()
 		end := start.Add(b.cfg.duration)
@@ -388,11 +431,13 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 		})
 		defer stopProgress()
 		var wg sync.WaitGroup
-		for range b.cfg.clients {
+		for c := range b.cfg.clients {
+			p, count := w.plane(c), &through[c%len(w.planes)] // client c keeps to replica c mod Replicas
 			wg.Go(func() {
 				for time.Now().Before(end) {
 					t0 := time.Now()
-					if _, err := w.runToEnd(ctx, "alice", oneStepRecipe); err != nil {
+					r, err := w.runToEnd(ctx, p, "alice", oneStepRecipe)
+					if err != nil {
 						mu.Lock()
 						if firstErr == nil && ctx.Err() == nil {
 							firstErr = err
@@ -403,6 +448,10 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 					}
 					d := time.Since(t0)
 					done.Add(1)
+					count.Add(1)
+					if w.crossSteps(p, r) > 0 {
+						cross.Add(1)
+					}
 					mu.Lock()
 					lat = append(lat, d)
 					mu.Unlock()
@@ -412,7 +461,11 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 		wg.Wait()
 		elapsed = time.Since(start)
 		goCPU, redisCPU = processCPU()-goCPU0, w.redisCPU()-redisCPU0
-		return firstErr
+		if firstErr != nil {
+			return firstErr
+		}
+		stats1, err = w.redisStats()
+		return err
 	})
 	if err != nil {
 		return Result{}, err
@@ -427,6 +480,19 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 	res.Extra = map[string]float64{
 		"go_cpu_us_per_run":    float64(goCPU.Microseconds()) / float64(len(lat)),
 		"redis_cpu_us_per_run": float64(redisCPU.Microseconds()) / float64(len(lat)),
+		"go_cores":             goCPU.Seconds() / elapsed.Seconds(),
+		"redis_cores":          redisCPU.Seconds() / elapsed.Seconds(),
+		"replicas":             float64(len(w.planes)),
+		"cross_replica_runs":   float64(cross.Load()),
+	}
+	if len(w.planes) > 1 {
+		for i := range through {
+			res.Extra[fmt.Sprintf("replica_%d_runs", i)] = float64(through[i].Load())
+		}
+	}
+	res.Note = redisPerRun(stats0, stats1, len(lat), res.Extra)
+	if subs, err := w.hintSubscribers(); err == nil {
+		res.Extra["hint_subscribers"] = float64(subs)
 	}
 	return res, nil
 }
@@ -503,7 +569,7 @@ func (b *bench) inbox(ctx context.Context) ([]Result, error) {
 	err = b.profiled("inbox", w, func() error {
 		for i := range b.cfg.inboxQueries {
 			q0 := time.Now()
-			resp, err := w.asks.ListAsks(ctx, &tollgatev1.ListAsksRequest{PageSize: 50}, w.as(who))
+			resp, err := w.plane(i).asks.ListAsks(ctx, &tollgatev1.ListAsksRequest{PageSize: 50}, w.as(who))
 			if err != nil {
 				return err
 			}
@@ -554,7 +620,7 @@ func (b *bench) load(ctx context.Context, w *world, users []string, n int) (stri
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
-				resp, err := w.runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: approveRecipe}},
+				resp, err := w.plane(int(i)).runs.StartRun(ctx, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: approveRecipe}},
 					w.as(users[i%int64(len(users))]))
 				if err == nil && resp.GetRun().GetState() != tollgatev1.RunState_RUN_STATE_PARKED {
 					err = fmt.Errorf("run %s is %v after StartRun, not parked", resp.GetRun().GetId(), resp.GetRun().GetState())

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,7 +58,10 @@ type worldConfig struct {
 	// certificates, the policy); it is removed by close.
 	Dir   string
 	Fsync string // redis-server --appendfsync
-	// Executors connect with Capacity leases each.
+	// Replicas control planes share the one Redis (at least 1).
+	Replicas int
+	// Executors connect with Capacity leases each; executor i to replica
+	// i mod Replicas.
 	Executors, Capacity int
 	// Users get tokens; the policy makes them members (they may approve
 	// their own `ask me` gates). alice is always there.
@@ -70,32 +74,68 @@ type worldConfig struct {
 	TraceSample  float64
 }
 
-// world is one Redis (AOF on), one control plane started as the binary
-// starts it (controlplane.Run with flags) on the Redis store, and
-// in-process executors connected over loopback gRPC with mTLS, the same
-// code path as a remote executor, hosting the no-op tools of stubtools.
-// Clients reach the control plane over loopback gRPC with bearer tokens.
+// world is one Redis (AOF on), cfg.Replicas control planes started as
+// the binary starts them (controlplane.Run with the same flags, each with
+// its own listeners) on that one Redis store, and in-process executors
+// connected over loopback gRPC with mTLS, the same code path as a remote
+// executor, hosting the no-op tools of stubtools. Clients reach the
+// control planes over loopback gRPC with bearer tokens, one connection
+// per replica; workloads spread their calls over the replicas (plane).
 type world struct {
-	cfg      worldConfig
-	redis    *redisserver.Server
+	cfg    worldConfig
+	redis  *redisserver.Server
+	planes []*plane
+	tokens map[string]string
+
+	stopExecs context.CancelFunc
+	execs     sync.WaitGroup
+	conns     []*grpc.ClientConn
+	execPlane map[string]*plane // executor id → the replica it connects to
+}
+
+// plane is one control plane replica of a world and the clients' one
+// connection to it.
+type plane struct {
 	addr     string // the API listener
 	execAddr string // the executor listener (mTLS)
+	log      *planeLog
 	conn     *grpc.ClientConn
 	runs     tollgatev1.RunServiceClient
 	asks     tollgatev1.ApprovalServiceClient
-	tokens   map[string]string
-	cpLog    *planeLog
+	stop     context.CancelFunc
+	done     chan error // Run's result, once it has returned
+}
 
-	stopPlane, stopExecs context.CancelFunc
-	planeDone            chan error
-	execs                sync.WaitGroup
-	conns                []*grpc.ClientConn
+// plane is the i-th replica, round-robin: callers number their clients
+// or their runs and so spread them over the replicas.
+func (w *world) plane(i int) *plane { return w.planes[i%len(w.planes)] }
+
+// elsewhere says whether a step leased to executor ran on another
+// replica than p: another replica claimed it, or handed it to its own
+// executor, rather than p.
+func (w *world) elsewhere(p *plane, executor string) bool {
+	return w.execPlane[executor] != p
+}
+
+// logs is the last lines of every replica's log, for an error message.
+func (w *world) logs() string {
+	var b strings.Builder
+	for i, p := range w.planes {
+		if len(w.planes) > 1 {
+			fmt.Fprintf(&b, "replica %d ", i)
+		}
+		b.WriteString(p.log.tail())
+	}
+	return b.String()
 }
 
 // startWorld starts everything and returns once every executor has
 // connected.
 func startWorld(ctx context.Context, cfg worldConfig) (w *world, err error) {
-	w = &world{cfg: cfg, tokens: map[string]string{}, cpLog: &planeLog{}}
+	w = &world{cfg: cfg, tokens: map[string]string{}, execPlane: map[string]*plane{}}
+	if cfg.Replicas < 1 {
+		return w, fmt.Errorf("%d replicas: want at least 1", cfg.Replicas)
+	}
 	defer func() {
 		if err != nil {
 			w.close()
@@ -116,18 +156,25 @@ func startWorld(ctx context.Context, cfg worldConfig) (w *world, err error) {
 	if cfg.OTLPEndpoint != "" {
 		args = append(args, "--otlp-endpoint", cfg.OTLPEndpoint, "--trace-sample", strconv.FormatFloat(cfg.TraceSample, 'g', -1, 64))
 	}
-	if err := w.startPlane(ctx, args); err != nil {
-		return w, err
+	// One after another: the first creates the grant key (--grant-key)
+	// the others then read.
+	for i := range cfg.Replicas {
+		p, err := w.startPlane(ctx, append(slices.Clip(args), "--replica", fmt.Sprintf("bench-cp-%d", i)))
+		if p != nil {
+			w.planes = append(w.planes, p)
+		}
+		if err != nil {
+			return w, err
+		}
+		if p.conn, err = grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), messageLimits()); err != nil {
+			return w, err
+		}
+		p.runs = tollgatev1.NewRunServiceClient(p.conn)
+		p.asks = tollgatev1.NewApprovalServiceClient(p.conn)
 	}
 	if err := w.startExecutors(ctx); err != nil {
 		return w, err
 	}
-	w.conn, err = grpc.NewClient(w.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), messageLimits())
-	if err != nil {
-		return w, err
-	}
-	w.runs = tollgatev1.NewRunServiceClient(w.conn)
-	w.asks = tollgatev1.NewApprovalServiceClient(w.conn)
 	return w, nil
 }
 
@@ -208,30 +255,30 @@ func (w *world) executorIDs() []string {
 }
 
 // startPlane runs controlplane.Run with args and waits until it serves.
-func (w *world) startPlane(ctx context.Context, args []string) error {
+// Unless it returns nil, the plane is running and close stops it.
+func (w *world) startPlane(ctx context.Context, args []string) (*plane, error) {
 	pctx, stop := context.WithCancel(ctx)
-	w.stopPlane = stop
-	w.planeDone = make(chan error, 1)
+	p := &plane{log: &planeLog{}, stop: stop, done: make(chan error, 1)}
 	ready := make(chan string, 1)
-	mc := controlplane.MainConfig{Stdout: io.Discard, Stderr: w.cpLog, OpenRedis: openRedis,
+	mc := controlplane.MainConfig{Stdout: io.Discard, Stderr: p.log, OpenRedis: openRedis,
 		Ready: func(addr string) { ready <- addr }}
-	go func() { w.planeDone <- controlplane.Run(pctx, args, mc) }()
+	go func() { p.done <- controlplane.Run(pctx, args, mc) }()
 	select {
-	case w.addr = <-ready:
-	case err := <-w.planeDone:
-		w.planeDone <- err
+	case p.addr = <-ready:
+	case err := <-p.done:
+		p.done <- err
 		if err == nil {
 			err = errors.New("it returned")
 		}
-		return fmt.Errorf("control plane: %w\n%s", err, w.cpLog.tail())
+		return p, fmt.Errorf("control plane: %w\n%s", err, p.log.tail())
 	case <-time.After(60 * time.Second):
-		return fmt.Errorf("control plane: not serving after 60 s\n%s", w.cpLog.tail())
+		return p, fmt.Errorf("control plane: not serving after 60 s\n%s", p.log.tail())
 	}
 	// Run logs its listeners before it calls Ready.
-	if w.execAddr = w.cpLog.execAddr(); w.execAddr == "" {
-		return fmt.Errorf("control plane: no executor listener in its log\n%s", w.cpLog.tail())
+	if p.execAddr = p.log.execAddr(); p.execAddr == "" {
+		return p, fmt.Errorf("control plane: no executor listener in its log\n%s", p.log.tail())
 	}
-	return nil
+	return p, nil
 }
 
 // openRedis is the control plane binary's store opener (cmd/controlplane).
@@ -239,8 +286,8 @@ func openRedis(ctx context.Context, url string, allowVolatile bool, _ *slog.Logg
 	return redisstore.New(ctx, redisstore.Config{URL: url, AllowVolatile: allowVolatile})
 }
 
-// startExecutors connects the executors and waits until the control plane
-// has them all.
+// startExecutors connects the executors, executor i to replica i mod
+// Replicas, and waits until every replica has its own.
 func (w *world) startExecutors(ctx context.Context) error {
 	grantKey, err := identity.LoadPublicKeyPEM(filepath.Join(w.cfg.Dir, "keys", "grant.pub"))
 	if err != nil {
@@ -254,12 +301,16 @@ func (w *world) startExecutors(ctx context.Context) error {
 	ectx, stop := context.WithCancel(ctx)
 	w.stopExecs = stop
 	pki := filepath.Join(w.cfg.Dir, "pki")
-	for _, id := range w.executorIDs() {
+	want := make([]int, len(w.planes)) // executors each replica waits for
+	for i, id := range w.executorIDs() {
+		p := w.plane(i)
+		want[i%len(w.planes)]++
+		w.execPlane[id] = p
 		tlsCfg, err := identity.ClientTLS(filepath.Join(pki, "executor-"+id+".pem"), filepath.Join(pki, "executor-"+id+".key"), filepath.Join(pki, "ca.pem"), "")
 		if err != nil {
 			return fmt.Errorf("executor %s: %w", id, err)
 		}
-		conn, err := grpc.NewClient(w.execAddr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)), messageLimits())
+		conn, err := grpc.NewClient(p.execAddr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)), messageLimits())
 		if err != nil {
 			return err
 		}
@@ -284,14 +335,16 @@ func (w *world) startExecutors(ctx context.Context) error {
 		})
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for w.cpLog.connected() < w.cfg.Executors {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d executors connected after 60 s\n%s", w.cpLog.connected(), w.cfg.Executors, w.cpLog.tail())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+	for i, p := range w.planes {
+		for p.log.connected() < want[i] {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("replica %d: %d of its %d executors connected after 60 s\n%s", i, p.log.connected(), want[i], p.log.tail())
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 	}
 	return nil
@@ -308,8 +361,9 @@ func (w *world) as(user string) grpc.CallOption {
 	return grpc.PerRPCCredsCallOption{Creds: identity.PerRPCCredentials{Token: w.tokens[user], Insecure: true}}
 }
 
-// close stops the executors, then the control plane (it drains), then
-// Redis, and removes the world's directory.
+// close stops the executors, then every control plane (they drain
+// together) and waits until each Run has returned, then Redis, and
+// removes the world's directory.
 func (w *world) close() {
 	if w.stopExecs != nil {
 		w.stopExecs()
@@ -318,12 +372,14 @@ func (w *world) close() {
 	for _, c := range w.conns {
 		c.Close()
 	}
-	if w.conn != nil {
-		w.conn.Close()
+	for _, p := range w.planes {
+		if p.conn != nil {
+			p.conn.Close()
+		}
+		p.stop()
 	}
-	if w.stopPlane != nil {
-		w.stopPlane()
-		<-w.planeDone
+	for _, p := range w.planes {
+		<-p.done
 	}
 	if w.redis != nil {
 		w.redis.Close()
