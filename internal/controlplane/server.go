@@ -328,16 +328,20 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	work.Go(func() { _ = s.Runner.TakingOver(bg, s.cfg.ResettleEvery) })
 	// Hints from every replica's commits: work waiting wakes the claimer,
 	// notices waiting the deliverer.
-	queued, notices := make(chan struct{}, 1), make(chan struct{}, 1)
+	queued, notices := make(chan string, 1024), make(chan struct{}, 1)
 	work.Go(func() {
 		_ = s.cfg.Store.Hints(bg, func(h store.Hint) {
-			if h.Queue != "" {
-				wake := queued
-				if h.Queue == approvals.Queue {
-					wake = notices
-				}
+			switch {
+			case h.Queue == approvals.Queue:
 				select {
-				case wake <- struct{}{}:
+				case notices <- struct{}{}:
+				default:
+				}
+			case h.Queue != "":
+				// A full channel drops the hint: the claimer's sweep
+				// finds the work.
+				select {
+				case queued <- h.Queue:
 				default:
 				}
 			}

@@ -327,22 +327,22 @@ func TestReview_AnUnreadableStepDoesNotSpinTheClaimLoop(t *testing.T) {
 	}
 	st := &unreadable{Store: mem, run: run.ID}
 	a := New(Config{Store: st, Dispatcher: &credits{n: 4}, Replica: "cp-a"})
-	queued := make(chan struct{}, 1)
+	queued := make(chan string, 64)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() {
 		_ = mem.Hints(ctx, func(h store.Hint) {
 			if h.Queue != "" {
 				select {
-				case queued <- struct{}{}:
+				case queued <- h.Queue:
 				default:
 				}
 			}
 		})
 	})
 	wants := func() map[string]int { return map[string]int{"tool:x.read": 4} }
-	wg.Go(func() { _ = a.Claiming(ctx, time.Hour, wants, queued) })
-	queued <- struct{}{} // work waits
+	wg.Go(func() { _ = a.Claiming(ctx, time.Hour, wants, queued, nil) })
+	queued <- "tool:x.read" // work waits
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) && st.claims.Load() < 100 {
 		runtime.Gosched()

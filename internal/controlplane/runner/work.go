@@ -409,38 +409,37 @@ func (r *Runner) ReleaseClaims(ctx context.Context, mine bool) error {
 // maxClaim bounds one claim of one queue.
 const maxClaim = 256
 
-// Claiming claims waiting steps for this replica until ctx ends: every
-// interval, and at once on a signal from any of wake (a hint that work
-// waits, or the dispatcher having room). wants says how many steps of
-// each queue the dispatcher would lease now. A queue that gave all that
-// was asked for is claimed again at once: more may wait.
-func (r *Runner) Claiming(ctx context.Context, every time.Duration, wants func() map[string]int, wake ...<-chan struct{}) error {
+// Claiming claims waiting steps for this replica until ctx ends. A claim
+// costs a script per shard, so it claims only where work is known to
+// wait: a queue named by a hint (hinted: another replica's, or a
+// release's, "work waits in Q"), or one whose last claim gave all that
+// was asked (more may wait), as soon as this replica has room for it
+// (room: an executor connected or credits came back); and every interval
+// it sweeps every queue it serves, so a lost hint costs at most that
+// much latency. wants says how many steps of each queue the dispatcher
+// would lease now.
+func (r *Runner) Claiming(ctx context.Context, every time.Duration, wants func() map[string]int, hinted <-chan string, room <-chan struct{}) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	woken := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for _, w := range wake {
-		wg.Go(func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-w:
-					select {
-					case woken <- struct{}{}:
-					default:
-					}
-				}
-			}
-		})
-	}
+	pending := map[string]bool{}
 	for {
+		sweep := false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-woken:
+			sweep = true
+		case q := <-hinted:
+			pending[q] = true
+		case <-room:
+		}
+		for drained := false; !drained; { // every hint already queued
+			select {
+			case q := <-hinted:
+				pending[q] = true
+			default:
+				drained = true
+			}
 		}
 		for again := true; again && ctx.Err() == nil; {
 			again = false
@@ -448,6 +447,9 @@ func (r *Runner) Claiming(ctx context.Context, every time.Duration, wants func()
 			// credits count for every queue it serves, and what one claim
 			// leased is no longer free for the next.
 			for _, q := range slices.Sorted(maps.Keys(wants())) {
+				if !sweep && !pending[q] {
+					continue
+				}
 				n := min(wants()[q], maxClaim)
 				if n <= 0 {
 					continue
@@ -460,9 +462,12 @@ func (r *Runner) Claiming(ctx context.Context, every time.Duration, wants func()
 					continue
 				}
 				if got == n {
-					again = true
+					pending[q], again = true, true
+				} else {
+					delete(pending, q)
 				}
 			}
+			sweep = false
 		}
 	}
 }
