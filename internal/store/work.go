@@ -94,6 +94,11 @@ type WorkQueues interface {
 	ReleaseWork(ctx context.Context, owner string, refs []WorkRef) error
 	// FinishWork removes entries, waiting or claimed by anyone.
 	FinishWork(ctx context.Context, refs []WorkRef) error
+	// EnsureWork adds entries whose id their run does not hold yet, as
+	// Commit.Enqueue does, outside a commit: for work a run holds from
+	// before work queues existed (recovery after an upgrade). It returns
+	// how many it added.
+	EnsureWork(ctx context.Context, ws []Work) (int, error)
 	// ClaimedWork returns every claimed entry with its owner (bounded by
 	// what is in flight), for releasing the claims of replicas gone.
 	ClaimedWork(ctx context.Context) ([]Work, error)

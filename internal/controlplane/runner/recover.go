@@ -74,12 +74,29 @@ func (r *Runner) recoverOrAwait(ctx context.Context, id string) {
 // is gone, and offers its queued steps; awaiting says some attempt belongs
 // to a replica that is still alive.
 func (r *Runner) recoverRun(ctx context.Context, id string) (awaiting bool, err error) {
-	run, _, err := r.Get(ctx, id)
+	run, m, err := r.Get(ctx, id)
 	if err != nil {
 		return false, err
 	}
 	if run.State.Terminal() {
 		return false, nil
+	}
+	// A run from before work queues existed holds steps no entry names:
+	// give each its entry (queued ones wait for any replica that serves
+	// them; in-flight ones belong to their lease's replica). A no-op for
+	// every run since.
+	var ws []store.Work
+	for sid, s := range run.Steps {
+		if w, ok := r.entry(m, run, sid, s); ok {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) > 0 {
+		if n, err := r.store.EnsureWork(ctx, ws); err != nil {
+			return false, err
+		} else if n > 0 {
+			r.log.LogAttrs(ctx, slog.LevelInfo, "gave steps of an older run their work entries", slog.String("run", id), slog.Int("entries", n))
+		}
 	}
 	for _, sid := range slices.Sorted(maps.Keys(run.Steps)) {
 		s := run.Steps[sid]

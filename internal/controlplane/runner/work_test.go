@@ -140,3 +140,27 @@ func FuzzParseWorkID(f *testing.F) {
 		}
 	})
 }
+
+// A run from before work queues existed holds a queued step no entry
+// names: Recover gives it one, so a replica that serves it claims it.
+func TestRecoverGivesOlderRunsTheirWork(t *testing.T) {
+	ctx := context.Background()
+	p := &plan.Plan{Name: "one", InitialSteps: []plan.Step{{ID: "s", Kind: plan.KindTool, Server: "x", Tool: "read", Args: plan.Object(`{}`), OnFail: plan.OnFailStop}}}
+	st := memstore.New(memstore.Config{})
+	old := New(Config{Store: st, Dispatcher: servesNothing{}, Replica: "cp-old"})
+	run, _, err := old.Start(ctx, StartRequest{Plan: p, Requester: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := store.WorkRef{Queue: "tool:x.read", ID: WorkID(run.ID, "s", 1), RunID: run.ID}
+	if err := st.FinishWork(ctx, []store.WorkRef{ref}); err != nil { // as the previous version left it
+		t.Fatal(err)
+	}
+	a := New(Config{Store: st, Dispatcher: &credits{n: 4}, Replica: "cp-a"})
+	if err := a.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.Claim(ctx, "tool:x.read", 4); err != nil || n != 1 {
+		t.Fatalf("after Recover cp-a claimed %d, %v; want the older run's step", n, err)
+	}
+}

@@ -59,6 +59,22 @@ func (s *Store) enqueue(c store.Commit) []store.Hint {
 	return hints
 }
 
+// EnsureWork implements store.WorkQueues.
+func (s *Store) EnsureWork(_ context.Context, ws []store.Work) (int, error) {
+	for _, w := range ws {
+		if err := store.CheckWork(w.RunID, w.Ref(), w.Body); err != nil {
+			return 0, err
+		}
+	}
+	s.mu.Lock()
+	before := len(s.work.entries)
+	hints := s.enqueue(store.Commit{Enqueue: ws})
+	added := len(s.work.entries) - before
+	s.mu.Unlock()
+	s.hint(hints...)
+	return added, nil
+}
+
 // ClaimWork implements store.WorkQueues.
 func (s *Store) ClaimWork(_ context.Context, queue, owner string, n int) ([]store.Work, error) {
 	if owner == "" || n <= 0 {

@@ -209,11 +209,66 @@ return out
 `
 
 // workScriptSrcs are the work scripts' sources (a test reads them).
-var workScriptSrcs = []string{claimWorkScriptSrc, releaseWorkScriptSrc, finishWorkScriptSrc, claimedWorkScriptSrc, announceScriptSrc, servedScriptSrc}
+var workScriptSrcs = []string{ensureWorkScriptSrc, claimWorkScriptSrc, releaseWorkScriptSrc, finishWorkScriptSrc, claimedWorkScriptSrc, announceScriptSrc, servedScriptSrc}
 
-var workScripts = []*redis.Script{claimWorkScript, releaseWorkScript, finishWorkScript, claimedWorkScript, announceScript, servedScript}
+var workScripts = []*redis.Script{ensureWorkScript, claimWorkScript, releaseWorkScript, finishWorkScript, claimedWorkScript, announceScript, servedScript}
 
 func (s *Store) servedKey() string { return s.prefix + ":served" }
+
+// ensureWorkScript adds entries a shard does not hold yet. KEYS: 1 wk,
+// 2 wc, 3 wb, 4 wq, then one wr:QUEUE per entry; ARGV: 1 hint channel,
+// then id, "run\nqueue", owner, body, score, queue per entry. Returns how
+// many it added.
+var ensureWorkScript = redis.NewScript(ensureWorkScriptSrc)
+
+const ensureWorkScriptSrc = `
+local n = 0
+for i = 0, (#ARGV - 1) / 6 - 1 do
+  local a = 2 + 6 * i
+  local id = ARGV[a]
+  if redis.call('HSETNX', KEYS[1], id, ARGV[a + 1]) == 1 then
+    n = n + 1
+    if ARGV[a + 3] ~= '' then redis.call('HSET', KEYS[3], id, ARGV[a + 3]) end
+    if ARGV[a + 2] ~= '' then
+      redis.call('HSET', KEYS[2], id, ARGV[a + 2])
+    else
+      redis.call('ZADD', KEYS[5 + i], ARGV[a + 4], id)
+      redis.call('SADD', KEYS[4], ARGV[a + 5])
+      redis.call('PUBLISH', ARGV[1], 'q ' .. ARGV[a + 5])
+    end
+  end
+end
+return n
+`
+
+// EnsureWork implements store.WorkQueues: one script per shard.
+func (s *Store) EnsureWork(ctx context.Context, ws []store.Work) (int, error) {
+	byTag := map[string][]store.Work{}
+	for _, w := range ws {
+		if err := store.CheckWork(w.RunID, w.Ref(), w.Body); err != nil {
+			return 0, err
+		}
+		tag := s.runTag(w.RunID)
+		byTag[tag] = append(byTag[tag], w)
+	}
+	added := 0
+	score := time.Now().UnixMilli()
+	for tag, ws := range byTag {
+		wk, wc, wb, wq := workKeys(tag)
+		keys := []string{wk, wc, wb, wq}
+		args := []any{s.hintChannel()}
+		for _, w := range ws {
+			keys = append(keys, readyKey(tag, w.Queue))
+			args = append(args, w.ID, w.RunID+"\n"+w.Queue, w.Owner, w.Body, score, w.Queue)
+		}
+		n, err := ensureWorkScript.Run(ctx, s.rdb, keys, args...).Int()
+		if err != nil {
+			return added, fmt.Errorf("redisstore: ensuring work: %w", unavailable(err))
+		}
+		added += n
+	}
+	return added, nil
+}
 
 // ClaimWork implements store.WorkQueues: one script per shard, in one
 // pipeline; entries beyond n (each shard may give up to n) are released

@@ -142,6 +142,20 @@ func testWorkQueues(t *testing.T, s store.Store) {
 	}
 	must(t, s.FinishWork(ctx, []store.WorkRef{claimed[0].Ref()}))
 
+	// EnsureWork adds what the run does not hold, and leaves the rest.
+	if _, err := s.EnsureWork(ctx, []store.Work{{Queue: "tool:a.b", ID: "wq1/old/1", RunID: "wq1"}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.EnsureWork(ctx, []store.Work{{Queue: "tool:a.b", ID: "wq1/old/1", RunID: "wq1", Owner: "cp-z"}, {Queue: "lease", ID: "wq1/old2/1", RunID: "wq1", Owner: "cp-a"}})
+	must(t, err)
+	if n != 1 {
+		t.Fatalf("EnsureWork added %d, want 1 (one was there)", n)
+	}
+	if w, _ := s.WaitingWork(ctx, "tool:a.b", 10); len(w) != 1 || w[0].ID != "wq1/old/1" {
+		t.Fatalf("an ensured entry waits: %v", ids(w))
+	}
+	must(t, s.FinishWork(ctx, []store.WorkRef{{Queue: "tool:a.b", ID: "wq1/old/1", RunID: "wq1"}, {Queue: "lease", ID: "wq1/old2/1", RunID: "wq1"}}))
+
 	// Bad entries are refused, and the commit writes nothing.
 	for _, bad := range []store.Work{
 		{Queue: "", ID: "wq1/x/1", RunID: "wq1"},
