@@ -2,6 +2,7 @@ package wire
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,9 @@ func TestViewsShareThePlanView(t *testing.T) {
 	a, b := views.Run(m.Start("r1", "alice", t0).Run, m, ""), views.Run(m.Start("r2", "bob", t0).Run, m, "")
 	if a.GetPlan() != b.GetPlan() || a.GetPlanCard() == "" || a.GetPlanCard() != b.GetPlanCard() {
 		t.Fatal("two runs of one plan share its view")
+	}
+	if strings.Contains(a.GetPlanCard(), "Nothing runs until") {
+		t.Fatalf("a run's card says nothing runs until the plan is started:\n%s", a.GetPlanCard())
 	}
 	if st := views.Stats(); st.Entries != 1 {
 		t.Fatalf("one plan shown, one view kept: %+v", st)

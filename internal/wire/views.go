@@ -38,7 +38,7 @@ func (v *Views) of(m *engine.Machine) planView {
 	if pv, ok := v.plans.Get(m.Digest()); ok {
 		return pv
 	}
-	pv := planView{plan: Plan(m.Plan(), m.Digest()), card: compiler.Card(m.Plan(), m.Digest(), nil)}
+	pv := planView{plan: Plan(m.Plan(), m.Digest()), card: compiler.RunCard(m.Plan(), m.Digest(), nil)}
 	v.plans.Add(m.Digest(), pv)
 	return pv
 }

@@ -11,8 +11,17 @@ import (
 // surface shows before anything runs. Each row names the resolved
 // server·tool; side effects carry ⚠ and say where the run stops to ask;
 // joins read "needs K of N"; every gate lists its options and settings;
-// the compiler's notes and warnings follow.
+// the compiler's notes and warnings follow, then NotStarted.
 func Card(p *plan.Plan, digest string, ds Diagnostics) string {
+	return RunCard(p, digest, ds) + NotStarted
+}
+
+// NotStarted ends the card of a plan shown before it runs.
+const NotStarted = "\nNothing runs until the plan is started.\n"
+
+// RunCard is the card of a plan a run is running: Card without
+// NotStarted, which would be untrue there.
+func RunCard(p *plan.Plan, digest string, ds Diagnostics) string {
 	c := &card{width: idWidth(p.InitialSteps, p.StoppingPoints)}
 	c.linef(0, "plan %s  %s", p.Name, digest)
 	if p.Description != "" {
@@ -38,7 +47,6 @@ func Card(p *plan.Plan, digest string, ds Diagnostics) string {
 			c.linef(1, "- %s: %s [%s]", d.Pos, d.Message, d.Code)
 		}
 	}
-	c.b.WriteString("\nNothing runs until the plan is started.\n")
 	return c.b.String()
 }
 
