@@ -148,13 +148,23 @@ func rpcErr(err error) error {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Unknown:
 		return &exitError{code: ExitInternal, err: fmt.Errorf("%s: %s", strings.ToLower(st.Code().String()), st.Message())}
 	case codes.Unauthenticated:
-		return &exitError{code: ExitRefused, err: fmt.Errorf("not signed in: %s", st.Message())}
+		return &exitError{code: ExitRefused, err: errors.New(labelled("not signed in", st.Message()))}
 	case codes.PermissionDenied:
-		return &exitError{code: ExitRefused, err: fmt.Errorf("permission denied: %s", st.Message())}
+		return &exitError{code: ExitRefused, err: errors.New(labelled("permission denied", st.Message()))}
 	case codes.NotFound:
-		return &exitError{code: ExitRefused, err: fmt.Errorf("not found: %s", st.Message())}
+		return &exitError{code: ExitRefused, err: errors.New(labelled("not found", st.Message()))}
 	}
 	return &exitError{code: ExitRefused, err: errors.New(st.Message())}
+}
+
+// labelled puts label in front of msg, once: a server message that ends
+// with it already ("run r_1: not found") does not say it twice.
+func labelled(label, msg string) string {
+	msg = strings.TrimSuffix(msg, ": "+label)
+	if msg == label || msg == "" {
+		return label
+	}
+	return label + ": " + msg
 }
 
 // printJSON writes v as indented JSON.
