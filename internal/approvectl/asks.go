@@ -48,7 +48,7 @@ for, in milliseconds) for each.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show ASK",
 		Short: "Show an ask's decision packet: what exactly you would approve",
-		Args:  cobra.ExactArgs(1),
+		Args:  askArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.GetAskResponse, error) {
 				return c.approvals.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: args[0]})

@@ -64,7 +64,7 @@ func newApproveCmd(g *globals) *cobra.Command {
 --evidence does the same for the evidence digest. Without them, approvectl
 binds the digests of the ask as it reads it just before approving.
 A refusal exits 1 and says why: already decided, expired, permission denied.`,
-		Args: cobra.ExactArgs(1),
+		Args: askArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			digest, ev, err := g.shown(cmd, args[0], digest, evidence)
 			if err != nil {
@@ -104,7 +104,7 @@ func textVerb(g *globals, use, short, long, flag, help string, decision func(tex
 		Use:   use,
 		Short: short,
 		Long:  long,
-		Args:  cobra.ExactArgs(1),
+		Args:  askArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(text) == "" {
 				return usageErr("%s needs --%s: %s", verb, flag, help)
@@ -149,7 +149,7 @@ func newAmendCmd(g *globals) *cobra.Command {
 e.g. "approvectl amend RUN/ask_1 amount 400000". VALUE is an integer in minor
 units; outside the bounds it is refused. The payload digest changes, so
 approvals given before no longer count: approve again after amending.`,
-		Args: cobra.ExactArgs(3),
+		Args: askArgs(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.DecideResponse, error) {
 				return c.approvals.Decide(ctx, &tollgatev1.DecideRequest{AskId: args[0],
@@ -258,7 +258,7 @@ func newEvidenceCmd(g *globals) *cobra.Command {
 		Short: "Attach the evidence a decider asked for (requester only)",
 		Long: `Attach files to an ask that asked for evidence. The ask is pending again,
 with a new evidence digest; approvals given before no longer count.`,
-		Args: cobra.MinimumNArgs(2),
+		Args: askArgs(cobra.MinimumNArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &tollgatev1.AttachEvidenceRequest{AskId: args[0], Note: note}
 			for _, f := range args[1:] {
@@ -288,7 +288,7 @@ func newDelegateCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delegate ASK --to WHO --reason TEXT",
 		Short: "Hand your decision on an ask to someone policy lets decide it",
-		Args:  cobra.ExactArgs(1),
+		Args:  askArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to == "" || strings.TrimSpace(reason) == "" {
 				return usageErr("delegate needs --to and --reason")
@@ -312,7 +312,7 @@ nevermind) drops the run and says what ran. In a free-text question, your
 words are the answer and only /menu and /cancel are commands.
 
 Without TEXT, prompt for replies until one selects or drops.`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: askArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.session(cmd, func(ctx context.Context, c *client) error {
 				// An answer that approves binds the payload and evidence shown:

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // Exit codes scripts can rely on.
@@ -41,6 +44,22 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
+
+// askArgs checks positional arguments with n (a cobra rule) and then that
+// the first names an ask, RUN/STOP: anything else is bad usage (exit 2),
+// not a refusal.
+func askArgs(n cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := n(cmd, args); err != nil {
+			return err
+		}
+		run, stop, ok := strings.Cut(args[0], "/")
+		if !ok || run == "" || stop == "" {
+			return usageErr("%q is not an ask: an ask is RUN/STOP, such as r_k2v8…/ask_1 (approvectl asks lists yours)", limits.Short(args[0]))
+		}
+		return nil
+	}
+}
 
 func usageErr(format string, args ...any) error {
 	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}

@@ -309,7 +309,7 @@ func TestVerbsGolden(t *testing.T) {
 	type verbCase struct{ args, stdin string }
 	cases := []verbCase{
 		{args: "asks"}, {args: "asks -o json"},
-		{args: "asks show r1/ask_1"}, {args: "asks show r1/ask_1 -o json"}, {args: "asks show r1/nope"}, {args: "asks show r1/down"},
+		{args: "asks show r1/ask_1"}, {args: "asks show r1/ask_1 -o json"}, {args: "asks show r1/nope"}, {args: "asks show r1/down"}, {args: "asks show foo"}, {args: "approve /ask_1"},
 		{args: "approve r1/ask_1"}, {args: "approve r1/ask_1 -o json"}, {args: "approve r1/taken --payload sha256:p1 --evidence sha256:e1"},
 		{args: "approve r1/nope"}, {args: "approve r1/ask_1 --until 720h --scope s --reason r"}, {args: "approve r1/ask_1 --until 720h"},
 		{args: "reject r1/ask_1 --reason no"}, {args: "reject r1/ask_1"}, {args: "reject r1/taken --reason no -o json"},
