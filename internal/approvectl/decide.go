@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -311,7 +312,11 @@ selects it; "menu" shows the options again; "cancel" (or exit, quit, stop,
 nevermind) drops the run and says what ran. In a free-text question, your
 words are the answer and only /menu and /cancel are commands.
 
-Without TEXT, prompt for replies until one selects or drops.`,
+Without TEXT, prompt for replies until one selects or drops.
+
+Exit 0 when a reply selected an option, answered, dropped the run or showed
+the menu; 1 when it matched nothing (nothing is recorded; the options are
+shown); 2 when the input ended before any reply.`,
 		Args: askArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.session(cmd, func(ctx context.Context, c *client) error {
@@ -340,8 +345,11 @@ Without TEXT, prompt for replies until one selects or drops.`,
 					return resp, nil
 				}
 				if len(args) == 2 {
-					_, err := send(args[1])
-					return err
+					resp, err := send(args[1])
+					if err != nil {
+						return err
+					}
+					return matchedNothing(resp)
 				}
 				if g.cfg.Stdin == nil {
 					return usageErr("give the reply as TEXT (no terminal to prompt on)")
@@ -350,18 +358,23 @@ Without TEXT, prompt for replies until one selects or drops.`,
 				// A reply may be as long as any value (limits.MaxValueBytes);
 				// a longer line is said to be so, never dropped in silence.
 				sc.Buffer(make([]byte, 0, 64<<10), limits.MaxValueBytes+1)
+				var last *tollgatev1.AnswerResponse
 				for {
 					fmt.Fprint(g.cfg.Stderr, "> ")
 					if !sc.Scan() {
 						if err := sc.Err(); err != nil {
 							return usageErr("the reply: %v (a reply is at most %s)", err, limits.Size(limits.MaxValueBytes))
 						}
-						return nil
+						if last == nil {
+							return usageErr("the input ended before any reply: nothing was recorded (give the reply as TEXT)")
+						}
+						return matchedNothing(last)
 					}
 					resp, err := send(sc.Text())
 					if err != nil {
 						return err
 					}
+					last = resp
 					switch resp.GetKind() {
 					case tollgatev1.AnswerKind_ANSWER_KIND_SELECTED, tollgatev1.AnswerKind_ANSWER_KIND_DROPPED:
 						return nil
@@ -370,6 +383,16 @@ Without TEXT, prompt for replies until one selects or drops.`,
 			})
 		},
 	}
+}
+
+// matchedNothing is the exit of a reply that matched no option: refused
+// (1), nothing recorded; any other reply succeeded.
+func matchedNothing(resp *tollgatev1.AnswerResponse) error {
+	switch resp.GetKind() {
+	case tollgatev1.AnswerKind_ANSWER_KIND_NO_MATCH, tollgatev1.AnswerKind_ANSWER_KIND_ESCAPE_HINT:
+		return &exitError{code: ExitRefused, err: errors.New("the reply matched no option: nothing was recorded")}
+	}
+	return nil
 }
 
 func newAuditCmd(g *globals) *cobra.Command {

@@ -120,6 +120,9 @@ func (fakePlane) Answer(_ context.Context, r *tollgatev1.AnswerRequest) (*tollga
 	if r.GetText() == "menu" {
 		return &tollgatev1.AnswerResponse{Kind: tollgatev1.AnswerKind_ANSWER_KIND_RESHOWN, ResponseText: "1) Yes\n2) No", RunState: tollgatev1.RunState_RUN_STATE_PARKED}, nil
 	}
+	if r.GetText() == "zebra" {
+		return &tollgatev1.AnswerResponse{Kind: tollgatev1.AnswerKind_ANSWER_KIND_NO_MATCH, ResponseText: "That matched no option.\n1) Yes\n2) No", MissCount: 1, RunState: tollgatev1.RunState_RUN_STATE_PARKED}, nil
+	}
 	return &tollgatev1.AnswerResponse{Kind: tollgatev1.AnswerKind_ANSWER_KIND_SELECTED, ResponseText: "You chose Yes.", SelectedOptionId: "1", RunState: tollgatev1.RunState_RUN_STATE_RUNNING}, nil
 }
 
@@ -321,6 +324,7 @@ func TestVerbsGolden(t *testing.T) {
 		{args: "evidence r1/ask_1 " + evidence}, {args: "evidence r1/ask_1 " + evidence + " -o json"}, {args: "evidence r1/ask_1 /does/not/exist"},
 		{args: "answer r1/ask_1 1"}, {args: "answer r1/ask_1 1 -o json"}, {args: "answer r1/ask_1", stdin: "menu\n1\n"},
 		{args: "answer r1/ask_1 -o json", stdin: "menu\n"}, {args: "answer r1/nope 1"},
+		{args: "answer r1/ask_1 zebra"}, {args: "answer r1/ask_1", stdin: "zebra\n"}, {args: "answer r1/ask_1", stdin: ""},
 		{args: "audit"}, {args: "audit -o json"}, {args: "audit --run bad"}, {args: "audit --run bad -o json"}, {args: "audit --run down"},
 		{args: "watch"}, {args: "watch -o json"}, {args: "watch --run r1"},
 		{args: "runs"}, {args: "runs -o json"}, {args: "runs --state parked --state nosuch"}, {args: "runs --requester down"},
