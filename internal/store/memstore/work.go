@@ -82,13 +82,7 @@ func (s *Store) ClaimWork(_ context.Context, queue, owner string, n int) ([]stor
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var waiting []*workEntry
-	for _, e := range s.work.entries {
-		if e.w.Queue == queue && e.w.Owner == "" {
-			waiting = append(waiting, e)
-		}
-	}
-	slices.SortFunc(waiting, func(a, b *workEntry) int { return int(a.seq - b.seq) })
+	waiting := s.waiting(queue)
 	var out []store.Work
 	for _, e := range waiting[:min(n, len(waiting))] {
 		e.w.Owner = owner
@@ -137,17 +131,23 @@ func (s *Store) ClaimedWork(context.Context) ([]store.Work, error) {
 	return out, nil
 }
 
+// waiting returns queue's waiting entries, oldest first; s.mu is held.
+func (s *Store) waiting(queue string) []*workEntry {
+	var out []*workEntry
+	for _, e := range s.work.entries {
+		if e.w.Queue == queue && e.w.Owner == "" {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *workEntry) int { return int(a.seq - b.seq) })
+	return out
+}
+
 // WaitingWork implements store.WorkQueues.
 func (s *Store) WaitingWork(_ context.Context, queue string, n int) ([]store.Work, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var waiting []*workEntry
-	for _, e := range s.work.entries {
-		if e.w.Queue == queue && e.w.Owner == "" {
-			waiting = append(waiting, e)
-		}
-	}
-	slices.SortFunc(waiting, func(a, b *workEntry) int { return int(a.seq - b.seq) })
+	waiting := s.waiting(queue)
 	var out []store.Work
 	for _, e := range waiting[:min(max(n, 0), len(waiting))] {
 		out = append(out, cloneWork(e.w))
