@@ -28,21 +28,26 @@ type progress interface {
 // runProgress is what a progress display reads from a run.
 type runProgress struct {
 	state       string
-	done, total int
-	running     []string // leased or started
+	done, total int      // steps of the run's path so far (see count)
+	behind      int      // steps that run only once a pending gate is decided
+	running     []string // leased or started, named for people (stepName)
 	queued      []string // waiting for an executor
 	asks        []*tollgatev1.AskSummary
 }
 
 func progressOf(r *tollgatev1.Run) runProgress {
-	p := runProgress{state: stateWord(r.GetState())}
-	p.done, p.total = stepsDone(r)
+	c := countSteps(r)
+	p := runProgress{state: stateWord(r.GetState()), done: c.done, total: c.total, behind: c.behind}
+	kinds := planStepKinds(r.GetPlan())
 	for _, s := range r.GetSteps() {
+		if kinds[s.GetStepId()] == tollgatev1.StepKind_STEP_KIND_JOIN {
+			continue // a join is bookkeeping: it never runs on an executor
+		}
 		switch s.GetState() {
 		case tollgatev1.StepStatus_STEP_STATUS_LEASED, tollgatev1.StepStatus_STEP_STATUS_STARTED:
-			p.running = append(p.running, s.GetStepId())
+			p.running = append(p.running, stepName(s.GetStepId()))
 		case tollgatev1.StepStatus_STEP_STATUS_RUNNABLE:
-			p.queued = append(p.queued, s.GetStepId())
+			p.queued = append(p.queued, stepName(s.GetStepId()))
 		}
 	}
 	for _, a := range r.GetAsks() {
@@ -53,9 +58,126 @@ func progressOf(r *tollgatev1.Run) runProgress {
 	return p
 }
 
-// line is the status: "running  steps 3/7  now cpu, mem  queued disk".
+// stepCount is how far a run is along the path it will take.
+type stepCount struct {
+	// done of total: the steps the run has reached (its phases so far),
+	// counting neither joins (bookkeeping) nor freshness probes (they
+	// re-read facts for a gate, and are re-run when it goes stale), so
+	// the total does not move while the run waits or re-prepares.
+	done, total int
+	// behind: steps of the continuations of the gates now waiting on a
+	// person (a gate's first option, the one approving takes; a
+	// question's continuation), not yet reached.
+	behind int
+}
+
+// countSteps counts a run's steps for people: what will run, and what
+// waits behind a gate. It reads the plan the run carries; a run without
+// one (a script's external run) counts every step it recorded.
+func countSteps(r *tollgatev1.Run) stepCount {
+	var c stepCount
+	kinds := planStepKinds(r.GetPlan())
+	seen := map[string]bool{}
+	for _, s := range r.GetSteps() {
+		id := s.GetStepId()
+		seen[id] = true
+		if isProbe(id) || kinds[id] == tollgatev1.StepKind_STEP_KIND_JOIN {
+			continue
+		}
+		c.total++
+		switch s.GetState() {
+		case tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, tollgatev1.StepStatus_STEP_STATUS_FAILED, tollgatev1.StepStatus_STEP_STATUS_SKIPPED, tollgatev1.StepStatus_STEP_STATUS_CANCELLED:
+			c.done++
+		}
+	}
+	for _, a := range r.GetAsks() {
+		if st := a.GetState(); st != tollgatev1.AskState_ASK_STATE_PENDING && st != tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED {
+			continue
+		}
+		sp := findStop(r.GetPlan().GetStoppingPoints(), a.GetStoppingPointId())
+		var steps []*tollgatev1.Step
+		switch {
+		case sp == nil:
+		case sp.GetType() == tollgatev1.StoppingPointType_STOPPING_POINT_TYPE_MENU:
+			if o := sp.GetOptions(); len(o) > 0 {
+				steps = o[0].GetSteps()
+			}
+		default:
+			steps = sp.GetThen().GetSteps()
+		}
+		for _, st := range steps {
+			if !seen[st.GetId()] && st.GetKind() != tollgatev1.StepKind_STEP_KIND_JOIN {
+				seen[st.GetId()] = true
+				c.behind++
+			}
+		}
+	}
+	return c
+}
+
+// findStop finds a stopping point by id anywhere in a plan.
+func findStop(sps []*tollgatev1.StoppingPoint, id string) *tollgatev1.StoppingPoint {
+	for _, sp := range sps {
+		if sp.GetId() == id {
+			return sp
+		}
+		for _, o := range sp.GetOptions() {
+			if f := findStop(o.GetStoppingPoints(), id); f != nil {
+				return f
+			}
+		}
+		if f := findStop(sp.GetThen().GetStoppingPoints(), id); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// planStepKinds maps every step id of a plan to its kind.
+func planStepKinds(p *tollgatev1.Plan) map[string]tollgatev1.StepKind {
+	out := map[string]tollgatev1.StepKind{}
+	var walk func(steps []*tollgatev1.Step, sps []*tollgatev1.StoppingPoint)
+	walk = func(steps []*tollgatev1.Step, sps []*tollgatev1.StoppingPoint) {
+		for _, s := range steps {
+			out[s.GetId()] = s.GetKind()
+		}
+		for _, sp := range sps {
+			for _, o := range sp.GetOptions() {
+				walk(o.GetSteps(), o.GetStoppingPoints())
+			}
+			walk(sp.GetThen().GetSteps(), sp.GetThen().GetStoppingPoints())
+		}
+	}
+	walk(p.GetInitialSteps(), p.GetStoppingPoints())
+	return out
+}
+
+// probePrefix starts the id of a gate's freshness probe among a run's
+// steps (engine.CheckStepID): an internal name, never shown as it is.
+const probePrefix = "check~"
+
+func isProbe(id string) bool { return strings.HasPrefix(id, probePrefix) }
+
+// stepName is a step as people read it: its recipe id, or for a gate's
+// freshness probe what it does ("checking facts for ask_1").
+func stepName(id string) string {
+	if ask, ok := strings.CutPrefix(id, probePrefix); ok {
+		return "checking facts for " + ask
+	}
+	return id
+}
+
+// line is the status: "running  steps 3/7  now cpu, mem  queued disk",
+// "parked  steps 4/4, 1 behind a gate  waiting on r1/ask_1".
 func (p runProgress) line() string {
-	parts := []string{p.state, fmt.Sprintf("steps %d/%d", p.done, p.total)}
+	steps := fmt.Sprintf("steps %d/%d", p.done, p.total)
+	switch {
+	case p.behind > 0 && len(p.asks) > 1:
+		steps += fmt.Sprintf(", %d behind gates", p.behind)
+	case p.behind > 0:
+		steps += fmt.Sprintf(", %d behind a gate", p.behind)
+	}
+	parts := []string{p.state, steps}
 	if len(p.running) > 0 {
 		parts = append(parts, "now "+names(p.running, 3))
 	}

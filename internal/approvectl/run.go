@@ -149,14 +149,8 @@ func (g *globals) follow(ctx context.Context, c *client, id string) error {
 }
 
 func stepsDone(r *tollgatev1.Run) (done, total int) {
-	for _, s := range r.GetSteps() {
-		total++
-		switch s.GetState() {
-		case tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, tollgatev1.StepStatus_STEP_STATUS_FAILED, tollgatev1.StepStatus_STEP_STATUS_SKIPPED, tollgatev1.StepStatus_STEP_STATUS_CANCELLED:
-			done++
-		}
-	}
-	return done, total
+	c := countSteps(r)
+	return c.done, c.total
 }
 
 func printResume(w io.Writer, r *tollgatev1.Run) {

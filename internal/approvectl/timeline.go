@@ -141,7 +141,7 @@ func writeTimeline(w io.Writer, r *tollgatev1.Run, packets map[string]*tollgatev
 	}
 	var lines []tlLine
 	stepLine := func(s *tollgatev1.StepState, indent int) tlLine {
-		return tlLine{offset: offset(stepBegan(s)), indent: indent, label: s.GetStepId(), state: stepWord(s.GetState()), detail: stepDetail(s, now)}
+		return tlLine{offset: offset(stepBegan(s)), indent: indent, label: stepName(s.GetStepId()), state: stepWord(s.GetState()), detail: stepDetail(s, now)}
 	}
 	for _, e := range buildTimeline(r) {
 		switch {
