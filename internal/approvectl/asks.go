@@ -72,7 +72,7 @@ for, in milliseconds) for each.`,
 func writePacket(w io.Writer, resp *tollgatev1.GetAskResponse, now time.Time) {
 	a := resp.GetAsk()
 	fmt.Fprintf(w, "%s  %s\n  %s\n", a.GetId(), askWord(a.GetState()), a.GetTitle())
-	fmt.Fprintf(w, "  requested by %s · opened %s · expires %s\n", a.GetRequester(), a.GetCreatedAt().AsTime().Format(time.RFC3339), a.GetExpiresAt().AsTime().Format(time.RFC3339))
+	fmt.Fprintf(w, "  requested by %s · opened %s · expires %s\n", a.GetRequester(), a.GetCreatedAt().AsTime().Format(time.RFC3339), deadlineText(a.GetExpiresAt().AsTime(), now))
 	fmt.Fprintf(w, "  %s\n", a.GetConsequence())
 	for _, act := range a.GetActions() {
 		fmt.Fprintf(w, "  action %s: %s·%s %s\n    payload %s\n", act.GetStepId(), act.GetServer(), act.GetTool(), act.GetArgsJson(), act.GetPayloadDigest())
@@ -108,7 +108,7 @@ func writePacket(w io.Writer, resp *tollgatev1.GetAskResponse, now time.Time) {
 	case a.GetEscalateAt() != nil:
 		fmt.Fprintf(w, "  next: escalates at %s\n", a.GetEscalateAt().AsTime().Format(time.RFC3339))
 	case a.GetState() == tollgatev1.AskState_ASK_STATE_PENDING:
-		fmt.Fprintf(w, "  next: the deadline at %s (on expiry: %s)\n", a.GetExpiresAt().AsTime().Format(time.RFC3339), enumWord(a.GetOnExpiry().String(), "ON_EXPIRY_"))
+		fmt.Fprintf(w, "  next: the deadline, %s; %s\n", deadlineText(a.GetExpiresAt().AsTime(), now), expiryText(a.GetOnExpiry()))
 	}
 	for _, o := range a.GetOptions() {
 		fmt.Fprintf(w, "  %s) %s\n", o.GetId(), o.GetLabel())

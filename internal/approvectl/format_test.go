@@ -3,6 +3,8 @@ package approvectl
 import (
 	"testing"
 	"time"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 )
 
 func TestSpan(t *testing.T) {
@@ -57,9 +59,15 @@ func TestDeadline(t *testing.T) {
 		in        time.Duration // deadline - now
 		rel, full string
 	}{
-		{5*time.Hour + 30*time.Minute, "in 5h", "2026-03-01 17:30 (in 5h)"},
-		{90 * time.Second, "in 1m", "2026-03-01 12:01 (in 1m)"},
-		{50 * time.Hour, "in 2d", "2026-03-03 14:00 (in 2d)"},
+		{5*time.Hour + 30*time.Minute, "in 5h30m", "2026-03-01 17:30 (in 5h30m)"},
+		{5 * time.Hour, "in 5h", "2026-03-01 17:00 (in 5h)"},
+		{89 * time.Second, "in 1m", "2026-03-01 12:01 (in 1m)"},
+		{50 * time.Hour, "in 2d2h", "2026-03-03 14:00 (in 2d2h)"},
+		// Issue 16: a 72h deadline read a moment after it opened is 3d
+		// everywhere, not "2d" (rounded down) or "3d0h".
+		{72*time.Hour - 3*time.Second, "in 3d", "2026-03-04 11:59 (in 3d)"},
+		{24*time.Hour - 10*time.Second, "in 1d", "2026-03-02 11:59 (in 1d)"},
+		{59*time.Minute + 50*time.Second, "in 1h", "2026-03-01 12:59 (in 1h)"},
 		{-10 * time.Minute, "overdue 10m", "2026-03-01 11:50 (overdue 10m)"},
 		{0, "overdue 0s", "2026-03-01 12:00 (overdue 0s)"},
 	} {
@@ -96,5 +104,20 @@ func TestFanLine(t *testing.T) {
 func TestMS(t *testing.T) {
 	if got := ms(412345678 * time.Nanosecond); got != 412.345 {
 		t.Fatalf("ms = %v, want 412.345 (to the microsecond)", got)
+	}
+}
+
+// Issue 16: what a deadline does is said in the plan card's words, and
+// the default (no on expiry) is what the engine does, never "unspecified".
+func TestExpiryText(t *testing.T) {
+	for e, want := range map[tollgatev1.OnExpiry]string{
+		tollgatev1.OnExpiry_ON_EXPIRY_UNSPECIFIED: "on expiry the run ends expired",
+		tollgatev1.OnExpiry_ON_EXPIRY_REJECT:      "on expiry the run ends rejected",
+		tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:      "on expiry the run is cancelled",
+		tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE:    "on expiry it escalates once with a new deadline, then the run ends expired",
+	} {
+		if got := expiryText(e); got != want {
+			t.Errorf("%v: %q, want %q", e, got, want)
+		}
 	}
 }

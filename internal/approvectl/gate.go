@@ -186,9 +186,8 @@ func waitingLine(d gates.Decision, now time.Time) string {
 	if desc := a.GetAuthorityRequired().GetDescription(); desc != "" {
 		who = desc
 	}
-	left := a.GetExpiresAt().AsTime().Sub(now).Round(time.Second)
-	return fmt.Sprintf("gate %s: parked, waiting %s for %s; expires in %s · approvectl approve %s",
-		d.Gate, now.Sub(a.GetCreatedAt().AsTime()).Round(time.Second), who, left, a.GetId())
+	return fmt.Sprintf("gate %s: parked, waiting %s for %s; expires %s · approvectl approve %s",
+		d.Gate, now.Sub(a.GetCreatedAt().AsTime()).Round(time.Second), who, dueIn(a.GetExpiresAt().AsTime(), now), a.GetId())
 }
 
 func newStepCmd(g *globals) *cobra.Command {

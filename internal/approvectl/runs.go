@@ -217,7 +217,7 @@ func writePendingGates(w io.Writer, r *tollgatev1.Run, packets map[string]*tollg
 		}
 		fmt.Fprintf(w, "  who    %s\n", who)
 		exp := p.GetExpiresAt().AsTime()
-		fmt.Fprintf(w, "  until  %s (in %s)\n", exp.Format(time.RFC3339), span(exp.Sub(now)))
+		fmt.Fprintf(w, "  until  %s\n", deadlineText(exp, now))
 		fmt.Fprintf(w, "  approve: approvectl approve %s\n", a.GetId())
 		fmt.Fprintf(w, "  reject:  approvectl reject %s --reason TEXT\n", a.GetId())
 		fmt.Fprintf(w, "  resume:  the waiting script goes on by itself once it is approved; if it is not running, re-run it\n")
