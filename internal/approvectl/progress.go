@@ -29,7 +29,8 @@ type progress interface {
 type runProgress struct {
 	state       string
 	done, total int      // steps of the run's path so far (see count)
-	behind      int      // steps that run only once a pending gate is decided
+	behind      int      // steps that run only once a gate is decided (and its approval used)
+	gates       int      // the gates they wait behind
 	running     []string // leased or started, named for people (stepName)
 	queued      []string // waiting for an executor
 	asks        []*tollgatev1.AskSummary
@@ -37,7 +38,7 @@ type runProgress struct {
 
 func progressOf(r *tollgatev1.Run) runProgress {
 	c := countSteps(r)
-	p := runProgress{state: stateWord(r.GetState()), done: c.done, total: c.total, behind: c.behind}
+	p := runProgress{state: stateWord(r.GetState()), done: c.done, total: c.total, behind: c.behind, gates: c.gates}
 	kinds := planStepKinds(r.GetPlan())
 	for _, s := range r.GetSteps() {
 		if kinds[s.GetStepId()] == tollgatev1.StepKind_STEP_KIND_JOIN {
@@ -65,10 +66,11 @@ type stepCount struct {
 	// re-read facts for a gate, and are re-run when it goes stale), so
 	// the total does not move while the run waits or re-prepares.
 	done, total int
-	// behind: steps of the continuations of the gates now waiting on a
-	// person (a gate's first option, the one approving takes; a
-	// question's continuation), not yet reached.
+	// behind: steps of the continuations of the gates that still hold
+	// them back (beforeItsSteps: a gate's first option, the one approving
+	// takes; a question's continuation), not yet reached.
 	behind int
+	gates  int // how many gates hold steps back
 }
 
 // countSteps counts a run's steps for people: what will run, and what
@@ -91,7 +93,7 @@ func countSteps(r *tollgatev1.Run) stepCount {
 		}
 	}
 	for _, a := range r.GetAsks() {
-		if st := a.GetState(); st != tollgatev1.AskState_ASK_STATE_PENDING && st != tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED {
+		if terminal(r.GetState()) || !beforeItsSteps(a.GetState()) {
 			continue
 		}
 		sp := findStop(r.GetPlan().GetStoppingPoints(), a.GetStoppingPointId())
@@ -105,14 +107,32 @@ func countSteps(r *tollgatev1.Run) stepCount {
 		default:
 			steps = sp.GetThen().GetSteps()
 		}
+		n := 0
 		for _, st := range steps {
 			if !seen[st.GetId()] && st.GetKind() != tollgatev1.StepKind_STEP_KIND_JOIN {
 				seen[st.GetId()] = true
-				c.behind++
+				n++
 			}
+		}
+		if n > 0 {
+			c.behind += n
+			c.gates++
 		}
 	}
 	return c
+}
+
+// beforeItsSteps reports whether an ask in state st still holds back the
+// steps it governs: it waits on a person (pending, evidence requested),
+// its approval is not yet used (approved: the facts are being checked),
+// or it went stale and is being prepared to be asked again.
+func beforeItsSteps(st tollgatev1.AskState) bool {
+	switch st {
+	case tollgatev1.AskState_ASK_STATE_PENDING, tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED,
+		tollgatev1.AskState_ASK_STATE_APPROVED, tollgatev1.AskState_ASK_STATE_STALE:
+		return true
+	}
+	return false
 }
 
 // findStop finds a stopping point by id anywhere in a plan.
@@ -172,7 +192,7 @@ func stepName(id string) string {
 func (p runProgress) line() string {
 	steps := fmt.Sprintf("steps %d/%d", p.done, p.total)
 	switch {
-	case p.behind > 0 && len(p.asks) > 1:
+	case p.behind > 0 && p.gates > 1:
 		steps += fmt.Sprintf(", %d behind gates", p.behind)
 	case p.behind > 0:
 		steps += fmt.Sprintf(", %d behind a gate", p.behind)

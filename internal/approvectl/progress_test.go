@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 )
 
@@ -148,6 +150,18 @@ func TestProgressCountsWhatWillRun(t *testing.T) {
 		{"parked, probe queued again", &tollgatev1.Run{State: tollgatev1.RunState_RUN_STATE_PARKED,
 			Steps: append(append([]*tollgatev1.StepState{}, done...), st("check~ask_1", q)), Asks: []*tollgatev1.AskSummary{ask}},
 			"parked  steps 3/3, 1 behind a gate  queued checking facts for ask_1  waiting on r1/ask_1"},
+		{"approved, facts being checked", &tollgatev1.Run{State: tollgatev1.RunState_RUN_STATE_RUNNING,
+			Steps: append(append([]*tollgatev1.StepState{}, done...), st("check~ask_1", l)), Asks: []*tollgatev1.AskSummary{withState(ask, tollgatev1.AskState_ASK_STATE_APPROVED)}},
+			"running  steps 3/3, 1 behind a gate  now checking facts for ask_1"},
+		// A fact changed: the ask went stale and what it read runs again;
+		// the total stays, and save is still behind the gate.
+		{"re-preparing", &tollgatev1.Run{State: tollgatev1.RunState_RUN_STATE_RUNNING,
+			Steps: []*tollgatev1.StepState{st("cpu", q), st("mem", ok), st("join_probes", tollgatev1.StepStatus_STEP_STATUS_WAITING),
+				st("brief", tollgatev1.StepStatus_STEP_STATUS_WAITING), st("check~ask_1", ok)}, Asks: []*tollgatev1.AskSummary{withState(ask, tollgatev1.AskState_ASK_STATE_STALE)}},
+			"running  steps 1/3, 1 behind a gate  queued cpu"},
+		{"rejected", &tollgatev1.Run{State: tollgatev1.RunState_RUN_STATE_REJECTED,
+			Steps: append(append([]*tollgatev1.StepState{}, done...), st("check~ask_1", ok)), Asks: []*tollgatev1.AskSummary{withState(ask, tollgatev1.AskState_ASK_STATE_REJECTED)}},
+			"rejected  steps 3/3"},
 		{"approved", &tollgatev1.Run{State: tollgatev1.RunState_RUN_STATE_RUNNING,
 			Steps: append(append([]*tollgatev1.StepState{}, done...), st("check~ask_1", ok), st("save", q)), Asks: []*tollgatev1.AskSummary{approved}},
 			"running  steps 3/4  queued save"},
@@ -160,4 +174,10 @@ func TestProgressCountsWhatWillRun(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}
 	}
+}
+
+func withState(a *tollgatev1.AskSummary, st tollgatev1.AskState) *tollgatev1.AskSummary {
+	c := proto.Clone(a).(*tollgatev1.AskSummary)
+	c.State = st
+	return c
 }
