@@ -14,8 +14,9 @@ import (
 // an argument: none reads time.Now, so each is tested with a fixed one.
 
 // span renders a duration compactly, to the precision a person reads at
-// that size: 0.4ms, 412ms, 1.2s, 3m05s, 3h12m, 2d4h. It rounds at the
-// unit it shows (59.96s is 1m00s, not 60.0s).
+// that size: 0.4ms, 412ms, 1.2s, 3m05s, 3h12m, 2d4h, 3d. It rounds at the
+// unit it shows (59.96s is 1m00s, not 60.0s); from an hour on it is
+// remaining's form.
 func span(d time.Duration) string {
 	if d < 0 {
 		return "-" + span(-d)
@@ -32,11 +33,9 @@ func span(d time.Duration) string {
 	if r := d.Round(time.Second); r < time.Hour {
 		return fmt.Sprintf("%dm%02ds", r/time.Minute, r%time.Minute/time.Second)
 	}
-	if r := d.Round(time.Minute); r < 24*time.Hour {
-		return fmt.Sprintf("%dh%02dm", r/time.Hour, r%time.Hour/time.Minute)
-	}
-	r := d.Round(time.Hour)
-	return fmt.Sprintf("%dd%dh", r/(24*time.Hour), r%(24*time.Hour)/time.Hour)
+	// An hour and more reads as a deadline does (remaining): one way to
+	// write 3h05m or 2d4h, whatever the figure is.
+	return remaining(d)
 }
 
 // ago renders a duration in its largest whole unit, rounded down, for
@@ -72,7 +71,7 @@ func dueIn(deadline, now time.Time) string {
 
 // remaining renders a time to or past a deadline in at most two units,
 // rounded to the smaller one, a zero smaller unit left out: 45s, 12m,
-// 5h, 5h30m, 3d, 2d22h. A 72h deadline a few seconds on reads 3d, not
+// 5h, 5h30m, 5h05m, 3d, 2d22h. A 72h deadline a few seconds on reads 3d, not
 // 2d (rounded down) or 3d0h.
 func remaining(d time.Duration) string {
 	if d < 0 {
@@ -85,7 +84,7 @@ func remaining(d time.Duration) string {
 		return fmt.Sprintf("%dm", r/time.Minute)
 	} else if r < 24*time.Hour {
 		if m := r % time.Hour / time.Minute; m != 0 {
-			return fmt.Sprintf("%dh%dm", r/time.Hour, m)
+			return fmt.Sprintf("%dh%02dm", r/time.Hour, m)
 		}
 		return fmt.Sprintf("%dh", r/time.Hour)
 	}

@@ -24,7 +24,8 @@ func TestSpan(t *testing.T) {
 		{3*time.Minute + 5*time.Second + 400*time.Millisecond, "3m05s"},
 		{3*time.Hour + 12*time.Minute, "3h12m"},
 		{3*time.Hour + 5*time.Minute + 20*time.Second, "3h05m"},
-		{23*time.Hour + 59*time.Minute + 40*time.Second, "1d0h"},
+		{23*time.Hour + 59*time.Minute + 40*time.Second, "1d"}, // not 1d0h: one form for hours and days (remaining)
+		{3 * time.Hour, "3h"},
 		{52 * time.Hour, "2d4h"},
 		{-412 * time.Millisecond, "-412ms"},
 	} {
@@ -61,6 +62,7 @@ func TestDeadline(t *testing.T) {
 	}{
 		{5*time.Hour + 30*time.Minute, "in 5h30m", "2026-03-01 17:30 (in 5h30m)"},
 		{5 * time.Hour, "in 5h", "2026-03-01 17:00 (in 5h)"},
+		{5*time.Hour + 5*time.Minute, "in 5h05m", "2026-03-01 17:05 (in 5h05m)"},
 		{89 * time.Second, "in 1m", "2026-03-01 12:01 (in 1m)"},
 		{50 * time.Hour, "in 2d2h", "2026-03-03 14:00 (in 2d2h)"},
 		// Issue 16: a 72h deadline read a moment after it opened is 3d
