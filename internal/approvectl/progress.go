@@ -30,7 +30,8 @@ type runProgress struct {
 	state       string
 	done, total int      // steps of the run's path so far (see count)
 	behind      int      // steps that run only once a gate is decided (and its approval used)
-	gates       int      // the gates they wait behind
+	gates       int      // the asks they wait behind
+	questions   bool     // every one of them a question, not an approval gate
 	running     []string // leased or started, named for people (stepName)
 	queued      []string // waiting for an executor
 	asks        []*tollgatev1.AskSummary
@@ -38,7 +39,7 @@ type runProgress struct {
 
 func progressOf(r *tollgatev1.Run) runProgress {
 	c := countSteps(r)
-	p := runProgress{state: stateWord(r.GetState()), done: c.done, total: c.total, behind: c.behind, gates: c.gates}
+	p := runProgress{state: stateWord(r.GetState()), done: c.done, total: c.total, behind: c.behind, gates: c.gates, questions: c.questions}
 	kinds := planStepKinds(r.GetPlan())
 	for _, s := range r.GetSteps() {
 		if kinds[s.GetStepId()] == tollgatev1.StepKind_STEP_KIND_JOIN {
@@ -70,7 +71,10 @@ type stepCount struct {
 	// them back (beforeItsSteps: a gate's first option, the one approving
 	// takes; a question's continuation), not yet reached.
 	behind int
-	gates  int // how many gates hold steps back
+	gates  int // how many asks hold steps back
+	// questions: every one of them is a question (its continuation runs
+	// whatever the answer), none an approval gate.
+	questions bool
 }
 
 // countSteps counts a run's steps for people: what will run, and what
@@ -115,6 +119,8 @@ func countSteps(r *tollgatev1.Run) stepCount {
 			}
 		}
 		if n > 0 {
+			question := sp.GetType() != tollgatev1.StoppingPointType_STOPPING_POINT_TYPE_MENU
+			c.questions = question && (c.gates == 0 || c.questions)
 			c.behind += n
 			c.gates++
 		}
@@ -188,14 +194,16 @@ func stepName(id string) string {
 }
 
 // line is the status: "running  steps 3/7  now cpu, mem  queued disk",
-// "parked  steps 4/4, 1 behind a gate  waiting on r1/ask_1".
+// "parked  steps 4/4, 1 behind a gate  waiting on r1/ask_1" ("behind a
+// question" when what waits runs whatever the answer).
 func (p runProgress) line() string {
 	steps := fmt.Sprintf("steps %d/%d", p.done, p.total)
-	switch {
-	case p.behind > 0 && p.gates > 1:
-		steps += fmt.Sprintf(", %d behind gates", p.behind)
-	case p.behind > 0:
-		steps += fmt.Sprintf(", %d behind a gate", p.behind)
+	if p.behind > 0 {
+		what := map[bool]string{false: "a gate", true: "a question"}[p.questions]
+		if p.gates > 1 {
+			what = map[bool]string{false: "gates", true: "questions"}[p.questions]
+		}
+		steps += fmt.Sprintf(", %d behind %s", p.behind, what)
 	}
 	parts := []string{p.state, steps}
 	if len(p.running) > 0 {

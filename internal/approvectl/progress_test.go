@@ -181,3 +181,16 @@ func withState(a *tollgatev1.AskSummary, st tollgatev1.AskState) *tollgatev1.Ask
 	c.State = st
 	return c
 }
+
+// What waits on a question (it runs whatever the answer) is said to be
+// behind a question, not a gate.
+func TestProgressBehindAQuestion(t *testing.T) {
+	r := &tollgatev1.Run{State: tollgatev1.RunState_RUN_STATE_PARKED,
+		Plan: &tollgatev1.Plan{StoppingPoints: []*tollgatev1.StoppingPoint{{Id: "kind", Type: tollgatev1.StoppingPointType_STOPPING_POINT_TYPE_CHOICE,
+			Options: []*tollgatev1.Option{{Id: "1", Label: "sequence"}, {Id: "2", Label: "class"}},
+			Then:    &tollgatev1.Phase{Steps: []*tollgatev1.Step{{Id: "source", Kind: tollgatev1.StepKind_STEP_KIND_TOOL}, {Id: "drawing", Kind: tollgatev1.StepKind_STEP_KIND_PROSE}}}}}},
+		Asks: []*tollgatev1.AskSummary{{Id: "r1/kind", StoppingPointId: "kind", State: tollgatev1.AskState_ASK_STATE_PENDING}}}
+	if got, want := progressOf(r).line(), "parked  steps 0/0, 2 behind a question  waiting on r1/kind"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
