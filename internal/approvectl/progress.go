@@ -37,10 +37,12 @@ type runProgress struct {
 	asks        []*tollgatev1.AskSummary
 }
 
-func progressOf(r *tollgatev1.Run) runProgress {
-	c := countSteps(r)
+// progressOf reads r against its plan pl: a watch sends the plan with its
+// first event only, so a display keeps it (planOf).
+func progressOf(r *tollgatev1.Run, pl *tollgatev1.Plan) runProgress {
+	c := countSteps(r, pl)
 	p := runProgress{state: stateWord(r.GetState()), done: c.done, total: c.total, behind: c.behind, gates: c.gates, questions: c.questions}
-	kinds := planStepKinds(r.GetPlan())
+	kinds := planStepKinds(pl)
 	for _, s := range r.GetSteps() {
 		if kinds[s.GetStepId()] == tollgatev1.StepKind_STEP_KIND_JOIN {
 			continue // a join is bookkeeping: it never runs on an executor
@@ -78,11 +80,11 @@ type stepCount struct {
 }
 
 // countSteps counts a run's steps for people: what will run, and what
-// waits behind a gate. It reads the plan the run carries; a run without
-// one (a script's external run) counts every step it recorded.
-func countSteps(r *tollgatev1.Run) stepCount {
+// waits behind a gate. pl is the run's plan; without one (a script's
+// external run) every step it recorded counts.
+func countSteps(r *tollgatev1.Run, pl *tollgatev1.Plan) stepCount {
 	var c stepCount
-	kinds := planStepKinds(r.GetPlan())
+	kinds := planStepKinds(pl)
 	seen := map[string]bool{}
 	for _, s := range r.GetSteps() {
 		id := s.GetStepId()
@@ -100,7 +102,7 @@ func countSteps(r *tollgatev1.Run) stepCount {
 		if terminal(r.GetState()) || !beforeItsSteps(a.GetState()) {
 			continue
 		}
-		sp := findStop(r.GetPlan().GetStoppingPoints(), a.GetStoppingPointId())
+		sp := findStop(pl.GetStoppingPoints(), a.GetStoppingPointId())
 		var steps []*tollgatev1.Step
 		switch {
 		case sp == nil:
@@ -255,9 +257,22 @@ func (s asked) fresh(p runProgress) []*tollgatev1.AskSummary {
 	return out
 }
 
+// planOf keeps the plan of a followed run: a watch sends it with its
+// first event (the snapshot) only, since it never changes.
+type planOf struct{ plan *tollgatev1.Plan }
+
+// of is r's plan: the one r carries, else the one kept.
+func (k *planOf) of(r *tollgatev1.Run) *tollgatev1.Plan {
+	if pl := r.GetPlan(); pl != nil {
+		k.plan = pl
+	}
+	return k.plan
+}
+
 // lineProgress prints plain lines, each only when it differs from the
 // last: for pipes, files and logs.
 type lineProgress struct {
+	plan  planOf
 	w     io.Writer
 	loc   *time.Location
 	last  string
@@ -269,7 +284,7 @@ func newLineProgress(w io.Writer, loc *time.Location) *lineProgress {
 }
 
 func (p *lineProgress) show(r *tollgatev1.Run, at time.Time) {
-	pr := progressOf(r)
+	pr := progressOf(r, p.plan.of(r))
 	stamp := at.In(p.loc).Format("15:04:05")
 	if l := pr.line(); l != p.last {
 		fmt.Fprintf(p.w, "%s  %s\n", stamp, l)
@@ -287,6 +302,7 @@ func (p *lineProgress) end() {}
 // termProgress redraws one status line in place (carriage return, clear
 // line); a new question is printed above it, where it stays.
 type termProgress struct {
+	plan  planOf
 	w     io.Writer
 	loc   *time.Location
 	width int // the line is cut to fit: a wrapped line could not be redrawn
@@ -305,7 +321,7 @@ func newTermProgress(w io.Writer, loc *time.Location, width int) *termProgress {
 }
 
 func (p *termProgress) show(r *tollgatev1.Run, at time.Time) {
-	pr := progressOf(r)
+	pr := progressOf(r, p.plan.of(r))
 	var b strings.Builder
 	b.WriteString(clearLine)
 	for _, a := range p.asked.fresh(pr) {

@@ -169,8 +169,7 @@ func TestProgressCountsWhatWillRun(t *testing.T) {
 			Steps: append(append([]*tollgatev1.StepState{}, done...), st("check~ask_1", ok), st("save", ok)), Asks: []*tollgatev1.AskSummary{approved}},
 			"complete  steps 4/4"},
 	} {
-		tc.run.Plan = graphAskDemo()
-		if got := progressOf(tc.run).line(); got != tc.want {
+		if got := progressOf(tc.run, graphAskDemo()).line(); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}
 	}
@@ -190,7 +189,31 @@ func TestProgressBehindAQuestion(t *testing.T) {
 			Options: []*tollgatev1.Option{{Id: "1", Label: "sequence"}, {Id: "2", Label: "class"}},
 			Then:    &tollgatev1.Phase{Steps: []*tollgatev1.Step{{Id: "source", Kind: tollgatev1.StepKind_STEP_KIND_TOOL}, {Id: "drawing", Kind: tollgatev1.StepKind_STEP_KIND_PROSE}}}}}},
 		Asks: []*tollgatev1.AskSummary{{Id: "r1/kind", StoppingPointId: "kind", State: tollgatev1.AskState_ASK_STATE_PENDING}}}
-	if got, want := progressOf(r).line(), "parked  steps 0/0, 2 behind a question  waiting on r1/kind"; got != want {
+	if got, want := progressOf(r, r.GetPlan()).line(), "parked  steps 0/0, 2 behind a question  waiting on r1/kind"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// A watch sends the plan with its first event only: the display keeps it,
+// so later events are counted against it too.
+func TestProgressKeepsThePlanOfTheFirstEvent(t *testing.T) {
+	st := func(id string, s tollgatev1.StepStatus) *tollgatev1.StepState {
+		return &tollgatev1.StepState{StepId: id, State: s}
+	}
+	ok, w := tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, tollgatev1.StepStatus_STEP_STATUS_WAITING
+	first := &tollgatev1.Run{State: tollgatev1.RunState_RUN_STATE_RUNNING, Plan: graphAskDemo(),
+		Steps: []*tollgatev1.StepState{st("cpu", ok), st("mem", ok), st("join_probes", w), st("brief", w)}}
+	parked := &tollgatev1.Run{State: tollgatev1.RunState_RUN_STATE_PARKED,
+		Steps: []*tollgatev1.StepState{st("cpu", ok), st("mem", ok), st("join_probes", ok), st("brief", ok)},
+		Asks:  []*tollgatev1.AskSummary{{Id: "r1/ask_1", StoppingPointId: "ask_1", Title: "save this reading?", State: tollgatev1.AskState_ASK_STATE_PENDING, CreatedAt: at(time.Second)}}}
+	var b bytes.Buffer
+	p := newLineProgress(&b, time.UTC)
+	p.show(first, t0)
+	p.show(parked, t0.Add(time.Second))
+	want := "09:00:00  running  steps 2/3\n" +
+		"09:00:01  parked  steps 3/3, 1 behind a gate  waiting on r1/ask_1\n" +
+		"09:00:01  ask r1/ask_1 \"save this reading?\"\n"
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

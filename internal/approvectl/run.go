@@ -151,7 +151,7 @@ func (g *globals) follow(ctx context.Context, c *client, id string) error {
 }
 
 func stepsDone(r *tollgatev1.Run) (done, total int) {
-	c := countSteps(r)
+	c := countSteps(r, r.GetPlan())
 	return c.done, c.total
 }
 

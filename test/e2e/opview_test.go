@@ -298,7 +298,7 @@ func TestRunWaitOnATerminal(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("run --wait: %d %s", r.code, r.stderr)
 	}
-	if !strings.HasPrefix(r.stdout, "\r\x1b[2K") || !regexp.MustCompile(`\n\d\d:\d\d:\d\d  parked  steps 0/0, 2 behind a question  waiting on \S+/kind\n`).MatchString(r.stdout) {
+	if !strings.HasPrefix(r.stdout, "\r\x1b[2K") || !regexp.MustCompile(`\n\d\d:\d\d:\d\d  parked  steps 0/0, 1 behind a question  waiting on \S+\n`).MatchString(r.stdout) {
 		t.Fatalf("a terminal gets the status redrawn in place, then a newline:\n%q", r.stdout)
 	}
 	if !strings.Contains(r.stdout, `ask `) || !strings.Contains(r.stdout, `"which diagram should I draw?"`) {
