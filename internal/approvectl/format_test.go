@@ -1,8 +1,11 @@
 package approvectl
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 )
@@ -121,5 +124,24 @@ func TestExpiryText(t *testing.T) {
 		if got := expiryText(e); got != want {
 			t.Errorf("%v: %q, want %q", e, got, want)
 		}
+	}
+}
+
+// Issue 16: asks show states a pending ask's deadline like every other
+// surface, and what it does in the card's words; never "unspecified".
+func TestAsksShowStatesTheDeadlineAndWhatItDoes(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 3, 0, time.UTC)
+	a := &tollgatev1.Ask{Id: "r1/ask_1", State: tollgatev1.AskState_ASK_STATE_PENDING, Title: "save this reading?",
+		CreatedAt: timestamppb.New(now.Add(-3 * time.Second)), ExpiresAt: timestamppb.New(now.Add(72*time.Hour - 3*time.Second))}
+	var b strings.Builder
+	writePacket(&b, &tollgatev1.GetAskResponse{Ask: a}, now)
+	out := b.String()
+	for _, want := range []string{"expires 2026-03-04 09:00 (in 3d)", "on expiry the run ends expired"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("asks show lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "unspecified") {
+		t.Errorf("asks show says unspecified:\n%s", out)
 	}
 }
