@@ -130,7 +130,10 @@ func Ask(run *engine.Run, m *engine.Machine, a *engine.AskRun, full bool) *tollg
 // MaxShownContent unless full. Its digest is always the ask's: of the
 // whole content, as bound.
 func artifact(run *engine.Run, m *engine.Machine, a *engine.AskRun, e engine.Evidence, full bool) *tollgatev1.EvidenceArtifact {
-	out := &tollgatev1.EvidenceArtifact{Ref: e.Ref, Name: cmp.Or(e.Name, e.Ref), MediaType: e.MediaType, Digest: e.Digest, AttachedBy: e.AttachedBy}
+	// Ref and Name as the engine holds them: the evidence digest is
+	// computed over both (freshness.EvidenceDigest), so a reader
+	// recomputes it from these fields.
+	out := &tollgatev1.EvidenceArtifact{Ref: e.Ref, Name: e.Name, MediaType: e.MediaType, Digest: e.Digest, AttachedBy: e.AttachedBy}
 	if e.Ref != "" {
 		id, _, _ := strings.Cut(e.Ref, ".")
 		out.StepId = id
