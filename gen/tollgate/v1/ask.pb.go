@@ -1221,10 +1221,11 @@ func (x *AuthorityRequirement) GetPolicyRule() string {
 // EvidenceArtifact is one thing the approver reads.
 type EvidenceArtifact struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Reference it came from ("match", "vendor.bank_account") or, for attached
-	// evidence, "attached/N".
+	// The `show:` reference it came from ("match", "vendor.bank_account");
+	// empty for an attached artifact. Part of evidence_digest.
 	Ref string `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	// Display name.
+	// File name of an attached artifact (a gate's --artifact, AttachEvidence);
+	// empty for a `show:` reference. Part of evidence_digest.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Media type of content, e.g. "application/json", "text/plain".
 	MediaType string `protobuf:"bytes,3,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
