@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -102,11 +100,11 @@ func deadlineText(deadline, now time.Time) string {
 	return deadline.Format("2006-01-02 15:04") + " (" + dueIn(deadline, now) + ")"
 }
 
-// expiryText is what an ask's deadline does, in the words the plan card
-// uses (plan.ExpiryOutcome): "on expiry the run ends expired".
-func expiryText(e tollgatev1.OnExpiry) string {
-	return "on expiry " + plan.ExpiryOutcome(wire.OnExpiry(e))
-}
+// expiryPhrase is what an ask's deadline does, in the words the plan card
+// uses (plan.ExpiryOutcome): "on expiry the run ends expired". onExpiry
+// is the plan's name of it: "" for the default, "reject", "cancel",
+// "escalate" (wire.OnExpiry reads an ask's enum so).
+func expiryPhrase(onExpiry string) string { return "on expiry " + plan.ExpiryOutcome(onExpiry) }
 
 // fanLine is a fan's figures on one line: the wall / sum / max the
 // control plane computed, the same its trace span carries.

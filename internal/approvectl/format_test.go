@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 )
 
 func TestSpan(t *testing.T) {
@@ -114,14 +115,14 @@ func TestMS(t *testing.T) {
 
 // Issue 16: what a deadline does is said in the plan card's words, and
 // the default (no on expiry) is what the engine does, never "unspecified".
-func TestExpiryText(t *testing.T) {
+func TestExpiryPhrase(t *testing.T) {
 	for e, want := range map[tollgatev1.OnExpiry]string{
 		tollgatev1.OnExpiry_ON_EXPIRY_UNSPECIFIED: "on expiry the run ends expired",
 		tollgatev1.OnExpiry_ON_EXPIRY_REJECT:      "on expiry the run ends rejected",
 		tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:      "on expiry the run is cancelled",
 		tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE:    "on expiry it escalates once with a new deadline, then the run ends expired",
 	} {
-		if got := expiryText(e); got != want {
+		if got := expiryPhrase(wire.OnExpiry(e)); got != want {
 			t.Errorf("%v: %q, want %q", e, got, want)
 		}
 	}
@@ -132,11 +133,12 @@ func TestExpiryText(t *testing.T) {
 func TestAsksShowStatesTheDeadlineAndWhatItDoes(t *testing.T) {
 	now := time.Date(2026, 3, 1, 9, 0, 3, 0, time.UTC)
 	a := &tollgatev1.Ask{Id: "r1/ask_1", State: tollgatev1.AskState_ASK_STATE_PENDING, Title: "save this reading?",
-		CreatedAt: timestamppb.New(now.Add(-3 * time.Second)), ExpiresAt: timestamppb.New(now.Add(72*time.Hour - 3*time.Second))}
+		CreatedAt: timestamppb.New(now.Add(-3 * time.Second)), ExpiresAt: timestamppb.New(now.Add(72*time.Hour - 3*time.Second)),
+		Ladder: []*tollgatev1.LadderRung{{Kind: "expire", At: timestamppb.New(now.Add(72*time.Hour - 3*time.Second)), To: "expire"}}}
 	var b strings.Builder
 	writePacket(&b, &tollgatev1.GetAskResponse{Ask: a}, now)
 	out := b.String()
-	for _, want := range []string{"expires 2026-03-04 09:00 (in 3d)", "on expiry the run ends expired"} {
+	for _, want := range []string{"expires 2026-03-04 09:00 (in 3d)", "deadline at 2026-03-04 09:00 (in 3d); on expiry the run ends expired"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("asks show lacks %q:\n%s", want, out)
 		}
