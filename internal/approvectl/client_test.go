@@ -63,7 +63,8 @@ func TestUnreachableServerSaysWhatToDo(t *testing.T) {
 // Issue 16: a run id of the wrong form is bad usage (exit 2), as an ask
 // id of the wrong form is.
 func TestRunIDOfTheWrongFormIsBadUsage(t *testing.T) {
-	for _, args := range [][]string{{"runs", "show", "r_1/ask_1"}, {"runs", "cancel", "r_1/ask_1"}, {"runs", "show", "/x"}, {"audit", "--run", "r_1/ask_1"}} {
+	for _, args := range [][]string{{"runs", "show", "r_1/ask_1"}, {"runs", "cancel", "r_1/ask_1"}, {"runs", "show", "/x"}, {"audit", "--run", "r_1/ask_1"},
+		{"gate", "claims", "--summary", "s", "--run", "r_1/claims"}, {"step", "x", "--run", "r_1/claims", "--", "true"}, {"finish", "--run", "r 1"}} {
 		var stdout, stderr bytes.Buffer
 		err := Run(context.Background(), append(args, "--server", "127.0.0.1:1", "--token", "tok"), Config{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }})
 		if code := ExitCode(err); code != ExitUsage {

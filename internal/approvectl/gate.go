@@ -87,6 +87,11 @@ reached.`,
 			if strings.TrimSpace(summary) == "" {
 				return usageErr("gate %s: --summary is required (what the approver decides)", name)
 			}
+			if id := g.runID(run); id != "" {
+				if err := runArg(id); err != nil {
+					return err
+				}
+			}
 			o := gates.Options{RunName: runName, Summary: summary, Action: action, Approvers: approvers, Quorum: quorum, OnExpiry: onExpiry, NoWait: noWait}
 			if expires != "" {
 				d, err := time.ParseDuration(expires)
@@ -220,6 +225,9 @@ refused before it runs while a gate of the run waits, or after the run ended.`,
 			if runID == "" {
 				return usageErr("step %s: --run RUN (or $TOLLGATE_RUN) is required", name)
 			}
+			if err := runArg(runID); err != nil {
+				return err
+			}
 			return g.session(cmd, func(ctx context.Context, c *client) error {
 				resp, err := c.runs.GetRun(ctx, &tollgatev1.GetRunRequest{RunId: runID})
 				if err != nil {
@@ -333,6 +341,9 @@ failed). Refused while a gate waits: cancel the run instead
 			runID := g.runID(run)
 			if runID == "" {
 				return usageErr("finish: --run RUN (or $TOLLGATE_RUN) is required")
+			}
+			if err := runArg(runID); err != nil {
+				return err
 			}
 			why := reason
 			if failed != "" {
