@@ -168,6 +168,10 @@ func (s *Service) gateEvent(_ context.Context, who string, req *tollgatev1.OpenG
 		ev.OnExpiry = "reject"
 	case tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:
 		ev.OnExpiry = "cancel"
+	case tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE:
+		// A gate names nobody to escalate to; taking it as the default
+		// would do what the caller did not ask for.
+		return ev, fmt.Errorf("on expiry escalate: a gate has nobody to escalate to; use reject, cancel or the default (the run ends expired): %w", errkind.Invalid)
 	}
 	aud, approvers, err := s.cfg.Approvals.RouteGate(ev.Gate, action, ev.Also, req.GetApprovers())
 	if err != nil {
