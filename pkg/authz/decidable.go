@@ -141,9 +141,13 @@ func (s *snapshot) unjudgeable(m Matter) *Gap {
 				cur = "CUR"
 			}
 		}
-		return &Gap{Reason: fmt.Sprintf("no policy row covers %s in %s, so nobody may decide it", m.Action, m.Domain),
+		g := &Gap{Reason: fmt.Sprintf("no policy row covers %s in %s, so nobody may decide it", m.Action, m.Domain),
 			Rows: []string{fmt.Sprintf("p, role:ROLE, %s, %s, %s", m.Domain, m.Action, lim), fmt.Sprintf("p2, %s, %s, 1, %s, %s", m.Domain, m.Action, sep, cur),
 				fmt.Sprintf("g, PERSON, role:ROLE, %s, _, _", m.Domain)}}
+		if srv, tool, _ := strings.Cut(m.Action, "."); !strings.Contains(tool, ".") {
+			g.Reason += fmt.Sprintf(" (a row for %s.* would cover every %s action without rows of its own)", srv, srv)
+		}
+		return g
 	}
 	switch {
 	case m.Amount != nil && *m.Amount < 0:
