@@ -35,6 +35,9 @@ type Gap struct {
 	// for a person to choose: anyone but those Reason names as kept out).
 	// Empty when no row helps: then Fix says what to change instead.
 	Rows []string
+	// Replaces, when set, is the row of the policy the Rows take the
+	// place of (a role's limit raised), not rows to add beside it.
+	Replaces string
 	// Fix is what to change in the request itself (its args), when the
 	// matter cannot be judged as it is.
 	Fix string
@@ -116,8 +119,11 @@ func sorted(m map[string]Decision) []Decision {
 
 // describe names a matter as a person reads it: "payments.pay (90000 INR)".
 func describe(m Matter) string {
-	if m.Amount == nil {
+	switch {
+	case m.Amount == nil:
 		return m.Action
+	case m.Currency == "":
+		return fmt.Sprintf("%s (%d, no currency)", m.Action, *m.Amount)
 	}
 	return fmt.Sprintf("%s (%d %s)", m.Action, *m.Amount, m.Currency)
 }
@@ -220,6 +226,7 @@ func (s *snapshot) shortfall(m Matter, f floorRow, r Route, n int) *Gap {
 		}
 		fmt.Fprintf(&b, "; no role's limit reaches %d (the highest is %s's, %d): raise it", *m.Amount, strings.TrimPrefix(top.role, RolePrefix), top.limit)
 		g.Rows = []string{fmt.Sprintf("p, %s, %s, %s, %d", top.role, m.Domain, f.action, *m.Amount)}
+		g.Replaces = fmt.Sprintf("p, %s, %s, %s, %d", top.role, m.Domain, f.action, top.limit)
 	default:
 		for i := n; i < r.Quorum; i++ {
 			g.Rows = append(g.Rows, fmt.Sprintf("g, PERSON, %s, %s, _, _", role, m.Domain))

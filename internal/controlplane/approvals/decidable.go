@@ -50,7 +50,9 @@ type GateAuthority struct {
 type Undecidable struct {
 	Reason string
 	Rows   []string
-	Fix    string
+	// Replaces is the row Rows take the place of ("": Rows are added).
+	Replaces string
+	Fix      string
 	// File is the policy file to edit ("" when unknown).
 	File string
 }
@@ -62,11 +64,14 @@ func (u *Undecidable) Text() string {
 	if u.Fix != "" {
 		b.WriteString(". Fix: " + u.Fix)
 	}
-	if len(u.Rows) > 0 {
-		file := "the policy file"
-		if u.File != "" {
-			file = u.File + " (reloaded within a second)"
-		}
+	file := "the policy file"
+	if u.File != "" {
+		file = u.File
+	}
+	switch {
+	case len(u.Rows) > 0 && u.Replaces != "":
+		fmt.Fprintf(&b, ". In %s, replace %q with:\n  %s", file, u.Replaces, strings.Join(u.Rows, "\n  "))
+	case len(u.Rows) > 0:
 		fmt.Fprintf(&b, ". Add to %s:\n  %s", file, strings.Join(u.Rows, "\n  "))
 	}
 	return b.String()
@@ -150,8 +155,11 @@ func cmpOr(a, b string) string {
 }
 
 func describe(m authz.Matter) string {
-	if m.Amount == nil {
+	switch {
+	case m.Amount == nil:
 		return m.Action
+	case m.Currency == "":
+		return fmt.Sprintf("%s (%d, no currency)", m.Action, *m.Amount)
 	}
 	return fmt.Sprintf("%s (%d %s)", m.Action, *m.Amount, m.Currency)
 }
@@ -233,7 +241,7 @@ func (d *Desk) decidable(ctx context.Context, ms []authz.Matter, ask authz.Recip
 }
 
 func (d *Desk) undecidable(g *authz.Gap) *Undecidable {
-	return &Undecidable{Reason: g.Reason, Rows: g.Rows, Fix: g.Fix, File: d.cfg.PolicyFile}
+	return &Undecidable{Reason: g.Reason, Rows: g.Rows, Replaces: g.Replaces, Fix: g.Fix, File: d.cfg.PolicyFile}
 }
 
 // others drops self, and anyone acting for self, from ds.
