@@ -323,16 +323,22 @@ func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
 // values in from to to: where the title quotes an old value — as a whole
 // number, not part of a longer one ("485000" in "pay 485000 INR", not in
 // "I-4850001") — it quotes the new one, so the question never states a
-// payload other than the one approved. An old value the title quotes
-// more than once, or not at all, is left alone: which mention is the
-// amount is not known, and the packet's actions and changes still say it.
-func retitle(title string, from []string, to string) string {
+// payload other than the one approved. Where the title quotes an old
+// value more than once, or not at all, which mention is the field is not
+// known: the title then ends "(FIELD now TO)", so it still never reads as
+// the old payload, and a later amendment rewrites that suffix.
+func retitle(title, field string, from []string, to string) string {
+	replaced := false
 	for _, old := range slices.Compact(slices.Sorted(slices.Values(from))) {
 		at := wholeNumberAt(title, old)
 		if len(at) != 1 {
 			continue
 		}
 		title = title[:at[0]] + to + title[at[0]+len(old):]
+		replaced = true
+	}
+	if !replaced && !slices.Contains(from, to) {
+		title += " (" + field + " now " + to + ")"
 	}
 	return title
 }
@@ -417,7 +423,7 @@ func (t *tx) amend(e Amend, expired bool) error {
 	withdrawn := len(a.Votes)
 	a.Votes = nil
 	change := fmt.Sprintf("%s %s → %d", e.Field, strings.Join(from, ", "), e.Value)
-	a.Title = retitle(a.Title, from, strconv.FormatInt(e.Value, 10))
+	a.Title = retitle(a.Title, e.Field, from, strconv.FormatInt(e.Value, 10))
 	a.Decisions = append(a.Decisions, Decision{Kind: DecisionAmend, Actor: e.Actor, At: t.at, Reason: change,
 		Field: e.Field, Value: strconv.FormatInt(e.Value, 10), Before: before})
 	t.record(JournalAskAmended, e.Actor, map[string]any{"ask": a.ID, "field": e.Field, "to": e.Value, "change": change,

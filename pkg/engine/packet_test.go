@@ -32,11 +32,13 @@ func TestRetitle(t *testing.T) {
 		{"pay 485000", "485000", "pay 9"},
 		{"485000 to V-1?", "485000", "9 to V-1?"},
 		{"pay 100 for invoice I-1001?", "100", "pay 9 for invoice I-1001?"},
-		{"pay 100 for 100 units?", "100", "pay 100 for 100 units?"}, // which one is the amount is not known
-		{"pay 1.100 or 100.5?", "100", "pay 1.100 or 100.5?"},
-		{"pay the vendor?", "485000", "pay the vendor?"},
+		{"pay 100 for 100 units?", "100", "pay 100 for 100 units? (amount now 9)"}, // which one is the amount is not known
+		{"pay 1.100 or 100.5?", "100", "pay 1.100 or 100.5? (amount now 9)"},
+		{"pay the vendor?", "485000", "pay the vendor? (amount now 9)"},
+		{"pay the vendor? (amount now 485000)", "485000", "pay the vendor? (amount now 9)"}, // a second amendment
+		{"pay the vendor?", "9", "pay the vendor?"},                                         // amended to what it was
 	} {
-		if got := retitle(tc.title, []string{tc.from}, "9"); got != tc.want {
+		if got := retitle(tc.title, "amount", []string{tc.from}, "9"); got != tc.want {
 			t.Errorf("retitle(%q, %s → 9) = %q, want %q", tc.title, tc.from, got, tc.want)
 		}
 	}
