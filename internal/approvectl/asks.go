@@ -2,7 +2,6 @@ package approvectl
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -240,7 +239,7 @@ func writePacket(w io.Writer, resp *tollgatev1.GetAskResponse, now time.Time) {
 	if s := a.GetSummary(); s != "" {
 		fmt.Fprintf(w, "  summary: %s\n", s)
 	}
-	fmt.Fprintf(w, "  requested by %s · opened %s · expires %s\n", a.GetRequester(), a.GetCreatedAt().AsTime().Format(time.RFC3339), a.GetExpiresAt().AsTime().Format(time.RFC3339))
+	fmt.Fprintf(w, "  requested by %s · opened %s · expires %s\n", a.GetRequester(), a.GetCreatedAt().AsTime().Format(time.RFC3339), deadlineText(a.GetExpiresAt().AsTime(), now))
 	fmt.Fprintf(w, "  %s\n", a.GetConsequence())
 	for _, act := range a.GetActions() {
 		fmt.Fprintf(w, "  action %s: %s·%s %s\n    payload %s\n", act.GetStepId(), act.GetServer(), act.GetTool(), act.GetArgsJson(), act.GetPayloadDigest())
@@ -317,12 +316,9 @@ func writePacket(w io.Writer, resp *tollgatev1.GetAskResponse, now time.Time) {
 // rungText is a rung of the deadline ladder in words.
 func rungText(r *tollgatev1.LadderRung, now time.Time) string {
 	at := r.GetAt().AsTime()
-	when := at.Format(time.RFC3339)
-	switch {
-	case r.GetDone():
-		when += " (done)"
-	case at.After(now):
-		when += " (" + dueIn(at, now) + ")"
+	when := deadlineText(at, now)
+	if r.GetDone() {
+		when = at.Format("2006-01-02 15:04") + " (done)"
 	}
 	switch r.GetKind() {
 	case "remind":
@@ -330,8 +326,11 @@ func rungText(r *tollgatev1.LadderRung, now time.Time) string {
 	case "escalate":
 		return fmt.Sprintf("ladder: escalate to %s at %s", r.GetTo(), when)
 	}
-	then := map[string]string{"expire": "the run ends expired", "reject": "rejected, the run ends rejected", "cancel": "the run is cancelled"}[r.GetTo()]
-	return fmt.Sprintf("ladder: deadline at %s, on expiry: %s", when, cmp.Or(then, r.GetTo()))
+	on := r.GetTo() // "expire" is the default: on expiry ""
+	if on == "expire" {
+		on = ""
+	}
+	return fmt.Sprintf("ladder: deadline at %s; %s", when, expiryPhrase(on))
 }
 
 // writeArtifact prints one artifact with its content, indented: text as

@@ -88,6 +88,11 @@ reached.`,
 			if strings.TrimSpace(summary) == "" {
 				return usageErr("gate %s: --summary is required (what the approver decides)", name)
 			}
+			if id := g.runID(run); id != "" {
+				if err := runArg(id); err != nil {
+					return err
+				}
+			}
 			o := gates.Options{RunName: runName, Summary: summary, Action: action, Approvers: approvers, Quorum: quorum, OnExpiry: onExpiry, NoWait: noWait}
 			if expires != "" {
 				d, err := time.ParseDuration(expires)
@@ -205,9 +210,8 @@ func waitingLine(d gates.Decision, now time.Time, live bool) string {
 		return fmt.Sprintf("gate %s: parked, waiting for %s; expires at %s · approvectl approve %s",
 			d.Gate, who, a.GetExpiresAt().AsTime().UTC().Format(time.RFC3339), a.GetId())
 	}
-	left := a.GetExpiresAt().AsTime().Sub(now).Round(time.Second)
-	return fmt.Sprintf("gate %s: parked, waiting %s for %s; expires in %s · approvectl approve %s",
-		d.Gate, now.Sub(a.GetCreatedAt().AsTime()).Round(time.Second), who, left, a.GetId())
+	return fmt.Sprintf("gate %s: parked, waiting %s for %s; expires %s · approvectl approve %s",
+		d.Gate, now.Sub(a.GetCreatedAt().AsTime()).Round(time.Second), who, dueIn(a.GetExpiresAt().AsTime(), now), a.GetId())
 }
 
 func newStepCmd(g *globals) *cobra.Command {
@@ -231,6 +235,9 @@ refused before it runs while a gate of the run waits, or after the run ended.`,
 			runID := g.runID(run)
 			if runID == "" {
 				return usageErr("step %s: --run RUN (or $TOLLGATE_RUN) is required", name)
+			}
+			if err := runArg(runID); err != nil {
+				return err
 			}
 			return g.session(cmd, func(ctx context.Context, c *client) error {
 				resp, err := c.runs.GetRun(ctx, &tollgatev1.GetRunRequest{RunId: runID})
@@ -345,6 +352,9 @@ failed). Refused while a gate waits: cancel the run instead
 			runID := g.runID(run)
 			if runID == "" {
 				return usageErr("finish: --run RUN (or $TOLLGATE_RUN) is required")
+			}
+			if err := runArg(runID); err != nil {
+				return err
 			}
 			why := reason
 			if failed != "" {

@@ -31,7 +31,7 @@ func TestGateWaitingLinePrintsOnChangeIntoAPipe(t *testing.T) {
 	if n := strings.Count(b.String(), "\n"); n != 2 || !strings.Contains(b.String(), "waiting for role reviewer") {
 		t.Fatalf("a change prints a line:\n%s", b.String())
 	}
-	if live := waitingLine(d, t0.Add(90*time.Second), true); !strings.Contains(live, "waiting 1m30s") || !strings.Contains(live, "expires in 58m30s") {
+	if live := waitingLine(d, t0.Add(90*time.Second), true); !strings.Contains(live, "waiting 1m30s") || !strings.Contains(live, "expires in 59m") {
 		t.Fatalf("on a terminal the line counts: %q", live)
 	}
 }

@@ -185,9 +185,12 @@ func (fakePlane) VerifyJournal(_ context.Context, r *tollgatev1.VerifyJournalReq
 }
 
 func (fakePlane) CheckInvariants(_ context.Context, r *tollgatev1.CheckInvariantsRequest) (*tollgatev1.CheckInvariantsResponse, error) {
-	out := &tollgatev1.CheckInvariantsResponse{RunsChecked: 2}
+	out := &tollgatev1.CheckInvariantsResponse{RunsChecked: 2, Queries: []*tollgatev1.AuditQuery{
+		{Name: "questions on finished runs", Label: "I3", Invariant: tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN, Description: "an ask pending on an ended run"},
+		{Name: "side effects before their approval", Label: "I1", Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL, Description: "an effect before its approval"}}}
 	if r.GetRunId() == "bad" {
 		out.Violations = []*tollgatev1.InvariantViolation{{Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL, RunId: "bad", StepId: "pay", Detail: "started before its approval"}}
+		out.Queries[1].Rows = 1
 	}
 	return out, nil
 }

@@ -159,6 +159,12 @@ func TestGateServiceRefusals(t *testing.T) {
 	if done, _, err := alice.StepDone(ctx, run, "extract"); err != nil || !done {
 		t.Fatalf("step done: %v %v", done, err)
 	}
+	// A gate names nobody to escalate to: on expiry escalate is refused,
+	// not taken for the default (issue 16).
+	if _, err := tollgatev1.NewGateServiceClient(e.conn("alice")).OpenGate(ctx, &tollgatev1.OpenGateRequest{RunId: run, Gate: "claims", Summary: "check",
+		OnExpiry: tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "nobody to escalate to") {
+		t.Fatalf("a gate that escalates on expiry: %v", err)
+	}
 	d, err := alice.Gate(ctx, run, "claims", gates.Options{Summary: "check", NoWait: true})
 	if err != nil || d.Outcome != gates.Pending || !d.Created {
 		t.Fatalf("no-wait gate: %+v %v", d, err)

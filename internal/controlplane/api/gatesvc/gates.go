@@ -169,6 +169,10 @@ func (s *Service) gateEvent(ctx context.Context, who string, req *tollgatev1.Ope
 		ev.OnExpiry = "reject"
 	case tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:
 		ev.OnExpiry = "cancel"
+	case tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE:
+		// A gate names nobody to escalate to; taking it as the default
+		// would do what the caller did not ask for.
+		return ev, fmt.Errorf("on expiry escalate: a gate has nobody to escalate to; use reject, cancel or the default (the run ends expired): %w", errkind.Invalid)
 	}
 	aud, approvers, err := s.cfg.Approvals.RouteGate(ctx, approvals.GateRequest{Gate: ev.Gate, Requester: who, Action: action, Also: ev.Also,
 		Approvers: req.GetApprovers(), Quorum: ev.Quorum, Args: ev.Args})
