@@ -42,9 +42,20 @@ type Schema struct {
 // top-level property at fault ("" when the schema refuses the call as a
 // whole).
 type Problem struct {
+	Kind   Kind
 	Field  string
 	Reason string
 }
+
+// Kind says what is wrong, so a caller can say what to do about it.
+type Kind int
+
+// Kinds of problem.
+const (
+	Invalid Kind = iota // the value (or the call) does not fit
+	Missing             // a required field is absent
+	Unknown             // a field the schema does not take (additionalProperties: false)
+)
 
 func (p Problem) String() string {
 	if p.Field == "" {
@@ -144,13 +155,13 @@ func (s *Schema) Check(args []byte, open func(field string) bool) Problems {
 	var out Problems
 	for _, f := range s.required {
 		if _, ok := m[f]; !ok {
-			out = append(out, Problem{Field: f, Reason: "required, and missing"})
+			out = append(out, Problem{Kind: Missing, Field: f, Reason: "required, and missing"})
 		}
 	}
 	partial := false
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if s.closed && !s.props[k] {
-			out = append(out, Problem{Field: k, Reason: fmt.Sprintf("not an argument the tool takes (it takes %s)", strings.Join(slices.Sorted(maps.Keys(s.props)), ", "))})
+			out = append(out, Problem{Kind: Unknown, Field: k, Reason: fmt.Sprintf("not an argument the tool takes (it takes %s)", strings.Join(slices.Sorted(maps.Keys(s.props)), ", "))})
 			continue
 		}
 		if open != nil && open(k) {
