@@ -292,7 +292,12 @@ func (t *tx) open(sp *stopInfo) bool {
 		a.Options = append(a.Options, plan.Option{ID: o.ID, Label: o.Label})
 	}
 	for _, g := range sp.governed {
-		p, err := newPayload(g.step.ID, g.step.Server, g.step.Tool, t.resolveArgs(g.step.Args))
+		args := t.resolveArgs(g.step.Args)
+		if err := t.checkArgs(g.step, args); err != nil {
+			t.end(Failed, fmt.Sprintf("%q is not asked: %v", a.Title, err))
+			return true
+		}
+		p, err := newPayload(g.step.ID, g.step.Server, g.step.Tool, args)
 		if err != nil {
 			t.end(Failed, fmt.Sprintf("%q cannot be asked: %v", a.Title, err))
 			return true
@@ -322,6 +327,18 @@ func (t *tx) open(sp *stopInfo) bool {
 		t.probe(a, "the ask opened")
 	}
 	return true
+}
+
+// checkArgs is Config.CheckArgs on a governed step's resolved args, as an
+// error naming the step.
+func (t *tx) checkArgs(st *plan.Step, args plan.Object) error {
+	if t.m.cfg.CheckArgs == nil {
+		return nil
+	}
+	if err := t.m.cfg.CheckArgs(st.Server, st.Tool, args); err != nil {
+		return fmt.Errorf("`%s` (%s·%s) cannot run with the args it would be approved with (%v), so nobody is asked to approve it", st.ID, st.Server, st.Tool, err)
+	}
+	return nil
 }
 
 // probe queues the next attempt of an ask's freshness probe.

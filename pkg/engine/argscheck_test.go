@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+)
+
+// payFromVendor is a payment whose bank_account is read from an earlier
+// step, so only the resolved args can be checked against pay's schema.
+const payFromVendor = `v: erp.get_vendor {"id":"V-1"}
+ask me:
+  pay V-1?
+  show: {v}
+p: payments.pay {"vendor":"V-1","invoice":"I-1","amount":10,"currency":"INR","bank_account":"{v.bank_account}"}
+`
+
+// schemaCheck is Config.CheckArgs over the example catalog's schemas.
+func schemaCheck(t *testing.T) func(server, tool string, args plan.Object) error {
+	cat := catalog(t)
+	return func(server, tool string, args plan.Object) error {
+		info, ok := cat.Lookup(server, tool)
+		if !ok {
+			return nil
+		}
+		if ps := info.CheckArgs(args); len(ps) > 0 {
+			return ps
+		}
+		return nil
+	}
+}
+
+// An ask never opens for a call whose resolved args its tool's input
+// schema refuses: the run fails, naming the step, the field and why;
+// args that fit are asked as before.
+func TestAskNeverOpensForArgsTheToolRefuses(t *testing.T) {
+	s := simWith(t, compile(t, payFromVendor), Config{CheckArgs: schemaCheck(t)})
+	s.succeed("v", map[string]any{"bank_account": 2048})
+	s.want(Failed)
+	if len(s.run.Asks) != 0 {
+		t.Fatalf("an ask opened: %+v", s.run.Asks)
+	}
+	for _, e := range s.all {
+		if _, ok := e.(AskOpened); ok {
+			t.Fatal("AskOpened for a call the tool would refuse")
+		}
+	}
+	for _, w := range []string{`"pay V-1?" is not asked`, "`p` (payments·pay)", "bank_account", `want "string"`, "nobody is asked"} {
+		if !strings.Contains(s.run.Reason, w) {
+			t.Fatalf("the reason %q should say %q", s.run.Reason, w)
+		}
+	}
+
+	s = simWith(t, compile(t, payFromVendor), Config{CheckArgs: schemaCheck(t)})
+	s.succeed("v", map[string]any{"bank_account": "XXXX2048"})
+	s.want(Parked)
+	if a := s.run.Asks["ask_1"]; a == nil || a.State != AskPending {
+		t.Fatalf("args that fit are asked: %+v", s.run.Asks)
+	}
+	s.approve("ask_1", "alice")
+	if s.dispatched()["p"] != 1 {
+		t.Fatalf("approved, p runs: %v", s.dispatched())
+	}
+}
