@@ -524,7 +524,13 @@ func (t *tx) deriveState() {
 // resolveArgs replaces references in the string values of args. A string
 // that is exactly one reference takes the referenced JSON value; otherwise
 // references are spliced in as text.
-func (t *tx) resolveArgs(raw plan.Object) plan.Object {
+func (t *tx) resolveArgs(raw plan.Object) plan.Object { return resolveArgs(raw, t.value) }
+
+// interpolate splices references into text.
+func (t *tx) interpolate(s string) string { return interpolate(s, t.value) }
+
+// resolveArgs is tx.resolveArgs with value reading each reference.
+func resolveArgs(raw plan.Object, value func(plan.Ref) any) plan.Object {
 	m, err := plan.DecodeObject(raw)
 	if err != nil {
 		return raw
@@ -535,9 +541,9 @@ func (t *tx) resolveArgs(raw plan.Object) plan.Object {
 		case string:
 			spans := plan.ScanRefs(x)
 			if len(spans) == 1 && len(spans[0].Refs) == 1 && spans[0].Start == 0 && spans[0].End == len(x) {
-				return t.value(spans[0].Refs[0])
+				return value(spans[0].Refs[0])
 			}
-			return t.interpolate(x)
+			return interpolate(x, value)
 		case map[string]any:
 			for k, e := range x {
 				x[k] = walk(e)
@@ -554,8 +560,8 @@ func (t *tx) resolveArgs(raw plan.Object) plan.Object {
 	return plan.AppendCanonical(nil, walk(m))
 }
 
-// interpolate splices references into text.
-func (t *tx) interpolate(s string) string {
+// interpolate is tx.interpolate with value reading each reference.
+func interpolate(s string, value func(plan.Ref) any) string {
 	spans := plan.ScanRefs(s)
 	if len(spans) == 0 {
 		return s
@@ -568,7 +574,7 @@ func (t *tx) interpolate(s string) string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(text(t.value(r)))
+			b.WriteString(text(value(r)))
 		}
 		last = sp.End
 	}

@@ -51,6 +51,9 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	}
 	for _, st := range res.Plan.AllSteps() {
 		if st.SideEffect && st.WithoutAsking {
+			// Judged on the args it will run with: the compiler lets its
+			// args read only the run's inputs, which are known now.
+			st.Args = engine.ResolveInputs(res.Plan, st.Args, req.GetInputs())
 			if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, st); !ok {
 				return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
 			}
