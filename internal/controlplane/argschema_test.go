@@ -47,4 +47,15 @@ func TestAskNeverOpensForArgsTheToolSchemaRefuses(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "3:17") || !strings.Contains(err.Error(), "lacks `invoice`") {
 		t.Fatalf("want the start refused at 3:17 for the missing invoice: %v", err)
 	}
+
+	// All known at the start once the inputs are in: refused then, not
+	// when the ask would open.
+	withInputs := "ask finance:\n  pay V-1?\np: payments.pay {\"vendor\": \"V-1\", \"invoice\": \"I-1\", \"amount\": 10, \"currency\": \"{cur}\", \"bank_account\": \"X\"}\n"
+	_, err = e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: withInputs}, Inputs: map[string]string{"cur": "rupees"}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "`p` (payments·pay)") || !strings.Contains(err.Error(), "currency") || !strings.Contains(err.Error(), "pattern") {
+		t.Fatalf("want the start refused for currency %q: %v", "rupees", err)
+	}
+	if _, err := e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Recipe{Recipe: withInputs}, Inputs: map[string]string{"cur": "INR"}}); err != nil {
+		t.Fatalf("INR fits: %v", err)
+	}
 }

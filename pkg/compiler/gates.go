@@ -39,9 +39,12 @@ func innermostMenu(ph *cphase) *cstop {
 }
 
 // known reports whether the value a step reads through r is fixed when
-// gate g is asked: a step outside g's continuation, or an ask answered no
-// later than g.
+// gate g is asked: a run input, a step outside g's continuation, or an ask
+// answered no later than g.
 func (b *builder) known(r srcRef, g *cstop) bool {
+	if _, ok := b.inputs[r.ref.ID]; ok {
+		return true // given when the run starts
+	}
 	if c, ok := b.steps[r.ref.ID]; ok {
 		return within(g.phase, c.phase)
 	}

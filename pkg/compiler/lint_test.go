@@ -168,6 +168,15 @@ func TestCompiles(t *testing.T) {
 			t.Fatalf("does not compile:\n%s", FormatDiagnostics("", r.Diagnostics))
 		}
 	})
+	t.Run("a gated side effect may read the run's inputs", func(t *testing.T) {
+		r := Compile("ask me:\n  store it?\nx: notes.store {\"text\":\"for {who}\"}\n", Options{Catalog: cat, Inputs: []string{"who"}})
+		if r.Plan == nil {
+			t.Fatalf("does not compile:\n%s", FormatDiagnostics("", r.Diagnostics))
+		}
+		if len(r.Plan.StoppingPoints) != 1 || r.Plan.StoppingPoints[0].Added || len(r.Plan.StoppingPoints[0].Options[0].StoppingPoints) != 0 {
+			t.Fatalf("x sits under the ask written, with no gate of its own: %+v", r.Plan.StoppingPoints)
+		}
+	})
 	t.Run("an arg that reads a step counts as given; its value is checked when known", func(t *testing.T) {
 		p := mustCompile(t, "v: erp.get_vendor {\"id\":\"V-1\"}\nask me:\n  pay?\n  show: {v}\np: payments.pay {\"vendor\":\"V-1\",\"invoice\":\"I-1\",\"amount\":\"{v.limit}\",\"currency\":\"INR\",\"bank_account\":\"{v.bank_account}\"}\n", cat)
 		if len(p.StoppingPoints) != 1 {
