@@ -110,7 +110,7 @@ reached.`,
 			return g.session(cmd, func(ctx context.Context, c *client) error {
 				gc := gates.New(c.conn)
 				line := g.liveLine()
-				o.Progress = func(d gates.Decision) { line.show(waitingLine(d, g.cfg.Now())) }
+				o.Progress = func(d gates.Decision) { line.show(waitingLine(d, g.cfg.Now(), line.term)) }
 				d, err := gc.Gate(ctx, g.runID(run), name, o)
 				line.done()
 				if err != nil {
@@ -179,12 +179,20 @@ func (g *globals) reportGate(d gates.Decision, grantOut string) error {
 	return &exitError{code: outcomeExit[d.Outcome], err: errors.New(msg), printed: true}
 }
 
-// waitingLine is the live line while a gate waits.
-func waitingLine(d gates.Decision, now time.Time) string {
+// waitingLine is the line while a gate waits. On a terminal (live) it
+// counts the wait and the time left, redrawn in place; into a pipe or a
+// log it says only what changes with the gate — whom it waits for and
+// its deadline — so a line is printed when something changed, not every
+// poll.
+func waitingLine(d gates.Decision, now time.Time, live bool) string {
 	a := d.Ask
 	who := "a person policy allows"
 	if desc := a.GetAuthorityRequired().GetDescription(); desc != "" {
 		who = desc
+	}
+	if !live {
+		return fmt.Sprintf("gate %s: parked, waiting for %s; expires at %s · approvectl approve %s",
+			d.Gate, who, a.GetExpiresAt().AsTime().UTC().Format(time.RFC3339), a.GetId())
 	}
 	left := a.GetExpiresAt().AsTime().Sub(now).Round(time.Second)
 	return fmt.Sprintf("gate %s: parked, waiting %s for %s; expires in %s · approvectl approve %s",

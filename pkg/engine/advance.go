@@ -276,7 +276,7 @@ func (t *tx) open(sp *stopInfo) bool {
 	if d, err := parseDur(sp.sp.Expires); err == nil && d > 0 {
 		exp = d
 	}
-	a := &AskRun{ID: sp.sp.ID, Type: sp.sp.Type, Title: sp.sp.Title, Audience: sp.sp.Audience, Added: sp.sp.Added,
+	a := &AskRun{ID: sp.sp.ID, Type: sp.sp.Type, Title: sp.sp.Title, Summary: sp.sp.Summary, Audience: sp.sp.Audience, Added: sp.sp.Added,
 		State: AskPending, OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: sp.sp.OnExpiry,
 		Quorum: sp.sp.Quorum, Approvers: slices.Clone(sp.sp.Approvers), Amend: slices.Clone(sp.sp.Amend), EscalateTo: sp.sp.EscalateTo}
 	if d, err := parseDur(sp.sp.RemindAfter); err == nil && d > 0 {
@@ -313,9 +313,9 @@ func (t *tx) open(sp *stopInfo) bool {
 	a.Round = round
 	for _, ref := range sp.sp.Show {
 		// What the approver reads, bound by digest: the referenced output
-		// as it is now.
-		id, field, _ := strings.Cut(ref, ".")
-		a.Evidence = append(a.Evidence, Evidence{Ref: ref, Digest: freshness.ValueDigest(t.value(plan.Ref{ID: id, Field: field}))})
+		// as it is now. The content is read from the run when shown
+		// (Machine.Shown), not copied into the ask.
+		a.Evidence = append(a.Evidence, Evidence{Ref: ref, MediaType: ShownMediaType, Digest: freshness.ContentDigest(t.shown(ref))})
 	}
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
@@ -339,6 +339,34 @@ func (t *tx) checkArgs(st *plan.Step, args plan.Object) error {
 		return fmt.Errorf("`%s` (%s·%s) cannot run with the args it would be approved with (%v), so nobody is asked to approve it", st.ID, st.Server, st.Tool, err)
 	}
 	return nil
+}
+
+// ShownMediaType is the media type of what a `show:` reference shows: the
+// referenced value's canonical JSON.
+const ShownMediaType = "application/json"
+
+// shown is what a `show:` reference ("id" or "id.field") shows: the
+// canonical JSON of the value it reads now (freshness.ValueDigest's bytes).
+func (t *tx) shown(ref string) []byte {
+	id, field, _ := strings.Cut(ref, ".")
+	return plan.AppendCanonical(nil, t.value(plan.Ref{ID: id, Field: field}))
+}
+
+// Shown is the content of e, an artifact of an ask of run: an attached
+// artifact's bytes, or for a `show:` reference the referenced value's
+// canonical JSON read from the run now. ok is false when that is no
+// longer what the ask bound (its digest differs: the step ran again after
+// the ask went stale); the content is then not the one shown and is not
+// returned.
+func (m *Machine) Shown(run *Run, e Evidence) (content []byte, ok bool) {
+	if e.Ref == "" {
+		return e.Content, true
+	}
+	b := (&tx{m: m, run: run}).shown(e.Ref)
+	if freshness.ContentDigest(b) != e.Digest {
+		return nil, false
+	}
+	return b, true
 }
 
 // probe queues the next attempt of an ask's freshness probe.

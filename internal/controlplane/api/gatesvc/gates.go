@@ -253,7 +253,8 @@ func (s *Service) FinishRun(ctx context.Context, req *tollgatev1.FinishRunReques
 // its grant, signed afresh on each read (Ed25519 is deterministic, so the
 // grant is the same bytes every time: a verifier's replay check holds).
 func (s *Service) gateToProto(ctx context.Context, run *engine.Run, a *engine.AskRun) *tollgatev1.Gate {
-	out := &tollgatev1.Gate{Ask: wire.Ask(run, a), RunState: wire.RunState(run.State), RunReason: run.Reason}
+	// A gate's artifacts are its own (attached with it): no machine reads them.
+	out := &tollgatev1.Gate{Ask: wire.Ask(run, nil, a, false), RunState: wire.RunState(run.State), RunReason: run.Reason}
 	if a.State.Open() {
 		out.Ask.AuthorityRequired = api.AuthorityRequired(ctx, s.cfg.Approvals, run, a)
 	}
