@@ -332,13 +332,18 @@ func (t *tx) open(sp *stopInfo) bool {
 // checkArgs is Config.CheckArgs on a governed step's resolved args, as an
 // error naming the step.
 func (t *tx) checkArgs(st *plan.Step, args plan.Object) error {
-	if t.m.cfg.CheckArgs == nil {
-		return nil
-	}
-	if err := t.m.cfg.CheckArgs(st.Server, st.Tool, args); err != nil {
+	if err := t.toolRefuses(st.Server, st.Tool, args); err != nil {
 		return fmt.Errorf("`%s` (%s·%s) cannot run with the args it would be approved with (%v), so nobody is asked to approve it", st.ID, st.Server, st.Tool, err)
 	}
 	return nil
+}
+
+// toolRefuses is Config.CheckArgs, or nil when none is set.
+func (t *tx) toolRefuses(server, tool string, args plan.Object) error {
+	if t.m.cfg.CheckArgs == nil {
+		return nil
+	}
+	return t.m.cfg.CheckArgs(server, tool, args)
 }
 
 // ShownMediaType is the media type of what a `show:` reference shows: the

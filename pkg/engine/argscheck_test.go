@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -61,5 +63,23 @@ func TestAskNeverOpensForArgsTheToolRefuses(t *testing.T) {
 	s.approve("ask_1", "alice")
 	if s.dispatched()["p"] != 1 {
 		t.Fatalf("approved, p runs: %v", s.dispatched())
+	}
+}
+
+// An amendment within the recipe's bounds that the tool's input schema
+// refuses (pay takes an amount above 0) is refused: approving it could
+// not run. One it takes is applied.
+func TestAmendTheToolRefusesIsRefused(t *testing.T) {
+	src := strings.Replace(payFromVendor, "  show: {v}\n", "  show: {v}\n  amend: amount between 0 and 100\n", 1)
+	s := simWith(t, compile(t, src), Config{CheckArgs: schemaCheck(t)})
+	s.succeed("v", map[string]any{"bank_account": "XXXX2048"})
+	s.want(Parked)
+	_, err := s.m.Apply(s.run, Amend{Ask: "ask_1", Actor: "alice", Field: "amount", Value: 0, At: s.tick(time.Second)})
+	if !errors.Is(err, ErrBadAmend) || !strings.Contains(err.Error(), "amount 0 is not a value payments·pay takes") || !strings.Contains(err.Error(), "exclusiveMinimum") {
+		t.Fatalf("amending to 0: %v", err)
+	}
+	s.apply(Amend{Ask: "ask_1", Actor: "alice", Field: "amount", Value: 7, At: s.tick(time.Second)})
+	if !strings.Contains(string(s.run.Asks["ask_1"].Payload[0].Args), `"amount":7`) {
+		t.Fatalf("amount 7 fits: %s", s.run.Asks["ask_1"].Payload[0].Args)
 	}
 }
