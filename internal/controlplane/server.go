@@ -233,13 +233,7 @@ func NewServer(cfg Config) *Server {
 		catalog = execs.Catalog
 	}
 	if cfg.Engine.CheckArgs == nil {
-		cfg.Engine.CheckArgs = func(server, tool string, args plan.Object) error {
-			info, _ := catalog().Lookup(server, tool) // unknown: no schema, no check
-			if ps := info.CheckArgs(args); len(ps) > 0 {
-				return ps
-			}
-			return nil
-		}
+		cfg.Engine.CheckArgs = func(server, tool string, args plan.Object) error { return catalog().CheckArgs(server, tool, args) }
 	}
 	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Outbox: outbox, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}

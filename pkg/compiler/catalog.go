@@ -60,6 +60,17 @@ func (c *Catalog) Lookup(server, tool string) (ToolInfo, bool) {
 	return t, ok
 }
 
+// CheckArgs says why SERVER.TOOL's input schema refuses args (resolved,
+// a JSON object) as toolschema.Problems, or nil: they fit, or the tool or
+// its schema is unknown. It is the check a run makes before an ask opens.
+func (c *Catalog) CheckArgs(server, tool string, args []byte) error {
+	t, _ := c.Lookup(server, tool)
+	if ps := t.CheckArgs(args); len(ps) > 0 {
+		return ps
+	}
+	return nil
+}
+
 // Servers lists the server names in order.
 func (c *Catalog) Servers() []string {
 	var out []string

@@ -21,16 +21,7 @@ p: payments.pay {"vendor":"V-1","invoice":"I-1","amount":10,"currency":"INR","ba
 // schemaCheck is Config.CheckArgs over the example catalog's schemas.
 func schemaCheck(t *testing.T) func(server, tool string, args plan.Object) error {
 	cat := catalog(t)
-	return func(server, tool string, args plan.Object) error {
-		info, ok := cat.Lookup(server, tool)
-		if !ok {
-			return nil
-		}
-		if ps := info.CheckArgs(args); len(ps) > 0 {
-			return ps
-		}
-		return nil
-	}
+	return func(server, tool string, args plan.Object) error { return cat.CheckArgs(server, tool, args) }
 }
 
 // An ask never opens for a call whose resolved args its tool's input

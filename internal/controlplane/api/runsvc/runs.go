@@ -98,9 +98,8 @@ func (s *Service) checkInputArgs(p *plan.Plan, inputs map[string]string) error {
 		if refs, _ := plan.ObjectRefs(args); len(refs) > 0 {
 			continue
 		}
-		info, _ := cat.Lookup(st.Server, st.Tool)
-		if ps := info.CheckArgs(args); len(ps) > 0 {
-			return fmt.Errorf("`%s` (%s·%s) cannot run with the inputs given (%v), so no run was started: %w", st.ID, st.Server, st.Tool, ps, errkind.Invalid)
+		if err := cat.CheckArgs(st.Server, st.Tool, args); err != nil {
+			return fmt.Errorf("`%s` (%s·%s) cannot run with the inputs given (%v), so no run was started: %w", st.ID, st.Server, st.Tool, err, errkind.Invalid)
 		}
 	}
 	return nil
