@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tollgate-dev/tollgate/client/gates"
@@ -114,6 +115,16 @@ reached.`,
 				d, err := gc.Gate(ctx, g.runID(run), name, o)
 				line.done()
 				if err != nil {
+					// The server's refusal as it said it (which rows to add
+					// to which policy file), not the client's wrapping of
+					// the raw transport error.
+					var st interface {
+						error
+						GRPCStatus() *status.Status
+					}
+					if errors.As(err, &st) {
+						err = st
+					}
 					return rpcErr(err)
 				}
 				return g.reportGate(d, grantOut)

@@ -133,8 +133,9 @@ func TestGateServiceRefusals(t *testing.T) {
 		t.Fatalf("create again: %s %v %v, want %s", again, created, err, run)
 	}
 	code := func(err error) codes.Code { return status.Code(errors.Unwrap(err)) }
-	_, err = alice.Gate(ctx, run, "undeclared", gates.Options{Summary: "no policy names gate.undeclared", NoWait: true})
-	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no policy rule names the action gate.undeclared") {
+	// gate.* covers gates one level down; below it no row does.
+	_, err = alice.Gate(ctx, run, "undeclared.below", gates.Options{Summary: "no policy covers gate.undeclared.below", NoWait: true})
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no policy row covers gate.undeclared.below") {
 		t.Fatalf("gate without a policy rule: %v", err)
 	}
 	_, err = gates.New(e.conn("bob")).Gate(ctx, run, "claims", gates.Options{Summary: "bob's", NoWait: true})

@@ -310,6 +310,12 @@ func (t *tx) open(sp *stopInfo) bool {
 		return true
 	}
 	t.floorQuorum(a)
+	if t.m.cfg.Undecidable != nil && a.countsQuorum() {
+		if why := t.m.cfg.Undecidable(t.run, a); why != "" {
+			t.end(Failed, fmt.Sprintf("%q cannot be decided by anyone, so it was not asked: %s", a.Title, why))
+			return true
+		}
+	}
 	a.Round = round
 	for _, ref := range sp.sp.Show {
 		// What the approver reads, bound by digest: the referenced output

@@ -29,6 +29,12 @@ type Config struct {
 	// reason, so nobody approves a call that cannot run. It must do no
 	// I/O: it is called while events are applied. nil: no check.
 	CheckArgs func(server, tool string, args plan.Object) error
+	// Undecidable, when set, says why nobody could decide an approval
+	// ask as it opens (its payload resolved, its quorum floored), or ""
+	// when someone could. An ask nobody can answer is never parked: the
+	// run fails with the reason instead. Like QuorumFloor it must do no
+	// I/O and must not change run or ask. nil: every ask parks.
+	Undecidable func(run *Run, a *AskRun) string
 }
 
 // DefaultAskExpiry is used when Config.DefaultExpiry is zero.

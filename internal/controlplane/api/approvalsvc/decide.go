@@ -31,7 +31,13 @@ func (s *Service) decidable(ctx context.Context, askID string, kindOf func(*engi
 	kind := kindOf(a)
 	v, err := s.cfg.Approvals.Authorize(ctx, who, run, a, kind)
 	if err != nil {
-		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w: %w", v.Why, errkind.Denied, err)
+		if ctx.Err() != nil {
+			return "", nil, nil, v, engine.Judged{}, ctx.Err()
+		}
+		// v.Why says what could not be judged, once; err repeats it
+		// wrapped (errors.Is), so it goes to the log, not the caller.
+		s.cfg.Log.Warn("authority not judged", "ask", askID, "actor", who, "err", err)
+		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w", v.Why, errkind.Denied)
 	}
 	if !v.OK {
 		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w", v.Why, errkind.Denied)

@@ -11,6 +11,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/wire"
@@ -110,7 +111,7 @@ func (s *Service) startExternal(ctx context.Context, who, requestID, name string
 }
 
 // gateEvent checks a request and builds the event (without its time).
-func (s *Service) gateEvent(_ context.Context, who string, req *tollgatev1.OpenGateRequest) (engine.OpenGate, error) {
+func (s *Service) gateEvent(ctx context.Context, who string, req *tollgatev1.OpenGateRequest) (engine.OpenGate, error) {
 	ev := engine.OpenGate{Gate: req.GetGate(), Actor: who, Title: strings.TrimSpace(req.GetSummary()), Quorum: int(req.GetQuorum())}
 	if err := engine.CheckName("gate", ev.Gate); err != nil {
 		return ev, err
@@ -169,7 +170,8 @@ func (s *Service) gateEvent(_ context.Context, who string, req *tollgatev1.OpenG
 	case tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:
 		ev.OnExpiry = "cancel"
 	}
-	aud, approvers, err := s.cfg.Approvals.RouteGate(ev.Gate, action, ev.Also, req.GetApprovers())
+	aud, approvers, err := s.cfg.Approvals.RouteGate(ctx, approvals.GateRequest{Gate: ev.Gate, Requester: who, Action: action, Also: ev.Also,
+		Approvers: req.GetApprovers(), Quorum: ev.Quorum, Args: ev.Args})
 	if err != nil {
 		return ev, err
 	}

@@ -63,6 +63,11 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 			}
 		}
 	}
+	// A gate nobody could decide is refused now, with the rows to add,
+	// never parked for the first approver to find (issue 16).
+	if err := s.cfg.Approvals.CheckStart(ctx, who, res.Plan); err != nil {
+		return nil, err
+	}
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
 		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errkind.StalePayload)
 	}
