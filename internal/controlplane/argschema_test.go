@@ -8,7 +8,23 @@ import (
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/compiler"
 )
+
+// withoutInputSchemas has the control plane know no tool's input schema:
+// for tests of what policy makes of args (a payment without a currency)
+// that pay's schema would refuse before policy is asked.
+func withoutInputSchemas(c *Config) {
+	var tools []compiler.ToolInfo
+	for _, s := range c.Catalog.Servers() {
+		for _, n := range c.Catalog.Tools(s) {
+			t, _ := c.Catalog.Lookup(s, n)
+			t.InputSchema = nil
+			tools = append(tools, t)
+		}
+	}
+	c.Catalog = compiler.NewCatalog(tools)
+}
 
 // Issue 16: nobody is asked to approve a call its tool cannot run. A
 // payment whose bank_account resolves to a boolean is never asked (the
