@@ -145,7 +145,13 @@ func TestPlanPolicyShowsDeciders(t *testing.T) {
 	if err := os.WriteFile(recipe, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, errs, code = run(t, "plan", recipe, "--policy", "../../examples/policy.csv", "--as", "alice")
+	// A catalog that gives pay no input schema (the built-in one requires
+	// a currency, which the compiler would refuse before policy is asked).
+	noSchema := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(noSchema, []byte("servers:\n  payments:\n    - {name: pay, annotations: {readOnlyHint: false}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = run(t, "plan", recipe, "--catalog", noSchema, "--policy", "../../examples/policy.csv", "--as", "alice")
 	if code != ExitRefused || !strings.Contains(out, "✗ ask_1") || !strings.Contains(out, "missing currency for amount 90000") ||
 		!strings.Contains(out, `add "currency": "INR"`) || !strings.Contains(errs, "nobody could decide") {
 		t.Fatalf("exit %d, want %d flagging the gate:\n%s\n%s", code, ExitRefused, out, errs)

@@ -37,7 +37,7 @@ func startRecipe(e *env, user, key, src string) (*tollgatev1.Run, error) {
 // when the run starts — with the reason and the fix or the rows to add,
 // naming the policy file — and no run is made, so no ask parks.
 func TestIssue16_UndecidableGateRefusedAtStart(t *testing.T) {
-	e := newEnvOn(t, nil, devPolicy(t), echoTools(), withPolicyFile)
+	e := newEnvOn(t, nil, devPolicy(t), echoTools(), withPolicyFile, withoutInputSchemas)
 	for _, c := range []struct {
 		what, args string
 		want       []string
@@ -92,7 +92,7 @@ var deferredPay = payRecipe(`{"vendor":"V-1","invoice":"I-1","amount":"{invoice.
 // check runs again as the ask would open: nobody could decide it, so the
 // run fails with the reason, and no ask is left for an approver to find.
 func TestIssue16_UndecidableAskFailsTheRunAsItOpens(t *testing.T) {
-	e := newEnvOn(t, nil, devPolicy(t), invoiceTools(), withPolicyFile)
+	e := newEnvOn(t, nil, devPolicy(t), invoiceTools(), withPolicyFile, withoutInputSchemas)
 	run, err := startRecipe(e, "alice", "k", deferredPay)
 	if err != nil {
 		t.Fatalf("a payment whose amount is not known yet starts: %v", err)
@@ -115,7 +115,7 @@ func TestIssue16_UndecidableAskFailsTheRunAsItOpens(t *testing.T) {
 // check, as one opened before it existed) refuses its approver saying
 // why once, not three times in one message.
 func TestIssue16_UnjudgeableAskSaysWhyOnce(t *testing.T) {
-	e := newEnvOn(t, nil, devPolicy(t), invoiceTools(), func(c *Config) {
+	e := newEnvOn(t, nil, devPolicy(t), invoiceTools(), withoutInputSchemas, func(c *Config) {
 		c.Engine.Undecidable = func(*engine.Run, *engine.AskRun) string { return "" }
 	})
 	run, err := startRecipe(e, "alice", "k", deferredPay)

@@ -40,6 +40,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // Limits every server applies. Messages are bounded by the one limit
@@ -226,6 +227,17 @@ func NewServer(cfg Config) *Server {
 	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
 		cfg.Engine.QuorumFloor = desk.QuorumFloor
 	}
+	cat := cfg.Catalog
+	catalog := func() *compiler.Catalog { return cat }
+	if execs != nil {
+		// What connected executors advertise makes the catalog stricter
+		// (I2): a tool an executor calls side-effecting is gated, and the
+		// input schema it advertises is the one args are checked against.
+		catalog = execs.Catalog
+	}
+	if cfg.Engine.CheckArgs == nil {
+		cfg.Engine.CheckArgs = func(server, tool string, args plan.Object) error { return catalog().CheckArgs(server, tool, args) }
+	}
 	if cfg.Engine.Undecidable == nil && cfg.Policy != nil {
 		// An ask nobody could decide fails its run as it would open.
 		cfg.Engine.Undecidable = desk.Undecidable
@@ -247,13 +259,6 @@ func NewServer(cfg Config) *Server {
 		grpc.ChainUnaryInterceptor(api.UnaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip), api.ValueLimits()),
 		grpc.ChainStreamInterceptor(api.StreamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip), api.StreamValueLimits()),
 	}, limits...)...)
-	cat := cfg.Catalog
-	catalog := func() *compiler.Catalog { return cat }
-	if execs != nil {
-		// What connected executors advertise makes the catalog stricter
-		// (I2): a tool an executor calls side-effecting is gated.
-		catalog = execs.Catalog
-	}
 	// What the services share: who may see a run, the plan views runs are
 	// drawn with, and the watch streams' limit and events.
 	readers := api.Readers{Runner: run, Desk: desk}

@@ -106,22 +106,25 @@ func Ask(run *engine.Run, m *engine.Machine, a *engine.AskRun, full bool) *tollg
 	}
 	for _, d := range a.Decisions {
 		pd := &tollgatev1.Decision{Kind: decisionKindToProto[d.Kind], Actor: d.Actor, Time: Time(d.At),
-			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, PayloadDigest: a.PayloadDigest(), Counts: d.Kind != engine.DecisionExpire && d.Kind != engine.DecisionCancel,
+			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, Counts: d.Kind != engine.DecisionExpire && d.Kind != engine.DecisionCancel,
 			Authority: d.Why, PolicyVersion: d.Policy, EvidenceRequest: evidenceRequest(d), DelegateTo: delegateTo(d)}
 		if d.Kind == engine.DecisionAmend {
 			pd.AmendField, pd.AmendValueJson, pd.PayloadDigest = d.Field, d.Value, d.Before
 		}
 		out.Decisions = append(out.Decisions, pd)
 	}
-	if n := len(out.Decisions); n > 0 {
-		// An amendment's digest after it is the next one's before, the
-		// last one's the ask's now.
-		after := a.PayloadDigest()
-		for i := n - 1; i >= 0; i-- {
-			if d := out.Decisions[i]; d.GetKind() == tollgatev1.DecisionKind_DECISION_KIND_AMEND {
-				d.AmendedPayloadDigest, after = after, d.GetPayloadDigest()
-			}
+	// Only an amendment changes an ask's payload: the digest a decision
+	// was made against is the one before the next amendment after it (the
+	// ask's now, when none followed); an amendment's digest after it is
+	// the next one's before.
+	after := a.PayloadDigest()
+	for i := len(out.Decisions) - 1; i >= 0; i-- {
+		d := out.Decisions[i]
+		if d.GetKind() == tollgatev1.DecisionKind_DECISION_KIND_AMEND {
+			d.AmendedPayloadDigest, after = after, d.GetPayloadDigest()
+			continue
 		}
+		d.PayloadDigest = after
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +115,32 @@ func TestAskPacketShowsContentBoundedAndTheAmendedTitle(t *testing.T) {
 	run.Steps["match"].Output = []byte(`"other notes"`)
 	if e := Ask(run, m, a, false).GetEvidence()[0]; len(e.GetContent()) != 0 || !strings.Contains(e.GetNote(), "no longer held") {
 		t.Errorf("content that is not what was bound: %q %q", e.GetContent(), e.GetNote())
+	}
+}
+
+// Each decision says the payload digest it was made against: one made
+// before an amendment quotes the digest the amendment replaced, not the
+// ask's digest now (a decision is never shown as binding a payload it
+// was not given for).
+func TestDecisionsQuoteTheDigestTheyWereMadeAgainst(t *testing.T) {
+	m, run := vendorPayment(t, `"ok"`)
+	a := *run.Asks["ask_1"]
+	amend := a.Decisions[len(a.Decisions)-1]
+	if amend.Kind != engine.DecisionAmend || amend.Before == "" || amend.Before == a.PayloadDigest() {
+		t.Fatalf("fixture: last decision %+v, digest now %s", amend, a.PayloadDigest())
+	}
+	early := engine.Decision{Kind: engine.DecisionRequestEvidence, Actor: "bob", At: amend.At.Add(-time.Second), Reason: "the PO"}
+	late := engine.Decision{Kind: engine.DecisionRequestEvidence, Actor: "dave", At: amend.At.Add(time.Second), Reason: "the GRN"}
+	a.Decisions = append(append(slices.Clone(a.Decisions[:len(a.Decisions)-1]), early, amend), late)
+	ds := Ask(run, m, &a, false).GetDecisions()
+	n := len(ds)
+	if got := ds[n-3].GetPayloadDigest(); got != amend.Before {
+		t.Errorf("decision before the amendment quotes %s, want the digest it was made against, %s", got, amend.Before)
+	}
+	if got := ds[n-2]; got.GetPayloadDigest() != amend.Before || got.GetAmendedPayloadDigest() != a.PayloadDigest() {
+		t.Errorf("amendment: %s → %s, want %s → %s", got.GetPayloadDigest(), got.GetAmendedPayloadDigest(), amend.Before, a.PayloadDigest())
+	}
+	if got := ds[n-1].GetPayloadDigest(); got != a.PayloadDigest() {
+		t.Errorf("decision after the amendment quotes %s, want %s", got, a.PayloadDigest())
 	}
 }

@@ -292,7 +292,12 @@ func (t *tx) open(sp *stopInfo) bool {
 		a.Options = append(a.Options, plan.Option{ID: o.ID, Label: o.Label})
 	}
 	for _, g := range sp.governed {
-		p, err := newPayload(g.step.ID, g.step.Server, g.step.Tool, t.resolveArgs(g.step.Args))
+		args := t.resolveArgs(g.step.Args)
+		if err := t.checkArgs(g.step, args); err != nil {
+			t.end(Failed, fmt.Sprintf("%q is not asked: %v", a.Title, err))
+			return true
+		}
+		p, err := newPayload(g.step.ID, g.step.Server, g.step.Tool, args)
 		if err != nil {
 			t.end(Failed, fmt.Sprintf("%q cannot be asked: %v", a.Title, err))
 			return true
@@ -328,6 +333,23 @@ func (t *tx) open(sp *stopInfo) bool {
 		t.probe(a, "the ask opened")
 	}
 	return true
+}
+
+// checkArgs is Config.CheckArgs on a governed step's resolved args, as an
+// error naming the step.
+func (t *tx) checkArgs(st *plan.Step, args plan.Object) error {
+	if err := t.toolRefuses(st.Server, st.Tool, args); err != nil {
+		return fmt.Errorf("`%s` (%s·%s) cannot run with the args it would be approved with (%v), so nobody is asked to approve it", st.ID, st.Server, st.Tool, err)
+	}
+	return nil
+}
+
+// toolRefuses is Config.CheckArgs, or nil when none is set.
+func (t *tx) toolRefuses(server, tool string, args plan.Object) error {
+	if t.m.cfg.CheckArgs == nil {
+		return nil
+	}
+	return t.m.cfg.CheckArgs(server, tool, args)
 }
 
 // ShownMediaType is the media type of what a `show:` reference shows: the
@@ -541,7 +563,13 @@ func (t *tx) deriveState() {
 // resolveArgs replaces references in the string values of args. A string
 // that is exactly one reference takes the referenced JSON value; otherwise
 // references are spliced in as text.
-func (t *tx) resolveArgs(raw plan.Object) plan.Object {
+func (t *tx) resolveArgs(raw plan.Object) plan.Object { return resolveArgs(raw, t.value) }
+
+// interpolate splices references into text.
+func (t *tx) interpolate(s string) string { return interpolate(s, t.value) }
+
+// resolveArgs is tx.resolveArgs with value reading each reference.
+func resolveArgs(raw plan.Object, value func(plan.Ref) any) plan.Object {
 	m, err := plan.DecodeObject(raw)
 	if err != nil {
 		return raw
@@ -552,9 +580,9 @@ func (t *tx) resolveArgs(raw plan.Object) plan.Object {
 		case string:
 			spans := plan.ScanRefs(x)
 			if len(spans) == 1 && len(spans[0].Refs) == 1 && spans[0].Start == 0 && spans[0].End == len(x) {
-				return t.value(spans[0].Refs[0])
+				return value(spans[0].Refs[0])
 			}
-			return t.interpolate(x)
+			return interpolate(x, value)
 		case map[string]any:
 			for k, e := range x {
 				x[k] = walk(e)
@@ -571,8 +599,8 @@ func (t *tx) resolveArgs(raw plan.Object) plan.Object {
 	return plan.AppendCanonical(nil, walk(m))
 }
 
-// interpolate splices references into text.
-func (t *tx) interpolate(s string) string {
+// interpolate is tx.interpolate with value reading each reference.
+func interpolate(s string, value func(plan.Ref) any) string {
 	spans := plan.ScanRefs(s)
 	if len(spans) == 0 {
 		return s
@@ -585,7 +613,7 @@ func (t *tx) interpolate(s string) string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(text(t.value(r)))
+			b.WriteString(text(value(r)))
 		}
 		last = sp.End
 	}

@@ -414,6 +414,11 @@ func (t *tx) amend(e Amend, expired bool) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrBadAmend, err)
 		}
+		// Within the recipe's bounds, but not a call the tool would take:
+		// approving it could not run (Config.CheckArgs).
+		if err := t.toolRefuses(p.Server, p.Tool, amended.Args); err != nil {
+			return fmt.Errorf("%w: %s %d is not a value %s·%s takes (%v)", ErrBadAmend, e.Field, e.Value, p.Server, p.Tool, err)
+		}
 		*p = amended
 		changed++
 	}

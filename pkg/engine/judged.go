@@ -94,12 +94,30 @@ func (a *AskRun) StillAsJudged(j Judged) error {
 		return fmt.Errorf("%w: you reviewed %s, the ask now binds %s", ErrStaleAsk, j.Payload, orNone(payload))
 	}
 	if j.Approves && evidence != "" && j.Evidence != evidence {
-		return fmt.Errorf("%w: you reviewed evidence %s, the ask now shows %s (send the evidence digest you were shown)", ErrStaleAsk, orNone(j.Evidence), evidence)
+		switch {
+		case j.Evidence == "":
+			return fmt.Errorf("%w: %q shows evidence %s; send the evidence digest you were shown (expected_evidence_digest, approvectl asks show)", ErrUnreviewed, a.Title, evidence)
+		case !a.showed(j.Evidence):
+			return fmt.Errorf("%w: the evidence digest you gave, %s, does not match the ask's, %s (approvectl asks show prints it)", ErrDigestMismatch, j.Evidence, evidence)
+		}
+		return fmt.Errorf("%w: you reviewed evidence %s, the ask now shows %s (evidence was attached since; read it and decide on what it is now)", ErrStaleAsk, j.Evidence, evidence)
 	}
 	if j.Basis != "" && j.Basis != a.Basis() {
 		return fmt.Errorf("%w: %q is now %s for %s, binding %s; read it again and decide on what it is now", ErrStaleAsk, a.Title, a.State, whom(a), orNone(payload))
 	}
 	return nil
+}
+
+// showed reports whether the ask ever showed the evidence digest d: its
+// evidence only grows (attached rounds are appended), so what it showed
+// before is a prefix of what it shows now.
+func (a *AskRun) showed(d string) bool {
+	for i := range len(a.Evidence) + 1 {
+		if (&AskRun{Evidence: a.Evidence[:i]}).EvidenceDigest() == d {
+			return true
+		}
+	}
+	return false
 }
 
 func orNone(digest string) string {
