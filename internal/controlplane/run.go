@@ -41,8 +41,11 @@ type StoreOpener func(ctx context.Context, url string, allowVolatile bool, log *
 // MainConfig carries what the binary needs from its process.
 type MainConfig struct {
 	Stdout, Stderr io.Writer
-	Getenv         func(string) string
-	OpenRedis      StoreOpener
+	// Stdin is the process's standard input (nil: os.Stdin); only the
+	// hidden mcp-server subcommand reads it.
+	Stdin     io.Reader
+	Getenv    func(string) string
+	OpenRedis StoreOpener
 	// Ready, if set, receives the gRPC address once the server listens.
 	Ready func(addr string)
 	// DevExecutor, if set, is started by --dev next to the server: an
@@ -80,6 +83,9 @@ var replicaName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if mc.Getenv == nil {
 		mc.Getenv = os.Getenv
+	}
+	if len(args) > 0 && args[0] == MCPServerCommand {
+		return runMCPServer(ctx, args[1:], mc)
 	}
 	var o Options
 	dev := defaultDev()
