@@ -263,10 +263,10 @@ func blockedName(b *tollgatev1.BlockedStep) string {
 	return b.GetStepId()
 }
 
-// blockedNeed is what a blocked step needs: server.tool or prose, and
+// blockedNeed is what a blocked step needs: server·tool or prose, and
 // its placement label.
 func blockedNeed(b *tollgatev1.BlockedStep) string {
-	n := b.GetServer() + "." + b.GetTool()
+	n := b.GetServer() + "·" + b.GetTool() // as the plan card writes it
 	if b.GetProse() {
 		n = "prose (a model)"
 	}
@@ -287,7 +287,11 @@ func executorOffers(e *tollgatev1.ConnectedExecutor) string {
 	}
 	tools := "no tools"
 	if ts := e.GetTools(); len(ts) > 0 {
-		tools = "tools " + strings.Join(ts, ", ")
+		shown := make([]string, len(ts))
+		for i, st := range ts {
+			shown[i] = strings.Replace(st, ".", "·", 1) // server.tool, as the plan card writes it
+		}
+		tools = "tools " + strings.Join(shown, ", ")
 	}
 	return strings.Join(append(parts, tools), "  ")
 }

@@ -35,7 +35,7 @@ func need(t engine.Target) string {
 	if t.Kind == plan.KindProse {
 		return "prose steps (a model)"
 	}
-	return t.Server + "." + t.Tool
+	return t.Server + "·" + t.Tool // as the plan card writes it
 }
 
 // blockedSteps are the run's steps that wait for an executor (queued and

@@ -40,10 +40,10 @@ func TestBlockedRunSaysWhy(t *testing.T) {
 		pr.GetBlocked()[0].GetTool() != "get_cpu_info" || pr.GetBlocked()[1].GetTool() != "get_memory_info" {
 		t.Fatalf("blocked: %v", pr.GetBlocked())
 	}
-	if r := pr.GetBlocked()[0].GetReason(); !strings.Contains(r, "mcp-monitor.get_cpu_info") || !strings.Contains(r, "none is connected") {
+	if r := pr.GetBlocked()[0].GetReason(); !strings.Contains(r, "mcp-monitor·get_cpu_info") || !strings.Contains(r, "none is connected") {
 		t.Errorf("reason with nobody connected: %q", r)
 	}
-	if r := pr.GetStateReason(); r != "waiting for an executor that offers mcp-monitor.get_cpu_info, mcp-monitor.get_memory_info" {
+	if r := pr.GetStateReason(); r != "waiting for an executor that offers mcp-monitor·get_cpu_info, mcp-monitor·get_memory_info" {
 		t.Errorf("state reason: %q", r)
 	}
 
@@ -52,7 +52,7 @@ func TestBlockedRunSaysWhy(t *testing.T) {
 		return []Executor{{ID: "edge-1", Labels: []string{"edge"}, Tools: []string{"notes.search", "notes.store"}, Prose: true}}
 	}
 	pr = some.Run(run, m, "")
-	if r := pr.GetBlocked()[1].GetReason(); r != "no connected executor offers mcp-monitor.get_memory_info (connected: edge-1)" {
+	if r := pr.GetBlocked()[1].GetReason(); r != "no connected executor offers mcp-monitor·get_memory_info (connected: edge-1)" {
 		t.Errorf("reason with edge-1 connected: %q", r)
 	}
 	if ex := pr.GetExecutors(); len(ex) != 1 || ex[0].GetId() != "edge-1" || len(ex[0].GetTools()) != 2 || !ex[0].GetProse() || ex[0].GetLabels()[0] != "edge" {
@@ -63,11 +63,11 @@ func TestBlockedRunSaysWhy(t *testing.T) {
 func TestBlockedReasonLabels(t *testing.T) {
 	cpu := engine.Target{Server: "mcp-monitor", Tool: "get_cpu_info", On: "gpu"}
 	execs := []Executor{{ID: "edge-1", Labels: []string{"edge"}, Tools: []string{"mcp-monitor.get_cpu_info"}}}
-	if r := blockedReason(cpu, execs); r != "no connected executor labelled gpu offers mcp-monitor.get_cpu_info (edge-1 offers it without the label)" {
+	if r := blockedReason(cpu, execs); r != "no connected executor labelled gpu offers mcp-monitor·get_cpu_info (edge-1 offers it without the label)" {
 		t.Errorf("label missing: %q", r)
 	}
 	execs[0].Labels = append(execs[0].Labels, "gpu")
-	if r := blockedReason(cpu, execs); !strings.HasPrefix(r, "edge-1 offers mcp-monitor.get_cpu_info now") {
+	if r := blockedReason(cpu, execs); !strings.HasPrefix(r, "edge-1 offers mcp-monitor·get_cpu_info now") {
 		t.Errorf("one fits: %q", r)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/internal/approvectl"
 )
 
 // pathWithoutGo is PATH with every directory holding a `go` command left
@@ -52,23 +55,78 @@ func TestDevModeOutsideTheCheckout(t *testing.T) {
 	cmd.Env = envWithout([]string{"PATH", "GOROOT", "GOPATH", "GOFLAGS", "TOLLGATE_HOME"}, "PATH="+pathWithoutGo(t), "TOLLGATE_HOME="+home)
 	p := startPlaneCmd(t, cmd, home)
 
-	var run runOut
-	r := p.ctl(t, "", "--as", "alice", "run", "graph-ask-demo", "-o", "json")
-	if r.code != 0 {
-		t.Fatalf("run graph-ask-demo: %d %s", r.code, r.stderr)
+	// The dev executor connects once its MCP servers answered tools/list:
+	// with every example tool (a run started before then is blocked
+	// until it does, and run --wait stops there).
+	if line := waitLog(t, "the dev executor connects", p.stderr, "executor connected", "executor=dev-executor"); strings.Contains(line, "tools=0 ") {
+		t.Fatalf("the dev executor hosts no tools: %s\n%s", line, p.stderr)
 	}
+
+	// run --wait stops at the ask and says so with its exit code.
+	var run runOut
+	r := p.ctl(t, "", "--as", "alice", "run", "graph-ask-demo", "--wait", "-o", "json")
 	r.json(t, &run)
-	c := &cluster{t: t, plane: p}
-	run = c.until(run.RunID, "parked at its ask", func(r runOut) bool { return r.State == "parked" || r.State == "blocked" })
-	if run.State != "parked" || len(run.Asks) != 1 || run.Asks[0].State != "pending" {
-		t.Fatalf("graph-ask-demo from %s: want parked at its ask, got %+v\n%s", cwd, run, p.stderr)
+	if r.code != approvectl.ExitParked || run.State != "parked" || len(run.Asks) != 1 || run.Asks[0].State != "pending" {
+		t.Fatalf("graph-ask-demo from %s: want parked at its ask (exit %d), got exit %d %+v\n%s\n%s", cwd, approvectl.ExitParked, r.code, run, r.stderr, p.stderr)
 	}
 	for _, probe := range []string{"cpu", "mem"} {
 		if st, ex, _ := stepOf(run, probe); st != "succeeded" || ex != "dev-executor" {
 			t.Errorf("probe %s: %s on %q, want succeeded on dev-executor", probe, st, ex)
 		}
 	}
-	if strings.Contains(p.stderr.String(), "hosts none") {
-		t.Errorf("the dev executor says it hosts no servers:\n%s", p.stderr)
+
+	// A step nobody connected can take: the run is blocked, and every
+	// surface says which step waits for what, and what is connected.
+	recipe := writeRecipe(t, "cpu: mcp-monitor.get_cpu_info {}\n  on: gpu\n")
+	w := p.ctl(t, "", "--as", "alice", "run", recipe, "--wait")
+	for _, want := range []string{"blocked", "cpu", "mcp-monitor·get_cpu_info on gpu", "no connected executor labelled gpu offers mcp-monitor·get_cpu_info (dev-executor offers it without the label)", "connected executors:", "dev-executor"} {
+		if !strings.Contains(w.stdout, want) {
+			t.Errorf("run --wait of a blocked run lacks %q:\n%s", want, w.stdout)
+		}
+	}
+	if w.code != approvectl.ExitBlocked {
+		t.Errorf("run --wait of a blocked run: exit %d, want %d\n%s", w.code, approvectl.ExitBlocked, w.stderr)
+	}
+	var runs struct {
+		Runs []struct {
+			RunID string `json:"run_id"`
+			State string `json:"state"`
+		} `json:"runs"`
+	}
+	p.ctl(t, "", "--as", "alice", "runs", "--state", "blocked", "-o", "json").json(t, &runs)
+	if len(runs.Runs) != 1 {
+		t.Fatalf("blocked runs: %+v", runs)
+	}
+	id := runs.Runs[0].RunID
+	show := p.ctl(t, "", "--as", "alice", "runs", "show", id)
+	for _, want := range []string{"waiting for an executor that offers mcp-monitor·get_cpu_info (label gpu)", "labelled gpu", "dev-executor  prose  tools ", "mcp-monitor·get_cpu_info"} {
+		if !strings.Contains(show.stdout, want) {
+			t.Errorf("runs show of a blocked run lacks %q:\n%s", want, show.stdout)
+		}
+	}
+	var blocked struct {
+		State   string `json:"state"`
+		Reason  string `json:"reason"`
+		Blocked []struct {
+			StepID string `json:"step_id"`
+			Server string `json:"server"`
+			Tool   string `json:"tool"`
+			Label  string `json:"label"`
+			Reason string `json:"reason"`
+		} `json:"blocked"`
+		Executors []struct {
+			ID    string   `json:"id"`
+			Tools []string `json:"tools"`
+		} `json:"executors"`
+	}
+	p.ctl(t, "", "--as", "alice", "runs", "show", id, "-o", "json").json(t, &blocked)
+	if blocked.State != "blocked" || len(blocked.Blocked) != 1 || len(blocked.Executors) != 1 {
+		t.Fatalf("runs show -o json of a blocked run: %+v", blocked)
+	}
+	if b := blocked.Blocked[0]; b.StepID != "cpu" || b.Server != "mcp-monitor" || b.Tool != "get_cpu_info" || b.Label != "gpu" || !strings.Contains(b.Reason, "labelled gpu") {
+		t.Errorf("the blocked step: %+v", b)
+	}
+	if e := blocked.Executors[0]; e.ID != "dev-executor" || !slices.Contains(e.Tools, "mcp-monitor.get_cpu_info") || !slices.Contains(e.Tools, "payments.pay") {
+		t.Errorf("the connected executor: %+v", e)
 	}
 }

@@ -594,7 +594,7 @@ type BlockedStep struct {
 	// with: the ask's id (the step id is then internal).
 	CheckOfAskId string `protobuf:"bytes,6,opt,name=check_of_ask_id,json=checkOfAskId,proto3" json:"check_of_ask_id,omitempty"`
 	// Why it waits, in plain language, from what the connected executors
-	// offer, e.g. "no connected executor offers mcp-monitor.get_cpu_info".
+	// offer, e.g. "no connected executor offers mcp-monitor·get_cpu_info".
 	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
