@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/examples"
-	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
@@ -90,23 +88,4 @@ func devExecutorTLS(o *Options, dev devConfig) (string, string) {
 	pki := filepath.Join(o.Home, "dev", "pki")
 	name := dev.Executors[0]
 	return filepath.Join(pki, "executor-"+name+".pem"), filepath.Join(pki, "executor-"+name+".key")
-}
-
-// MCPServerCommand is the hidden subcommand that serves one example MCP
-// server built into the binary over stdin/stdout: `controlplane
-// mcp-server NAME [FLAGS]`, NAME one of servers.Names(). The --dev executor
-// starts its MCP servers with it from the control plane's own executable,
-// so dev mode needs neither the checkout nor a Go toolchain.
-const MCPServerCommand = "mcp-server"
-
-// runMCPServer is the mcp-server subcommand: args are NAME and its flags.
-func runMCPServer(ctx context.Context, args []string, mc MainConfig) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%s NAME [FLAGS]: NAME is one of %s", MCPServerCommand, strings.Join(servers.Names(), ", "))
-	}
-	stdin := mc.Stdin
-	if stdin == nil {
-		stdin = os.Stdin
-	}
-	return servers.Run(ctx, args[0], args[1:], stdin, mc.Stdout, mc.Stderr)
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -42,7 +43,7 @@ type StoreOpener func(ctx context.Context, url string, allowVolatile bool, log *
 type MainConfig struct {
 	Stdout, Stderr io.Writer
 	// Stdin is the process's standard input (nil: os.Stdin); only the
-	// hidden mcp-server subcommand reads it.
+	// hidden mcp-server subcommand (servers.Command) reads it.
 	Stdin     io.Reader
 	Getenv    func(string) string
 	OpenRedis StoreOpener
@@ -84,8 +85,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if mc.Getenv == nil {
 		mc.Getenv = os.Getenv
 	}
-	if len(args) > 0 && args[0] == MCPServerCommand {
-		return runMCPServer(ctx, args[1:], mc)
+	if len(args) > 0 && args[0] == servers.Subcommand {
+		// Hidden: an example MCP server built into the binary, which
+		// the --dev executor starts (devstack).
+		return servers.Command(ctx, args[1:], mc.Stdin, mc.Stdout, mc.Stderr)
 	}
 	var o Options
 	dev := defaultDev()

@@ -17,7 +17,7 @@ import (
 // Executor serves the example MCP servers through a real executor
 // connected over loopback gRPC to the dev control plane, until ctx ends.
 // The servers are built into the control plane's binary: each is started
-// as `EXECUTABLE mcp-server NAME …` (controlplane.MCPServerCommand), so
+// as `EXECUTABLE mcp-server NAME …` (servers.Subcommand), so
 // dev mode works from any working directory, after `go install` or in a
 // container, with no source tree and no Go toolchain. It is
 // controlplane.MainConfig's DevExecutor.
@@ -47,7 +47,7 @@ func Executor(ctx context.Context, d controlplane.DevExecutor) error {
 // (recording side effects in the file effects).
 func MCPServers(self, notes, effects string) []executor.MCPServer {
 	cmd := func(args ...string) []string {
-		return append([]string{self, controlplane.MCPServerCommand}, args...)
+		return append([]string{self, servers.Subcommand}, args...)
 	}
 	out := []executor.MCPServer{
 		{Name: "mcp-monitor", Command: cmd("monitor")},
