@@ -101,6 +101,7 @@ that offers what its steps need. Without --wait, 0 once the run started.`,
 						verb = "already started by this request id"
 					}
 					fmt.Fprintf(g.cfg.Stdout, "run %s %s: %s\n", run.GetId(), verb, stateWord(run.GetState()))
+					writeBlocked(g.cfg.Stdout, run)
 					printResume(g.cfg.Stdout, run)
 					return nil
 				}

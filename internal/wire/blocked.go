@@ -72,8 +72,9 @@ func blockedReason(t engine.Target, execs []Executor) string {
 	if len(execs) == 0 {
 		return "waits for an executor that offers " + what + "; none is connected"
 	}
-	var offer, fit []string
+	var offer, fit, ids []string
 	for _, e := range execs {
+		ids = append(ids, e.ID)
 		if e.offers(t) {
 			offer = append(offer, e.ID)
 			if t.On == "" || slices.Contains(e.Labels, t.On) {
@@ -85,15 +86,20 @@ func blockedReason(t engine.Target, execs []Executor) string {
 	case len(fit) > 0:
 		// It connected since the step was refused: the step is offered
 		// again when it is next queued or claimed.
-		return fmt.Sprintf("%s offers %s now; the step is leased once it is offered again", strings.Join(fit, ", "), need(t))
+		return fmt.Sprintf("%s offers %s now; the step is leased once it is offered again", names(fit), need(t))
 	case len(offer) > 0:
-		return fmt.Sprintf("no connected executor labelled %s offers %s (%s offers it without the label)", t.On, need(t), strings.Join(offer, ", "))
+		return fmt.Sprintf("no connected executor labelled %s offers %s (%s offers it without the label)", t.On, need(t), names(offer))
 	}
-	ids := make([]string, len(execs))
-	for i, e := range execs {
-		ids[i] = e.ID
+	return fmt.Sprintf("no connected executor offers %s (connected: %s)", what, names(ids))
+}
+
+// names lists executor ids, the first few of many with how many more.
+func names(ids []string) string {
+	const shown = 8
+	if len(ids) <= shown {
+		return strings.Join(ids, ", ")
 	}
-	return fmt.Sprintf("no connected executor offers %s (connected: %s)", what, strings.Join(ids, ", "))
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:shown], ", "), len(ids)-shown)
 }
 
 // blockedSummary is a blocked run's state reason: what its waiting steps
@@ -118,8 +124,14 @@ func blockedSummary(run *engine.Run, m *engine.Machine) string {
 	return "waiting for an executor that offers " + strings.Join(slices.Sorted(maps.Keys(needs)), ", ")
 }
 
-// executorsProto is what execs offer, for a blocked run's view.
+// MaxListedExecutors bounds the executors a blocked run's view lists (and
+// names in a reason): the run is sent whole on every watch event.
+const MaxListedExecutors = 64
+
+// executorsProto is what execs offer, for a blocked run's view: the first
+// MaxListedExecutors of them.
 func executorsProto(execs []Executor) []*tollgatev1.ConnectedExecutor {
+	execs = execs[:min(len(execs), MaxListedExecutors)]
 	out := make([]*tollgatev1.ConnectedExecutor, 0, len(execs))
 	for _, e := range execs {
 		out = append(out, &tollgatev1.ConnectedExecutor{Id: e.ID, Labels: e.Labels, Tools: e.Tools, Prose: e.Prose})

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,21 @@ func TestBlockedReasonLabels(t *testing.T) {
 	execs[0].Labels = append(execs[0].Labels, "gpu")
 	if r := blockedReason(cpu, execs); !strings.HasPrefix(r, "edge-1 offers mcp-monitor·get_cpu_info now") {
 		t.Errorf("one fits: %q", r)
+	}
+}
+
+// However many executors are connected, a blocked run's view stays small:
+// it lists at most MaxListedExecutors, and a reason names a few.
+func TestBlockedViewIsBounded(t *testing.T) {
+	var execs []Executor
+	for i := range MaxListedExecutors + 10 {
+		execs = append(execs, Executor{ID: fmt.Sprintf("x%03d", i)})
+	}
+	if n := len(executorsProto(execs)); n != MaxListedExecutors {
+		t.Errorf("listed %d executors", n)
+	}
+	r := blockedReason(engine.Target{Server: "notes", Tool: "store"}, execs)
+	if !strings.HasSuffix(r, "x007 and 66 more)") {
+		t.Errorf("reason: %q", r)
 	}
 }

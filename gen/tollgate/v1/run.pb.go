@@ -382,9 +382,10 @@ type Run struct {
 	// why no connected executor takes it; empty when no step is blocked.
 	Blocked []*BlockedStep `protobuf:"bytes,21,rep,name=blocked,proto3" json:"blocked,omitempty"`
 	// Set with `blocked`: the executors connected to the control plane
-	// replica that answered, and what each offers. (Executors connected to
-	// other replicas are not listed; a step is blocked only when none of
-	// theirs offers it either.)
+	// replica that answered, and what each offers, by id (at most 64). On a
+	// watch stream, as they were when the run last changed. (Executors
+	// connected to other replicas are not listed; a step is blocked only
+	// when none of theirs offers it either.)
 	Executors     []*ConnectedExecutor `protobuf:"bytes,22,rep,name=executors,proto3" json:"executors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
