@@ -279,16 +279,10 @@ func plural(n int, word string) string {
 }
 
 // byStanding reports whether d was made by a standing approval as the ask
-// opened, and how, as the control plane recorded it: "automatically, by
-// standing approval sx_… (SCOPE) granted by WHO until WHEN".
+// opened, and how, as the control plane recorded it in the decision's
+// authority: "automatically, by standing approval sx_… (SCOPE) granted by
+// WHO until WHEN; …" (approvals.Desk, applyStanding).
 func byStanding(d *tollgatev1.Decision) (string, bool) {
-	id, ok := strings.CutPrefix(d.GetReason(), "standing approval ")
-	if !ok || id == "" {
-		return "", false
-	}
 	how, _, _ := strings.Cut(d.GetAuthority(), ";")
-	if !strings.Contains(how, id) {
-		how = fmt.Sprintf("automatically, by standing approval %s granted by %s", id, d.GetActor())
-	}
-	return how, true
+	return how, strings.HasPrefix(how, "automatically, by standing approval ")
 }

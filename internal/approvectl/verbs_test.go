@@ -74,7 +74,6 @@ func standingAsk(id string) *tollgatev1.Ask {
 	a := fakeAsk(id)
 	a.State, a.AnswerCommand = tollgatev1.AskState_ASK_STATE_CONSUMED, ""
 	a.Decisions = []*tollgatev1.Decision{{Kind: tollgatev1.DecisionKind_DECISION_KIND_APPROVE, Actor: "dave", Time: tsAt(time.Second), OptionId: "1",
-		Reason:    "standing approval sx_1",
 		Authority: "automatically, by standing approval sx_1 (payments.pay vendor=V-1187) granted by dave until 2026-12-31T00:00:00Z; role finance"}}
 	return a
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -128,5 +129,42 @@ func TestDevModeOutsideTheCheckout(t *testing.T) {
 	}
 	if e := blocked.Executors[0]; e.ID != "dev-executor" || !slices.Contains(e.Tools, "mcp-monitor.get_cpu_info") || !slices.Contains(e.Tools, "payments.pay") {
 		t.Errorf("the connected executor: %+v", e)
+	}
+}
+
+// Issue 16: run --wait never tells anyone to answer an ask a standing
+// approval decided as it opened: the run goes on, and the timeline names
+// the standing approval and its granter.
+func TestDevModeStandingApprovalRunWait(t *testing.T) {
+	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
+	waitLog(t, "the dev executor connects", p.stderr, "executor connected", "executor=dev-executor")
+
+	var first runOut
+	r := p.ctl(t, "", "--as", "alice", "run", "vendor-payment", "--wait", "-o", "json")
+	r.json(t, &first)
+	if r.code != approvectl.ExitParked || first.State != "parked" || len(first.Asks) != 1 {
+		t.Fatalf("vendor-payment parks at finance's ask (exit %d): exit %d %+v\n%s", approvectl.ExitParked, r.code, first, r.stderr)
+	}
+	if r := p.ctl(t, "", "--as", "dave", "approve", first.Asks[0].AskID, "--until", "720h",
+		"--scope", "payments.pay vendor=V-1187 amount<=500000", "--reason", "the monthly invoice"); r.code != 0 {
+		t.Fatalf("dave approves with a standing approval: %d %s", r.code, r.stderr)
+	}
+
+	w := p.ctl(t, "", "--as", "alice", "run", "vendor-payment", "--wait")
+	if w.code != 0 || !strings.Contains(w.stdout, ": complete") {
+		t.Fatalf("the next run's ask is decided by the standing approval; run --wait follows it to the end: exit %d\n%s%s", w.code, w.stdout, w.stderr)
+	}
+	for _, never := range []string{"approvectl approve", "waiting on a person", "  parked  "} {
+		if strings.Contains(w.stdout, never) {
+			t.Errorf("run --wait says %q of an ask a standing approval decided:\n%s", never, w.stdout)
+		}
+	}
+	id := regexp.MustCompile(`run (\S+): complete`).FindStringSubmatch(w.stdout)
+	if id == nil {
+		t.Fatalf("no run id in:\n%s", w.stdout)
+	}
+	show := p.ctl(t, "", "--as", "alice", "runs", "show", id[1])
+	if !regexp.MustCompile(`approve automatically, by standing approval sx_\S+ \(payments\.pay vendor=V-1187 amount<=500000\) granted by dave`).MatchString(show.stdout) {
+		t.Errorf("the timeline names the standing approval and its granter:\n%s", show.stdout)
 	}
 }
