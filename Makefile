@@ -10,9 +10,15 @@ all: build
 build:
 	go build ./...
 
-## test: the whole suite, with the race detector.
+## test: the whole suite, with the race detector. Without a Jaeger binary
+## (bin/jaeger or $TOLLGATE_JAEGER) the tracing tests skip: the last line
+## says so and how to run them; the exit status is go test's.
 test:
-	go test -race -count=1 -timeout 25m ./...
+	@status=0; go test -race -count=1 -timeout 25m ./... || status=$$?; \
+	if [ -z "$$TOLLGATE_JAEGER" ] && [ ! -x "$(BIN)/jaeger" ]; then \
+		echo "make test: the tracing tests (real Jaeger, internal/jaegertest) were SKIPPED: no bin/jaeger and no \$$TOLLGATE_JAEGER."; \
+		echo "make test: to run them, 'make jaeger' once (~5 min, ~3 GB of Go cache) or set TOLLGATE_JAEGER=/path/to/jaeger, then make test again."; \
+	fi; exit $$status
 
 ## tools: build buf and the protoc plugins pinned in tools/go.mod into bin/.
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc

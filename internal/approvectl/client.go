@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -64,6 +65,7 @@ func (g *globals) bearer() (string, error) {
 // client dials the control plane. Loopback servers are reached without
 // TLS; anything else requires it.
 type client struct {
+	server    string // the address dialled, for messages
 	conn      *grpc.ClientConn
 	runs      tollgatev1.RunServiceClient
 	approvals tollgatev1.ApprovalServiceClient
@@ -90,7 +92,7 @@ func (g *globals) dial() (*client, error) {
 	if err != nil {
 		return nil, &exitError{code: ExitInternal, err: fmt.Errorf("connect to %s: %w", server, err)}
 	}
-	return &client{conn: conn, runs: tollgatev1.NewRunServiceClient(conn),
+	return &client{server: server, conn: conn, runs: tollgatev1.NewRunServiceClient(conn),
 		approvals: tollgatev1.NewApprovalServiceClient(conn), audit: tollgatev1.NewAuditServiceClient(conn)}, nil
 }
 
@@ -105,8 +107,33 @@ func (g *globals) session(cmd *cobra.Command, use func(ctx context.Context, c *c
 		return err
 	}
 	defer c.conn.Close()
-	return use(cmd.Context(), c)
+	return c.reachable(use(cmd.Context(), c))
 }
+
+// reachable turns err, the error of a session's calls, into "cannot
+// reach the control plane" when the calls never got through: an
+// UNAVAILABLE status while the connection is not up (refused, no route,
+// a TLS handshake that failed) is the transport's, not the control
+// plane's answer. A control plane that answered UNAVAILABLE (its store is
+// away) was reached, and says so itself. Exit 3, as every call that did
+// not get through.
+func (c *client) reachable(err error) error {
+	var ee *exitError
+	if err == nil || !errors.As(err, &ee) || ee.code != ExitInternal || ee.printed {
+		return err
+	}
+	var ue unavailable
+	if !errors.As(err, &ue) || c.conn.GetState() == connectivity.Ready {
+		return err
+	}
+	return &exitError{code: ExitInternal, err: fmt.Errorf("cannot reach the control plane at %s: is it running (controlplane --dev)? check --server / $TOLLGATE_SERVER\n  cause: %s", c.server, ue.msg)}
+}
+
+// unavailable is an UNAVAILABLE status, kept so a session can tell a
+// control plane that could not be reached from one that answered.
+type unavailable struct{ msg string }
+
+func (u unavailable) Error() string { return "unavailable: " + u.msg }
 
 // fetch makes the one call rpc makes in a session of its own; its error
 // is mapped by rpcErr.
@@ -145,7 +172,9 @@ func rpcErr(err error) error {
 	}
 	st := status.Convert(err)
 	switch st.Code() {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Unknown:
+	case codes.Unavailable:
+		return &exitError{code: ExitInternal, err: unavailable{st.Message()}}
+	case codes.DeadlineExceeded, codes.Internal, codes.Unknown:
 		return &exitError{code: ExitInternal, err: fmt.Errorf("%s: %s", strings.ToLower(st.Code().String()), st.Message())}
 	case codes.Unauthenticated:
 		return &exitError{code: ExitRefused, err: errors.New(labelled("not signed in", st.Message()))}
@@ -157,10 +186,15 @@ func rpcErr(err error) error {
 	return &exitError{code: ExitRefused, err: errors.New(st.Message())}
 }
 
-// labelled puts label in front of msg, once: a server message that ends
-// with it already ("run r_1: not found") does not say it twice.
+// labelled puts label in front of msg, once: a server message that says
+// it already — at its end ("run r_1: not found"), its start, or between
+// the reason and its cause ("bob may not: permission denied: over the
+// limit", the way an error kind wraps another error) — does not say it
+// twice. The code of the status is the kind; the label says it.
 func labelled(label, msg string) string {
+	msg = strings.TrimPrefix(msg, label+": ")
 	msg = strings.TrimSuffix(msg, ": "+label)
+	msg = strings.ReplaceAll(msg, ": "+label+": ", ": ")
 	if msg == label || msg == "" {
 		return label
 	}

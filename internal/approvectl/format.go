@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // Formatting for people. Every function here takes the clock it needs as
 // an argument: none reads time.Now, so each is tested with a fixed one.
 
 // span renders a duration compactly, to the precision a person reads at
-// that size: 0.4ms, 412ms, 1.2s, 3m05s, 3h12m, 2d4h. It rounds at the
-// unit it shows (59.96s is 1m00s, not 60.0s).
+// that size: 0.4ms, 412ms, 1.2s, 3m05s, 3h12m, 2d4h, 3d. It rounds at the
+// unit it shows (59.96s is 1m00s, not 60.0s); from an hour on it is
+// remaining's form.
 func span(d time.Duration) string {
 	if d < 0 {
 		return "-" + span(-d)
@@ -28,11 +31,9 @@ func span(d time.Duration) string {
 	if r := d.Round(time.Second); r < time.Hour {
 		return fmt.Sprintf("%dm%02ds", r/time.Minute, r%time.Minute/time.Second)
 	}
-	if r := d.Round(time.Minute); r < 24*time.Hour {
-		return fmt.Sprintf("%dh%02dm", r/time.Hour, r%time.Hour/time.Minute)
-	}
-	r := d.Round(time.Hour)
-	return fmt.Sprintf("%dd%dh", r/(24*time.Hour), r%(24*time.Hour)/time.Hour)
+	// An hour and more reads as a deadline does (remaining): one way to
+	// write 3h05m or 2d4h, whatever the figure is.
+	return remaining(d)
 }
 
 // ago renders a duration in its largest whole unit, rounded down, for
@@ -55,20 +56,55 @@ func ago(d time.Duration) string {
 // skew) reads 0s.
 func age(t, now time.Time) string { return ago(now.Sub(t)) }
 
-// dueIn renders a deadline relative to now: "in 5h" while it is ahead,
-// "overdue 10m" once it has passed.
+// dueIn renders a deadline relative to now: "in 3d", "in 5h30m" while it
+// is ahead, "overdue 10m" once it has passed (see remaining). It is the
+// one relative deadline every surface prints (asks, asks show, runs show,
+// the timeline, watch, gate), so a deadline reads the same everywhere.
 func dueIn(deadline, now time.Time) string {
 	if now.Before(deadline) {
-		return "in " + ago(deadline.Sub(now))
+		return "in " + remaining(deadline.Sub(now))
 	}
-	return "overdue " + ago(now.Sub(deadline))
+	return "overdue " + remaining(now.Sub(deadline))
 }
 
-// deadlineText is a deadline for a table: absolute in the time's own
-// location, then relative, as "2026-03-01 15:04 (in 5h)".
+// remaining renders a time to or past a deadline in at most two units,
+// rounded to the smaller one, a zero smaller unit left out: 45s, 12m,
+// 5h, 5h30m, 5h05m, 3d, 2d22h. A 72h deadline a few seconds on reads 3d, not
+// 2d (rounded down) or 3d0h.
+func remaining(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	if r := d.Round(time.Second); r < time.Minute {
+		return fmt.Sprintf("%ds", r/time.Second)
+	}
+	if r := d.Round(time.Minute); r < time.Hour {
+		return fmt.Sprintf("%dm", r/time.Minute)
+	} else if r < 24*time.Hour {
+		if m := r % time.Hour / time.Minute; m != 0 {
+			return fmt.Sprintf("%dh%02dm", r/time.Hour, m)
+		}
+		return fmt.Sprintf("%dh", r/time.Hour)
+	}
+	r := d.Round(time.Hour)
+	if h := r % (24 * time.Hour) / time.Hour; h != 0 {
+		return fmt.Sprintf("%dd%dh", r/(24*time.Hour), h)
+	}
+	return fmt.Sprintf("%dd", r/(24*time.Hour))
+}
+
+// deadlineText is a deadline for people: absolute in the time's own
+// location, then relative, as "2026-03-01 15:04 (in 5h)". Every surface
+// that shows a deadline prints it with this.
 func deadlineText(deadline, now time.Time) string {
 	return deadline.Format("2006-01-02 15:04") + " (" + dueIn(deadline, now) + ")"
 }
+
+// expiryPhrase is what an ask's deadline does, in the words the plan card
+// uses (plan.ExpiryOutcome): "on expiry the run ends expired". onExpiry
+// is the plan's name of it: "" for the default, "reject", "cancel",
+// "escalate" (wire.OnExpiry reads an ask's enum so).
+func expiryPhrase(onExpiry string) string { return "on expiry " + plan.ExpiryOutcome(onExpiry) }
 
 // fanLine is a fan's figures on one line: the wall / sum / max the
 // control plane computed, the same its trace span carries.

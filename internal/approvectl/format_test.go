@@ -1,8 +1,14 @@
 package approvectl
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
 )
 
 func TestSpan(t *testing.T) {
@@ -22,7 +28,8 @@ func TestSpan(t *testing.T) {
 		{3*time.Minute + 5*time.Second + 400*time.Millisecond, "3m05s"},
 		{3*time.Hour + 12*time.Minute, "3h12m"},
 		{3*time.Hour + 5*time.Minute + 20*time.Second, "3h05m"},
-		{23*time.Hour + 59*time.Minute + 40*time.Second, "1d0h"},
+		{23*time.Hour + 59*time.Minute + 40*time.Second, "1d"}, // not 1d0h: one form for hours and days (remaining)
+		{3 * time.Hour, "3h"},
 		{52 * time.Hour, "2d4h"},
 		{-412 * time.Millisecond, "-412ms"},
 	} {
@@ -57,9 +64,16 @@ func TestDeadline(t *testing.T) {
 		in        time.Duration // deadline - now
 		rel, full string
 	}{
-		{5*time.Hour + 30*time.Minute, "in 5h", "2026-03-01 17:30 (in 5h)"},
-		{90 * time.Second, "in 1m", "2026-03-01 12:01 (in 1m)"},
-		{50 * time.Hour, "in 2d", "2026-03-03 14:00 (in 2d)"},
+		{5*time.Hour + 30*time.Minute, "in 5h30m", "2026-03-01 17:30 (in 5h30m)"},
+		{5 * time.Hour, "in 5h", "2026-03-01 17:00 (in 5h)"},
+		{5*time.Hour + 5*time.Minute, "in 5h05m", "2026-03-01 17:05 (in 5h05m)"},
+		{89 * time.Second, "in 1m", "2026-03-01 12:01 (in 1m)"},
+		{50 * time.Hour, "in 2d2h", "2026-03-03 14:00 (in 2d2h)"},
+		// Issue 16: a 72h deadline read a moment after it opened is 3d
+		// everywhere, not "2d" (rounded down) or "3d0h".
+		{72*time.Hour - 3*time.Second, "in 3d", "2026-03-04 11:59 (in 3d)"},
+		{24*time.Hour - 10*time.Second, "in 1d", "2026-03-02 11:59 (in 1d)"},
+		{59*time.Minute + 50*time.Second, "in 1h", "2026-03-01 12:59 (in 1h)"},
 		{-10 * time.Minute, "overdue 10m", "2026-03-01 11:50 (overdue 10m)"},
 		{0, "overdue 0s", "2026-03-01 12:00 (overdue 0s)"},
 	} {
@@ -96,5 +110,40 @@ func TestFanLine(t *testing.T) {
 func TestMS(t *testing.T) {
 	if got := ms(412345678 * time.Nanosecond); got != 412.345 {
 		t.Fatalf("ms = %v, want 412.345 (to the microsecond)", got)
+	}
+}
+
+// Issue 16: what a deadline does is said in the plan card's words, and
+// the default (no on expiry) is what the engine does, never "unspecified".
+func TestExpiryPhrase(t *testing.T) {
+	for e, want := range map[tollgatev1.OnExpiry]string{
+		tollgatev1.OnExpiry_ON_EXPIRY_UNSPECIFIED: "on expiry the run ends expired",
+		tollgatev1.OnExpiry_ON_EXPIRY_REJECT:      "on expiry the run ends rejected",
+		tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:      "on expiry the run is cancelled",
+		tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE:    "on expiry it escalates once with a new deadline, then the run ends expired",
+	} {
+		if got := expiryPhrase(wire.OnExpiry(e)); got != want {
+			t.Errorf("%v: %q, want %q", e, got, want)
+		}
+	}
+}
+
+// Issue 16: asks show states a pending ask's deadline like every other
+// surface, and what it does in the card's words; never "unspecified".
+func TestAsksShowStatesTheDeadlineAndWhatItDoes(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 3, 0, time.UTC)
+	a := &tollgatev1.Ask{Id: "r1/ask_1", State: tollgatev1.AskState_ASK_STATE_PENDING, Title: "save this reading?",
+		CreatedAt: timestamppb.New(now.Add(-3 * time.Second)), ExpiresAt: timestamppb.New(now.Add(72*time.Hour - 3*time.Second)),
+		Ladder: []*tollgatev1.LadderRung{{Kind: "expire", At: timestamppb.New(now.Add(72*time.Hour - 3*time.Second)), To: "expire"}}}
+	var b strings.Builder
+	writePacket(&b, &tollgatev1.GetAskResponse{Ask: a}, now)
+	out := b.String()
+	for _, want := range []string{"expires 2026-03-04 09:00 (in 3d)", "deadline at 2026-03-04 09:00 (in 3d); on expiry the run ends expired"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("asks show lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "unspecified") {
+		t.Errorf("asks show says unspecified:\n%s", out)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/tollgate-dev/tollgate/client/gates"
@@ -87,6 +88,11 @@ reached.`,
 			if strings.TrimSpace(summary) == "" {
 				return usageErr("gate %s: --summary is required (what the approver decides)", name)
 			}
+			if id := g.runID(run); id != "" {
+				if err := runArg(id); err != nil {
+					return err
+				}
+			}
 			o := gates.Options{RunName: runName, Summary: summary, Action: action, Approvers: approvers, Quorum: quorum, OnExpiry: onExpiry, NoWait: noWait}
 			if expires != "" {
 				d, err := time.ParseDuration(expires)
@@ -110,10 +116,20 @@ reached.`,
 			return g.session(cmd, func(ctx context.Context, c *client) error {
 				gc := gates.New(c.conn)
 				line := g.liveLine()
-				o.Progress = func(d gates.Decision) { line.show(waitingLine(d, g.cfg.Now())) }
+				o.Progress = func(d gates.Decision) { line.show(waitingLine(d, g.cfg.Now(), line.term)) }
 				d, err := gc.Gate(ctx, g.runID(run), name, o)
 				line.done()
 				if err != nil {
+					// The server's refusal as it said it (which rows to add
+					// to which policy file), not the client's wrapping of
+					// the raw transport error.
+					var st interface {
+						error
+						GRPCStatus() *status.Status
+					}
+					if errors.As(err, &st) {
+						err = st
+					}
 					return rpcErr(err)
 				}
 				return g.reportGate(d, grantOut)
@@ -179,16 +195,23 @@ func (g *globals) reportGate(d gates.Decision, grantOut string) error {
 	return &exitError{code: outcomeExit[d.Outcome], err: errors.New(msg), printed: true}
 }
 
-// waitingLine is the live line while a gate waits.
-func waitingLine(d gates.Decision, now time.Time) string {
+// waitingLine is the line while a gate waits. On a terminal (live) it
+// counts the wait and the time left, redrawn in place; into a pipe or a
+// log it says only what changes with the gate — whom it waits for and
+// its deadline — so a line is printed when something changed, not every
+// poll.
+func waitingLine(d gates.Decision, now time.Time, live bool) string {
 	a := d.Ask
 	who := "a person policy allows"
 	if desc := a.GetAuthorityRequired().GetDescription(); desc != "" {
 		who = desc
 	}
-	left := a.GetExpiresAt().AsTime().Sub(now).Round(time.Second)
-	return fmt.Sprintf("gate %s: parked, waiting %s for %s; expires in %s · approvectl approve %s",
-		d.Gate, now.Sub(a.GetCreatedAt().AsTime()).Round(time.Second), who, left, a.GetId())
+	if !live {
+		return fmt.Sprintf("gate %s: parked, waiting for %s; expires at %s · approvectl approve %s",
+			d.Gate, who, a.GetExpiresAt().AsTime().UTC().Format(time.RFC3339), a.GetId())
+	}
+	return fmt.Sprintf("gate %s: parked, waiting %s for %s; expires %s · approvectl approve %s",
+		d.Gate, now.Sub(a.GetCreatedAt().AsTime()).Round(time.Second), who, dueIn(a.GetExpiresAt().AsTime(), now), a.GetId())
 }
 
 func newStepCmd(g *globals) *cobra.Command {
@@ -212,6 +235,9 @@ refused before it runs while a gate of the run waits, or after the run ended.`,
 			runID := g.runID(run)
 			if runID == "" {
 				return usageErr("step %s: --run RUN (or $TOLLGATE_RUN) is required", name)
+			}
+			if err := runArg(runID); err != nil {
+				return err
 			}
 			return g.session(cmd, func(ctx context.Context, c *client) error {
 				resp, err := c.runs.GetRun(ctx, &tollgatev1.GetRunRequest{RunId: runID})
@@ -326,6 +352,9 @@ failed). Refused while a gate waits: cancel the run instead
 			runID := g.runID(run)
 			if runID == "" {
 				return usageErr("finish: --run RUN (or $TOLLGATE_RUN) is required")
+			}
+			if err := runArg(runID); err != nil {
+				return err
 			}
 			why := reason
 			if failed != "" {

@@ -1,6 +1,7 @@
 package approvectl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -17,6 +20,7 @@ import (
 func newPlanCmd(g *globals) *cobra.Command {
 	cfg := g.cfg
 	var catalogPath string
+	var who whoDecides
 	cmd := &cobra.Command{
 		Use:   "plan PATH",
 		Short: "Compile a recipe or skill offline and show its plan card",
@@ -28,10 +32,19 @@ of the example skills (examples/catalog.yaml, built in) is used.
 
 Nothing runs: this only shows what a run would do and where it stops to ask.
 
+With --policy FILE (a policy CSV, as the control plane's --policy) the card
+also says who may decide each approval gate under that policy when
+--requester (default: the --as user) starts the run, and flags a gate nobody
+could decide — which the control plane refuses at start — with the reason and
+the rows to add. A gate whose amount depends on earlier steps is judged at the
+least it could be, and again by the control plane when it opens.
+
 Exit codes: 0 the recipe compiles; 1 it does not (diagnostics on stderr, or
-on stdout as JSON with -o json); 2 bad usage or an unreadable file.`,
+on stdout as JSON with -o json), or with --policy a gate nobody could decide;
+2 bad usage or an unreadable file.`,
 		Example: `  approvectl plan examples/skills/graph-ask-demo
-  approvectl plan recipe.txt --catalog tools.yaml -o json`,
+  approvectl plan recipe.txt --catalog tools.yaml -o json
+  approvectl plan examples/skills/vendor-payment --policy examples/policy.csv --requester alice`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, file, name, err := readRecipe(args[0])
@@ -42,11 +55,24 @@ on stdout as JSON with -o json); 2 bad usage or an unreadable file.`,
 			if err != nil {
 				return &exitError{code: ExitUsage, err: err}
 			}
+			if who.requester == "" {
+				who.requester = g.as
+			}
+			if who.policy != "" && who.requester == "" {
+				return usageErr("--policy needs --requester NAME (or --as NAME): who starts the run decides whom separation of duties keeps out")
+			}
 			res := compiler.Compile(src, compiler.Options{Catalog: cat, Name: name})
-			return printPlan(cfg, g.output, file, res)
+			if err := printPlan(cfg, g.output, file, res); err != nil || who.policy == "" {
+				return err
+			}
+			return who.print(cmd.Context(), cfg, g.output, res.Plan)
 		},
 	}
 	cmd.Flags().StringVar(&catalogPath, "catalog", "", "tool catalog file (default: the built-in examples/catalog.yaml)")
+	cmd.Flags().StringVar(&who.policy, "policy", "", "policy file (CSV): show who may decide each gate under it")
+	cmd.Flags().StringVar(&who.requester, "requester", "", "with --policy: who starts the run (default: the --as user)")
+	cmd.Flags().StringVar(&who.domain, "domain", "acme", "with --policy: the policy domain of the run")
+	cmd.Flags().StringVar(&who.escalateTo, "escalate-to", "", "with --policy: the control plane's --escalate-to role (--dev: finance)")
 	return cmd
 }
 
@@ -132,3 +158,53 @@ func printPlan(cfg Config, output, file string, res compiler.Result) error {
 	_, err := fmt.Fprint(cfg.Stdout, compiler.Card(res.Plan, res.Digest, res.Diagnostics))
 	return err
 }
+
+// whoDecides is plan --policy: who may decide each gate of a plan under a
+// policy file, judged as the control plane judges it at start
+// (approvals.Desk.PlanAuthority), offline.
+type whoDecides struct {
+	policy, requester, domain, escalateTo string
+}
+
+func (w whoDecides) print(ctx context.Context, cfg Config, output string, p *plan.Plan) error {
+	az, err := authz.New(authz.Config{PolicyPath: w.policy})
+	if err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	desk := approvals.New(approvals.Config{Policy: az, Domain: w.domain, EscalateTo: w.escalateTo, PolicyFile: w.policy})
+	gates, err := desk.PlanAuthority(ctx, w.requester, p)
+	if err != nil {
+		return err
+	}
+	out := cfg.Stdout
+	if output == "json" {
+		out = cfg.Stderr // stdout holds the plan alone
+	}
+	fmt.Fprintf(out, "\nWho may decide (policy %s, domain %s, started by %s):\n", w.policy, w.domain, w.requester)
+	if len(gates) == 0 {
+		fmt.Fprintln(out, "  no approval gate governs a side effect")
+	}
+	bad := 0
+	for _, g := range gates {
+		if g.Problem != nil {
+			bad++
+			fmt.Fprintf(out, "  ✗ %s %q — %s: nobody could decide it: %s\n", g.Gate, g.Title, strings.Join(g.Actions, ", "), indent(g.Problem.Text()))
+			continue
+		}
+		via := ""
+		if g.Escalates != "" {
+			via = fmt.Sprintf(" (once escalated to %s: none of those the recipe asks may)", g.Escalates)
+		}
+		later := ""
+		if g.Deferred {
+			later = "; judged again when it opens"
+		}
+		fmt.Fprintf(out, "  %s %q — %s: %s%s; %d of them must approve%s\n", g.Gate, g.Title, strings.Join(g.Actions, ", "), strings.Join(g.Deciders, ", "), via, g.Quorum, later)
+	}
+	if bad > 0 {
+		return &exitError{code: ExitRefused, err: fmt.Errorf("%d gate(s) nobody could decide under %s: the control plane refuses this plan at start", bad, w.policy)}
+	}
+	return nil
+}
+
+func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n      ") }

@@ -123,3 +123,40 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
+
+// Issue 16: plan --policy shows on the card who may decide each gate
+// under that policy, and flags (exit 1) a gate nobody could decide, with
+// the reason and the fix, as the control plane would refuse it at start.
+func TestPlanPolicyShowsDeciders(t *testing.T) {
+	out, errs, code := run(t, "plan", "../../examples/skills/vendor-payment", "--policy", "../../examples/policy.csv", "--requester", "alice")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"Who may decide (policy ../../examples/policy.csv, domain acme, started by alice)", "payments.pay (485000 INR): ", "dave (finance-1m)", "1 of them must approve"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("card lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "alice (finance") {
+		t.Errorf("alice, the requester, may not decide her own payment:\n%s", out)
+	}
+	recipe := filepath.Join(t.TempDir(), "pay.recipe")
+	src := "ask finance:\n  pay the vendor?\npay: payments.pay {\"vendor\":\"V-1\",\"invoice\":\"I-1\",\"amount\":90000,\"bank_account\":\"X\"}\n"
+	if err := os.WriteFile(recipe, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A catalog that gives pay no input schema (the built-in one requires
+	// a currency, which the compiler would refuse before policy is asked).
+	noSchema := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(noSchema, []byte("servers:\n  payments:\n    - {name: pay, annotations: {readOnlyHint: false}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = run(t, "plan", recipe, "--catalog", noSchema, "--policy", "../../examples/policy.csv", "--as", "alice")
+	if code != ExitRefused || !strings.Contains(out, "✗ ask_1") || !strings.Contains(out, "missing currency for amount 90000") ||
+		!strings.Contains(out, `add "currency": "INR"`) || !strings.Contains(errs, "nobody could decide") {
+		t.Fatalf("exit %d, want %d flagging the gate:\n%s\n%s", code, ExitRefused, out, errs)
+	}
+	if _, errs, code := run(t, "plan", recipe, "--policy", "../../examples/policy.csv"); code != ExitUsage || !strings.Contains(errs, "--requester") {
+		t.Fatalf("--policy without a requester: exit %d %s", code, errs)
+	}
+}

@@ -61,6 +61,30 @@ func askArgs(n cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
+// runArg checks a run id given where a verb wants one: an ask id
+// (RUN/STOP), an empty id or one with spaces is bad usage (exit 2), not a
+// refusal; the server judges the rest.
+func runArg(id string) error {
+	if run, _, ok := strings.Cut(id, "/"); ok && run != "" {
+		return usageErr("%q is an ask, not a run: its run is %s", limits.Short(id), limits.Short(run))
+	}
+	if id == "" || strings.ContainsAny(id, "/ \t\n") {
+		return usageErr("%q is not a run id: a run id is like r_k2v8… (approvectl runs lists yours)", limits.Short(id))
+	}
+	return nil
+}
+
+// runArgs checks positional arguments with n, then that the first is a
+// run id (runArg).
+func runArgs(n cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := n(cmd, args); err != nil {
+			return err
+		}
+		return runArg(args[0])
+	}
+}
+
 func usageErr(format string, args ...any) error {
 	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
 }
@@ -93,7 +117,9 @@ the tokens a --dev control plane mints). -o json prints JSON for scripts.
 
 Exit codes: 0 success; 1 refused (the recipe does not compile, the server
 said no: already decided, expired, permission denied…); 2 bad usage or
-unreadable input; 3 the call did not get through, or anything else;
+unreadable input; 3 the call did not get through (the control plane
+cannot be reached: start it, or check --server / $TOLLGATE_SERVER), or
+anything else;
 4 (run --wait) the run ended without completing.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

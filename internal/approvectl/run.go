@@ -38,14 +38,16 @@ control plane against its live tool catalog; anything else is the name of a
 skill the control plane knows.
 
 With --wait, follow the run until it ends, parks or is blocked, showing its
-progress: steps done of total, the steps under way, and each question it
-waits on (ask id and title) with the command that answers it. On a terminal
-the progress is one line redrawn in place; when stdout is a pipe or a file
-it is plain lines, one each time something changed, e.g.
+progress: steps done of the steps the run has reached (joins and a gate's
+fact checks are not counted), how many more wait behind a gate, the steps
+under way, and each question it waits on (ask id and title) with the
+command that answers it. On a terminal the progress is one line redrawn in
+place; when stdout is a pipe or a file it is plain lines, one each time
+something changed, e.g.
 
-  14:02:07  running  steps 0/4  queued cpu, mem
-  14:02:07  running  steps 3/4  now brief
-  14:02:08  parked  steps 4/4  waiting on r_538q…/ask_1
+  14:02:07  running  steps 0/3  queued cpu, mem
+  14:02:07  running  steps 2/3  now brief
+  14:02:08  parked  steps 3/3, 1 behind a gate  waiting on r_538q…/ask_1
   14:02:08  ask r_538q…/ask_1 "save this reading?"
   14:02:08    answer: approvectl approve r_538q…/ask_1   or   approvectl reject …
 
@@ -198,14 +200,8 @@ func movedOn(ctx context.Context, c *client, run *tollgatev1.Run) bool {
 }
 
 func stepsDone(r *tollgatev1.Run) (done, total int) {
-	for _, s := range r.GetSteps() {
-		total++
-		switch s.GetState() {
-		case tollgatev1.StepStatus_STEP_STATUS_SUCCEEDED, tollgatev1.StepStatus_STEP_STATUS_FAILED, tollgatev1.StepStatus_STEP_STATUS_SKIPPED, tollgatev1.StepStatus_STEP_STATUS_CANCELLED:
-			done++
-		}
-	}
-	return done, total
+	c := countSteps(r, r.GetPlan())
+	return c.done, c.total
 }
 
 func printResume(w io.Writer, r *tollgatev1.Run) {

@@ -101,7 +101,7 @@ branch_sum_ms, branch_max_ms) and asks (opened_at, closed_at, wait_ms,
 decisions).`,
 		Example: `  approvectl --as alice runs show r_538qtqz0wpmp
   approvectl --as alice runs show r_538qtqz0wpmp -o json | jq '.fans[] | {group, wall_ms, branch_max_ms}'`,
-		Args: cobra.ExactArgs(1),
+		Args: runArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return call(g, cmd, func(ctx context.Context, c *client) (runPackets, error) {
 				return getRunPackets(ctx, c, args[0])
@@ -175,7 +175,7 @@ func newRunsCancelCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cancel RUN",
 		Short: "Cancel a run; its asks close in the same write",
-		Args:  cobra.ExactArgs(1),
+		Args:  runArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.CancelRunResponse, error) {
 				return c.runs.CancelRun(ctx, &tollgatev1.CancelRunRequest{RunId: args[0], Reason: reason})
@@ -218,7 +218,7 @@ func writePendingGates(w io.Writer, r *tollgatev1.Run, packets map[string]*tollg
 		}
 		fmt.Fprintf(w, "  who    %s\n", who)
 		exp := p.GetExpiresAt().AsTime()
-		fmt.Fprintf(w, "  until  %s (in %s)\n", exp.Format(time.RFC3339), span(exp.Sub(now)))
+		fmt.Fprintf(w, "  until  %s\n", deadlineText(exp, now))
 		fmt.Fprintf(w, "  approve: approvectl approve %s\n", a.GetId())
 		fmt.Fprintf(w, "  reject:  approvectl reject %s --reason TEXT\n", a.GetId())
 		fmt.Fprintf(w, "  resume:  the waiting script goes on by itself once it is approved; if it is not running, re-run it\n")

@@ -141,7 +141,7 @@ func writeTimeline(w io.Writer, r *tollgatev1.Run, packets map[string]*tollgatev
 	}
 	var lines []tlLine
 	stepLine := func(s *tollgatev1.StepState, indent int) tlLine {
-		return tlLine{offset: offset(stepBegan(s)), indent: indent, label: s.GetStepId(), state: stepWord(s.GetState()), detail: stepDetail(s, now)}
+		return tlLine{offset: offset(stepBegan(s)), indent: indent, label: stepName(s.GetStepId()), state: stepWord(s.GetState()), detail: stepDetail(s, now)}
 	}
 	for _, e := range buildTimeline(r) {
 		switch {
@@ -231,8 +231,8 @@ func askHeader(a *tollgatev1.AskSummary, now time.Time) string {
 	h := fmt.Sprintf("ask %s %q  %s  ", a.GetId(), a.GetTitle(), askWord(a.GetState()))
 	if closed.IsZero() {
 		exp := a.GetExpiresAt().AsTime()
-		return h + fmt.Sprintf("waiting %s  (opened %s, expires %s, %s)", span(askWait(opened, closed, now)),
-			opened.Format(time.RFC3339), exp.Format(time.RFC3339), dueIn(exp, now))
+		return h + fmt.Sprintf("waiting %s  (opened %s, expires %s)", span(askWait(opened, closed, now)),
+			opened.Format(time.RFC3339), deadlineText(exp, now))
 	}
 	return h + fmt.Sprintf("waited %s  (opened %s → decided %s, deadline %s)", span(askWait(opened, closed, now)), opened.Format(time.RFC3339),
 		closed.Format(time.RFC3339), a.GetExpiresAt().AsTime().Format(time.RFC3339))

@@ -65,7 +65,7 @@ func TestTimelineOfAParkedFanRun(t *testing.T) {
 		"+2ms      disk       succeeded  on edge-1  1 attempt  81ms  queued 3ms",
 		"          join_probes  succeeded",
 		"+416ms  brief        succeeded  on edge-1  1 attempt  12ms  queued 4ms",
-		`+433ms  ask r1/ask_1 "save this reading?"  pending  waiting 3h12m  (opened 2026-03-01T09:00:00Z, expires 2026-03-04T09:00:00Z, in 2d)`,
+		`+433ms  ask r1/ask_1 "save this reading?"  pending  waiting 3h12m  (opened 2026-03-01T09:00:00Z, expires 2026-03-04 09:00 (in 2d21h))`,
 		"          answer: approvectl approve r1/ask_1",
 		"        save         waiting",
 	}

@@ -62,10 +62,16 @@ func fakeAsk(id string) *tollgatev1.Ask {
 		AuthorityRequired: &tollgatev1.AuthorityRequirement{Description: "role finance", Principals: []string{"dave"}, Quorum: 2, Excluded: []string{"alice"}},
 		Actions:           []*tollgatev1.Action{{StepId: "pay", Server: "payments", Tool: "pay", ArgsJson: `{"amount":400000}`, PayloadDigest: "sha256:p1"}},
 		PayloadDigest:     "sha256:p1", EvidenceDigest: "sha256:e1", ResourceVersion: "v7",
-		Evidence:       []*tollgatev1.EvidenceArtifact{{Name: "invoice.pdf", MediaType: "application/pdf", Content: []byte("pdf"), Digest: "sha256:i1"}},
+		Evidence: []*tollgatev1.EvidenceArtifact{{Name: "invoice.pdf", MediaType: "application/pdf", Content: []byte("pdf"), Digest: "sha256:i1", Size: 3},
+			{Ref: "match", StepId: "match", MediaType: "application/json", Content: []byte(`"line 1\nline 2"`), Digest: "sha256:m1", Size: 16},
+			{Ref: "vendor", StepId: "vendor", MediaType: "application/json", Content: []byte(`{"id":"V-1187","ba`), Digest: "sha256:v1", Size: 70000, Truncated: true,
+				Note: "truncated at 64 KiB of 68 KiB; full content: approvectl asks show r1/ask_1 --full"}},
 		MaterialFields: map[string]string{"vendor": "V-1187", "amount": "400000"}, Options: []*tollgatev1.AskOption{{Id: "1", Label: "Yes"}, {Id: "2", Label: "No"}},
 		Amendable: []*tollgatev1.AmendBound{{Field: "amount", Min: 1, Max: 500000}}, CreatedAt: tsAt(0), RemindAt: tsAt(2 * time.Hour), EscalateAt: tsAt(4 * time.Hour),
 		ExpiresAt: tsAt(8 * time.Hour), EscalatedTo: "cfo", AnswerCommand: "approvectl approve " + id,
+		Summary: "two-way match of I-991", AmendableValues: map[string]string{"amount": "400000"}, Changes: []string{"amount 485000 → 400000 by dave"},
+		Ladder: []*tollgatev1.LadderRung{{Kind: "remind", At: tsAt(2 * time.Hour), To: "finance", Done: true}, {Kind: "escalate", At: tsAt(4 * time.Hour), To: "cfo", Done: true},
+			{Kind: "expire", At: tsAt(8 * time.Hour), To: "reject"}},
 		Decisions: []*tollgatev1.Decision{{Kind: tollgatev1.DecisionKind_DECISION_KIND_APPROVE, Actor: "bob", Time: tsAt(time.Minute), Reason: "fine", OptionId: "1", Authority: "role finance"}}}
 }
 
@@ -211,9 +217,12 @@ func (fakePlane) VerifyJournal(_ context.Context, r *tollgatev1.VerifyJournalReq
 }
 
 func (fakePlane) CheckInvariants(_ context.Context, r *tollgatev1.CheckInvariantsRequest) (*tollgatev1.CheckInvariantsResponse, error) {
-	out := &tollgatev1.CheckInvariantsResponse{RunsChecked: 2}
+	out := &tollgatev1.CheckInvariantsResponse{RunsChecked: 2, Queries: []*tollgatev1.AuditQuery{
+		{Name: "questions on finished runs", Label: "I3", Invariant: tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN, Description: "an ask pending on an ended run"},
+		{Name: "side effects before their approval", Label: "I1", Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL, Description: "an effect before its approval"}}}
 	if r.GetRunId() == "bad" {
 		out.Violations = []*tollgatev1.InvariantViolation{{Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL, RunId: "bad", StepId: "pay", Detail: "started before its approval"}}
+		out.Queries[1].Rows = 1
 	}
 	return out, nil
 }

@@ -58,7 +58,7 @@ or the server goes away (exit 1).`,
 						fmt.Fprintf(g.cfg.Stdout, "%s  removed  %s\n", g.cfg.Now().Format("15:04:05"), a.GetId())
 					default:
 						fmt.Fprintf(g.cfg.Stdout, "%s  %-7s  %s  %q  expires %s  (%s)\n", g.cfg.Now().Format("15:04:05"), kind, a.GetId(), a.GetTitle(),
-							a.GetExpiresAt().AsTime().Local().Format("2006-01-02 15:04"), m.GetItem().GetWhy())
+							deadlineText(a.GetExpiresAt().AsTime().Local(), g.cfg.Now()), m.GetItem().GetWhy())
 					}
 				}
 			})

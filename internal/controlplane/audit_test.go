@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,36 @@ func TestAuditFindsViolations(t *testing.T) {
 	}
 	if found[tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN] == 0 || found[tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL] != 1 {
 		t.Fatalf("the audit must report both: %v", inv.GetViolations())
+	}
+	// Issue 16: it names each query it ran with its rows.
+	rows := map[string]uint64{}
+	for _, q := range inv.GetQueries() {
+		rows[q.GetName()+" "+q.GetLabel()] = q.GetRows()
+	}
+	if len(rows) != 2 || rows["questions on finished runs I3"] != uint64(found[tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN]) ||
+		rows["side effects before their approval I1"] != 1 {
+		t.Fatalf("queries and their rows: %v", inv.GetQueries())
+	}
+}
+
+// Issue 16: a clean audit says what it looked for, each query with zero
+// rows, not only that it found nothing.
+func TestCleanAuditNamesItsQueries(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	r := e.start("alice", "graph-ask-demo")
+	inv, err := e.audit("alice").CheckInvariants(bg, &tollgatev1.CheckInvariantsRequest{RunId: r.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range inv.GetQueries() {
+		if q.GetRows() != 0 || q.GetDescription() == "" || q.GetInvariant() == tollgatev1.Invariant_INVARIANT_UNSPECIFIED {
+			t.Errorf("query %v", q)
+		}
+		names = append(names, q.GetName())
+	}
+	if len(inv.GetViolations()) != 0 || strings.Join(names, "; ") != "questions on finished runs; side effects before their approval" {
+		t.Fatalf("queries %q, violations %v", names, inv.GetViolations())
 	}
 }
 

@@ -133,8 +133,9 @@ func TestGateServiceRefusals(t *testing.T) {
 		t.Fatalf("create again: %s %v %v, want %s", again, created, err, run)
 	}
 	code := func(err error) codes.Code { return status.Code(errors.Unwrap(err)) }
-	_, err = alice.Gate(ctx, run, "undeclared", gates.Options{Summary: "no policy names gate.undeclared", NoWait: true})
-	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no policy rule names the action gate.undeclared") {
+	// gate.* covers gates one level down; below it no row does.
+	_, err = alice.Gate(ctx, run, "undeclared.below", gates.Options{Summary: "no policy covers gate.undeclared.below", NoWait: true})
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no policy row covers gate.undeclared.below") {
 		t.Fatalf("gate without a policy rule: %v", err)
 	}
 	_, err = gates.New(e.conn("bob")).Gate(ctx, run, "claims", gates.Options{Summary: "bob's", NoWait: true})
@@ -157,6 +158,12 @@ func TestGateServiceRefusals(t *testing.T) {
 	}
 	if done, _, err := alice.StepDone(ctx, run, "extract"); err != nil || !done {
 		t.Fatalf("step done: %v %v", done, err)
+	}
+	// A gate names nobody to escalate to: on expiry escalate is refused,
+	// not taken for the default (issue 16).
+	if _, err := tollgatev1.NewGateServiceClient(e.conn("alice")).OpenGate(ctx, &tollgatev1.OpenGateRequest{RunId: run, Gate: "claims", Summary: "check",
+		OnExpiry: tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "nobody to escalate to") {
+		t.Fatalf("a gate that escalates on expiry: %v", err)
 	}
 	d, err := alice.Gate(ctx, run, "claims", gates.Options{Summary: "check", NoWait: true})
 	if err != nil || d.Outcome != gates.Pending || !d.Created {

@@ -172,6 +172,11 @@ func echoTools() map[string]func(json.RawMessage) (any, error) {
 		"google-calendar.list-events", "gmail.messages_list", "slack.slack_search_messages", "slack.slack_post_message"} {
 		out[k] = echo
 	}
+	// What vendor-payment's pay reads: its input schema wants a string
+	// bank_account, so a run is not refused before its ask.
+	out["erp.get_vendor"] = func(args json.RawMessage) (any, error) {
+		return map[string]any{"ok": true, "args": args, "bank_account": "XXXX2048", "status": "active"}, nil
+	}
 	return out
 }
 

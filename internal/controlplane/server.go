@@ -40,6 +40,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // Limits every server applies. Messages are bounded by the one limit
@@ -66,8 +67,11 @@ type Config struct {
 	// Policy, Domain, Owners, EscalateTo and Notifier: see
 	// approvals.Config. With a Notifier, the server's Deliverer sends the
 	// notices the outbox holds (approvals, outbox.go).
-	Policy     approvals.Policy
-	Domain     string
+	Policy approvals.Policy
+	Domain string
+	// PolicyFile is the policy's file, named where a refusal says which
+	// rows to add ("" when unknown).
+	PolicyFile string
 	Owners     map[string]string
 	EscalateTo string
 	Notifier   approvals.Notifier
@@ -213,7 +217,7 @@ func NewServer(cfg Config) *Server {
 	}
 	// The desk judges decisions for the handlers and hears of asks from
 	// the Runner (its AskHook); it needs neither, so it is built first.
-	desk := approvals.New(approvals.Config{Policy: cfg.Policy, Domain: cfg.Domain, Owners: cfg.Owners, Store: cfg.Store,
+	desk := approvals.New(approvals.Config{Policy: cfg.Policy, Domain: cfg.Domain, PolicyFile: cfg.PolicyFile, Owners: cfg.Owners, Store: cfg.Store,
 		EscalateTo: cfg.EscalateTo, Notifier: cfg.Notifier, AnswerCommand: wire.AnswerCommand, Work: cfg.Store, Replica: cfg.Replica, Log: cfg.Log})
 	// With webhooks, the desk puts notices in each commit (the outbox).
 	var outbox runner.Outbox
@@ -222,6 +226,21 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
 		cfg.Engine.QuorumFloor = desk.QuorumFloor
+	}
+	cat := cfg.Catalog
+	catalog := func() *compiler.Catalog { return cat }
+	if execs != nil {
+		// What connected executors advertise makes the catalog stricter
+		// (I2): a tool an executor calls side-effecting is gated, and the
+		// input schema it advertises is the one args are checked against.
+		catalog = execs.Catalog
+	}
+	if cfg.Engine.CheckArgs == nil {
+		cfg.Engine.CheckArgs = func(server, tool string, args plan.Object) error { return catalog().CheckArgs(server, tool, args) }
+	}
+	if cfg.Engine.Undecidable == nil && cfg.Policy != nil {
+		// An ask nobody could decide fails its run as it would open.
+		cfg.Engine.Undecidable = desk.Undecidable
 	}
 	run := runner.New(runner.Config{Store: cfg.Store, Dispatcher: cfg.Dispatcher, Log: cfg.Log, Engine: cfg.Engine, Observers: observers, PlanCache: cfg.PlanCache, Asks: desk, Outbox: outbox, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL})
 	skip := identity.InterceptorOptions{SkipMethods: healthMethods}
@@ -240,13 +259,6 @@ func NewServer(cfg Config) *Server {
 		grpc.ChainUnaryInterceptor(api.UnaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip), api.ValueLimits()),
 		grpc.ChainStreamInterceptor(api.StreamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip), api.StreamValueLimits()),
 	}, limits...)...)
-	cat := cfg.Catalog
-	catalog := func() *compiler.Catalog { return cat }
-	if execs != nil {
-		// What connected executors advertise makes the catalog stricter
-		// (I2): a tool an executor calls side-effecting is gated.
-		catalog = execs.Catalog
-	}
 	// What the services share: who may see a run, the plan views runs are
 	// drawn with, and the watch streams' limit and events.
 	readers := api.Readers{Runner: run, Desk: desk}

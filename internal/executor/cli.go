@@ -95,15 +95,9 @@ func Main(ctx context.Context, args []string, o Options) error {
 		fs.Usage()
 		return errors.New("--config is required")
 	}
-	b, err := os.ReadFile(*path)
+	fc, err := LoadConfig(*path, os.Getenv)
 	if err != nil {
-		return fmt.Errorf("read config: %w", err)
-	}
-	var fc FileConfig
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil {
-		return fmt.Errorf("config %s: %w", *path, err)
+		return err
 	}
 	addrs := slices.DeleteFunc(append([]string{fc.ControlPlane}, fc.ControlPlanes...), func(a string) bool { return a == "" })
 	if len(addrs) == 0 {
@@ -226,6 +220,79 @@ func (r *rotation) connect(ctx context.Context) (tollgatev1.ExecutorService_Conn
 	// Next time, begin with the replica after the one that failed first.
 	r.cur = (r.cur + 1) % len(r.clients)
 	return nil, errors.Join(errs...)
+}
+
+// LoadConfig reads the executor's YAML file at path. In its paths and
+// commands (tls, grant_keys, mcp_servers' command, env and url) it
+// expands ${NAME} and ${NAME:-DEFAULT} from getenv — a DEFAULT that
+// starts with ~/ is under the home directory — so one file serves any
+// $TOLLGATE_HOME: ${TOLLGATE_HOME:-~/.tollgate}/dev/pki/ca.pem. A ${NAME}
+// that is unset and has no default is an error, not an empty string.
+// Nothing else is expanded: a "$" alone is itself.
+func LoadConfig(path string, getenv func(string) string) (FileConfig, error) {
+	var fc FileConfig
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	var bad error
+	x := func(field string, s *string) {
+		v, err := expandVars(*s, getenv)
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("config %s: %s: %w", path, field, err)
+		}
+		*s = v
+	}
+	x("tls.cert", &fc.TLS.Cert)
+	x("tls.key", &fc.TLS.Key)
+	x("tls.ca", &fc.TLS.CA)
+	for id, p := range fc.GrantKeys {
+		x("grant_keys."+id, &p)
+		fc.GrantKeys[id] = p
+	}
+	for i := range fc.MCPServers {
+		m := &fc.MCPServers[i]
+		for j := range m.Command {
+			x("mcp_servers."+m.Name+".command", &m.Command[j])
+		}
+		for j := range m.Env {
+			x("mcp_servers."+m.Name+".env", &m.Env[j])
+		}
+		x("mcp_servers."+m.Name+".url", &m.URL)
+	}
+	return fc, bad
+}
+
+// expandVars expands ${NAME} and ${NAME:-DEFAULT} in s (see LoadConfig).
+func expandVars(s string, getenv func(string) string) (string, error) {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return "", fmt.Errorf("%q: ${ without a closing }", limits.Short(s))
+		}
+		b.WriteString(s[:i])
+		name, def, hasDef := strings.Cut(s[i+2:i+j], ":-")
+		switch v := getenv(name); {
+		case v != "":
+			b.WriteString(v)
+		case hasDef:
+			b.WriteString(expandHome(def))
+		default:
+			return "", fmt.Errorf("${%s} is not set and has no default (write ${%s:-DEFAULT})", name, name)
+		}
+		s = s[i+j+1:]
+	}
 }
 
 // expandHome turns a leading "~/" into the user's home directory.

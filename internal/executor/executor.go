@@ -21,11 +21,15 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
-// ToolSpec is one hosted tool with its MCP annotations.
+// ToolSpec is one hosted tool with its MCP annotations and input schema.
 type ToolSpec struct {
 	Server, Name, Description string
 	ReadOnly, Idempotent      bool
 	Destructive, OpenWorld    *bool
+	// InputSchema is the tool's MCP inputSchema as JSON text ("" when the
+	// server gave none). The hello carries it, so the control plane
+	// refuses args the tool would refuse before anyone approves them.
+	InputSchema string
 }
 
 // Host calls tools. Call returns the tool's JSON output, or a *ToolError
@@ -243,7 +247,8 @@ func (c *conn) session(ctx context.Context) error {
 	if cfg.Host != nil {
 		for _, t := range cfg.Host.Tools() {
 			hello.Tools = append(hello.Tools, &tollgatev1.Tool{Server: t.Server, Tool: t.Name, Description: t.Description,
-				Annotations: &tollgatev1.ToolAnnotations{ReadOnlyHint: t.ReadOnly, IdempotentHint: t.Idempotent, DestructiveHint: t.Destructive, OpenWorldHint: t.OpenWorld}})
+				Annotations:     &tollgatev1.ToolAnnotations{ReadOnlyHint: t.ReadOnly, IdempotentHint: t.Idempotent, DestructiveHint: t.Destructive, OpenWorldHint: t.OpenWorld},
+				InputSchemaJson: t.InputSchema})
 		}
 	}
 	if cfg.Prose != nil {

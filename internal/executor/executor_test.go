@@ -55,7 +55,7 @@ type countingHost struct {
 }
 
 func (h *countingHost) Tools() []ToolSpec {
-	return []ToolSpec{{Server: "payments", Name: "pay"}}
+	return []ToolSpec{{Server: "payments", Name: "pay", InputSchema: `{"type":"object","required":["invoice"]}`}}
 }
 
 func (h *countingHost) Call(context.Context, string, string, json.RawMessage, string) (json.RawMessage, error) {
@@ -79,8 +79,8 @@ func TestExecutorChecksGrants(t *testing.T) {
 			Connect: func(context.Context) (tollgatev1.ExecutorService_ConnectClient, error) { return fs, nil }})
 	}()
 	defer func() { cancel(); <-done }()
-	if h := (<-fs.up).GetHello(); h == nil || len(h.GetTools()) != 1 {
-		t.Fatalf("hello first: %v", h)
+	if h := (<-fs.up).GetHello(); h == nil || len(h.GetTools()) != 1 || h.GetTools()[0].GetInputSchemaJson() != `{"type":"object","required":["invoice"]}` {
+		t.Fatalf("hello first, with each tool's input schema: %v", h)
 	}
 	fs.down <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Welcome{Welcome: &tollgatev1.Welcome{HeartbeatInterval: durationpb.New(time.Hour)}}}
 

@@ -69,6 +69,14 @@ func StartMCP(ctx context.Context, servers []MCPServer) (*MCPHost, error) {
 			if a := t.Annotations; a != nil {
 				spec.ReadOnly, spec.Idempotent, spec.Destructive, spec.OpenWorld = a.ReadOnlyHint, a.IdempotentHint, a.DestructiveHint, a.OpenWorldHint
 			}
+			if t.InputSchema != nil {
+				// As the server sent it (the SDK decodes it to a map); a
+				// schema that does not encode is left out, not fatal: the
+				// server still checks its own input.
+				if js, err := json.Marshal(t.InputSchema); err == nil {
+					spec.InputSchema = string(js)
+				}
+			}
 			h.tools = append(h.tools, spec)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,14 @@ func TestMCPHostOverStdio(t *testing.T) {
 	}
 	if !tools["sleep"].ReadOnly || tools["mark"].ReadOnly || tools["mark"].Idempotent {
 		t.Fatalf("annotations: %+v", tools)
+	}
+	// The input schema tools/list gave, as JSON, for the hello.
+	var schema struct {
+		Required   []string       `json:"required"`
+		Properties map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(tools["mark"].InputSchema), &schema); err != nil || !slices.Contains(schema.Required, "name") || schema.Properties["name"] == nil {
+		t.Fatalf("mark's input schema %q (%v): want one requiring name", tools["mark"].InputSchema, err)
 	}
 	// One session, three calls at once: wall clock near the slowest.
 	start := time.Now()

@@ -21,8 +21,9 @@ type Config struct {
 	OnCall func(server, tool, key string)
 }
 
-// Host answers every call at once with {"tool", "args", "key"}, except
-// test.sleep, which sleeps first.
+// Host answers every call at once with {"tool", "args", "key"} (and, for
+// erp.get_vendor, a vendor's bank_account and status), except test.sleep,
+// which sleeps first.
 type Host struct {
 	cfg   Config
 	specs []executor.ToolSpec
@@ -69,7 +70,13 @@ func (h *Host) Call(ctx context.Context, server, tool string, args json.RawMessa
 		}
 		return json.RawMessage(`{"slept_ms":` + strconv.Itoa(a.MS) + `}`), nil
 	}
-	return json.Marshal(map[string]any{"tool": server + "." + tool, "args": args, "key": key})
+	out := map[string]any{"tool": server + "." + tool, "args": args, "key": key}
+	if server == "erp" && tool == "get_vendor" {
+		// What vendor-payment's pay reads: its input schema wants a
+		// string bank_account, so a run is not refused before its ask.
+		out["bank_account"], out["status"] = "XXXX2048", "active"
+	}
+	return json.Marshal(out)
 }
 
 // Count is how many calls server.tool (e.g. "notes.store") has had.

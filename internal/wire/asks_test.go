@@ -24,7 +24,7 @@ func TestAskSummaryClosedAndCommand(t *testing.T) {
 	if !s.GetClosedAt().AsTime().Equal(t0.Add(time.Hour)) || s.GetAnswerCommand() != "" {
 		t.Fatalf("expired: %v", s)
 	}
-	if k := Ask(run, a).GetDecisions()[0].GetKind(); k != tollgatev1.DecisionKind_DECISION_KIND_EXPIRE {
+	if k := Ask(run, nil, a, false).GetDecisions()[0].GetKind(); k != tollgatev1.DecisionKind_DECISION_KIND_EXPIRE {
 		t.Fatalf("an expiry is recorded as EXPIRE, got %v", k)
 	}
 }

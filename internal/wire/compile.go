@@ -3,6 +3,7 @@ package wire
 import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/toolschema"
 )
 
 // Diagnostics is the compiler's diagnostics as the API shows them.
@@ -33,6 +34,9 @@ func CatalogFromProto(c *tollgatev1.ToolCatalog) *compiler.Catalog {
 		if ct.Idempotent != nil {
 			info.Idempotent = ct.GetIdempotent()
 		}
+		// A schema that does not parse checks nothing (its server still
+		// checks its own input).
+		info.InputSchema, _ = toolschema.Parse([]byte(t.GetInputSchemaJson()))
 		tools = append(tools, info)
 	}
 	return compiler.NewCatalog(tools)

@@ -24,7 +24,7 @@ var (
 		plan.StopMenu: tollgatev1.StoppingPointType_STOPPING_POINT_TYPE_MENU, plan.StopChoice: tollgatev1.StoppingPointType_STOPPING_POINT_TYPE_CHOICE, plan.StopText: tollgatev1.StoppingPointType_STOPPING_POINT_TYPE_TEXT,
 	}
 	expiryToProto = map[string]tollgatev1.OnExpiry{
-		"reject": tollgatev1.OnExpiry_ON_EXPIRY_REJECT, "cancel": tollgatev1.OnExpiry_ON_EXPIRY_CANCEL,
+		"reject": tollgatev1.OnExpiry_ON_EXPIRY_REJECT, "cancel": tollgatev1.OnExpiry_ON_EXPIRY_CANCEL, "escalate": tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE,
 	}
 )
 
@@ -214,3 +214,8 @@ func stopsFromProto(in []*tollgatev1.StoppingPoint) ([]plan.StoppingPoint, error
 	}
 	return out, nil
 }
+
+// OnExpiry is a stopping point's or an ask's on expiry as the plan names
+// it ("" for the default, "reject", "cancel", "escalate"), for
+// plan.ExpiryOutcome.
+func OnExpiry(e tollgatev1.OnExpiry) string { return expiryFromProto[e] }

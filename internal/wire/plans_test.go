@@ -43,6 +43,28 @@ func TestPlanRoundTrip(t *testing.T) {
 	}
 }
 
+// Issue 16: `on expiry: escalate` survives the trip to the API and back
+// (it was sent as UNSPECIFIED, which reads as the default).
+func TestPlanRoundTripKeepsEscalateOnExpiry(t *testing.T) {
+	src := "ask finance:\n  pay?\n  escalate after: 4h to finance-lead\n  on expiry: escalate\npay: payments.pay {\"vendor\":\"V-1\",\"amount\":1,\"currency\":\"EUR\",\"invoice\":\"I-1\",\"bank_account\":\"x\"}\n"
+	cat, _ := compiler.ParseCatalog(examples.Catalog)
+	res := compiler.Compile(src, compiler.Options{Catalog: cat})
+	if res.Plan == nil {
+		t.Fatalf("does not compile: %v", res.Diagnostics)
+	}
+	pp := Plan(res.Plan, res.Digest)
+	if got := pp.GetStoppingPoints()[0].GetOnExpiry(); got != tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE {
+		t.Fatalf("on expiry sent as %v", got)
+	}
+	back, err := PlanFromProto(pp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.StoppingPoints[0].OnExpiry; got != "escalate" {
+		t.Fatalf("on expiry read back as %q", got)
+	}
+}
+
 // An enum value with no domain meaning is refused, not read as a default.
 func TestPlanFromProtoRefusesUnknownEnums(t *testing.T) {
 	if _, err := PlanFromProto(nil); err == nil {

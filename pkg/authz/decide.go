@@ -106,7 +106,7 @@ func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error)
 		return d, fmt.Errorf("authz: %w", err)
 	}
 	if err := checkPrincipal("actor", req.Actor); err != nil {
-		d.Reason = err.Error()
+		d.Reason = unjudged(err)
 		return d, err
 	}
 	if req.Ask.Quorum < 0 {
@@ -117,7 +117,7 @@ func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error)
 	if err != nil || refusal != "" {
 		d.Reason = refusal
 		if err != nil {
-			d.Reason = err.Error()
+			d.Reason = unjudged(err)
 		}
 		return d, err
 	}
@@ -134,6 +134,16 @@ func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error)
 		d.Allowed, d.Role, d.Via, d.Reason = false, "", "", why
 	}
 	return d, nil
+}
+
+// unjudged is a request's error as a Reason: what was wrong, said once,
+// without the wrapping the error carries for errors.Is.
+func unjudged(err error) string {
+	s := strings.TrimPrefix(err.Error(), "authz: ")
+	for _, e := range []error{ErrInvalidRequest, ErrEnforce} {
+		s = strings.TrimPrefix(s, e.Error()+": ")
+	}
+	return "cannot be judged: " + s
 }
 
 func checkPrincipal(field, name string) error {
@@ -402,7 +412,7 @@ func (a *Authorizer) Route(ctx context.Context, m Matter, ask RecipeAsk) (Route,
 	if err != nil {
 		r.Eligible, r.Escalate = nil, true
 		if r.Reason == "" {
-			r.Reason = err.Error()
+			r.Reason = unjudged(err)
 		}
 	}
 	return r, err

@@ -15,6 +15,12 @@
 //	g, alice, role:finance, acme, _, _
 //	g, dave, alice, acme, 2026-09-01T00:00:00Z, 2026-09-15T00:00:00Z
 //
+// An action in a p or p2 row may be a pattern, server.prefix* (gate.* for
+// every gate; the '*' never matches a dot): an action without rows of its
+// own falls under the longest pattern covering it, whose roles decide it,
+// while every broader pattern's separation of duties and quorum still
+// hold. casbin compares the row as written (no keyMatch).
+//
 // Every error denies: a decision that could not be evaluated is
 // Allowed=false together with the error. Decisions read memory only; files
 // are read by New, Reload and Watch. The package does no network I/O.
@@ -27,4 +33,8 @@
 //     of duties from the requester and the agent owner, delegates
 //     included; the quorum is the larger of policy's and the recipe's.
 //     A reload that empties or guts the policy is refused (Guard, guard.go).
+//     A narrower row never drops a broader pattern's bars (inherit,
+//     policy.go). Deciders (decidable.go) says, before anyone is asked,
+//     whether anyone could decide an ask's matters, and if not why and
+//     the rows to add.
 package authz

@@ -254,6 +254,7 @@ func (p *policy) check() error {
 		}
 		ruled[k] = true
 	}
+	p.inherit()
 	for d := range p.people {
 		slices.Sort(p.people[d])
 	}
@@ -276,7 +277,8 @@ func (p *policy) defineRole(domain, role string) {
 
 // checkRowAction accepts what a policy row names: an action, or a
 // pattern "server.prefix*" (one '*', last) covering every action of the
-// server whose tool starts with prefix — e.g. gate.* for every gate.
+// server whose tool starts with prefix and has no further dot — e.g.
+// gate.* for every gate (covers).
 func checkRowAction(a string) error {
 	if pre, ok := strings.CutSuffix(a, "*"); ok {
 		if srv, _, found := strings.Cut(pre, "."); found && srv != "" && !strings.ContainsAny(pre, " \t*") {
@@ -289,7 +291,9 @@ func checkRowAction(a string) error {
 
 // lookup finds the floor an action falls under: its own row, else the
 // longest pattern that covers it. The floor's action is the row's, which
-// casbin matches as written.
+// casbin matches as written (r.act == p.act: no keyMatch, whose '*' would
+// match anything, dots and slashes included). Its separation and quorum
+// are the row's own raised by every broader pattern (inherit).
 func (p *policy) lookup(domain, action string) (floorRow, bool) {
 	if f, ok := p.floors[floorKey{domain, action}]; ok {
 		return f, true
@@ -297,12 +301,53 @@ func (p *policy) lookup(domain, action string) (floorRow, bool) {
 	var best floorRow
 	found := false
 	for k, f := range p.floors {
-		pre, ok := strings.CutSuffix(k.action, "*")
-		if ok && k.domain == domain && strings.HasPrefix(action, pre) && (!found || len(k.action) > len(best.action)) {
+		if k.domain == domain && covers(k.action, action) && (!found || len(k.action) > len(best.action)) {
 			best, found = f, true
 		}
 	}
 	return best, found
+}
+
+// covers reports whether the pattern row pat ("server.prefix*") covers
+// name: an action, or a narrower pattern. The '*' stands for the rest of
+// one tool name and never for a dot, so gate.* covers gate.deploy but
+// not gate.deploy.prod (that needs gate.deploy.* or its own row): a
+// pattern never reaches past the level it was written for.
+func covers(pat, name string) bool {
+	pre, ok := strings.CutSuffix(pat, "*")
+	if !ok || pat == name {
+		return false
+	}
+	stem := strings.TrimSuffix(name, "*")
+	rest, ok := strings.CutPrefix(stem, pre)
+	return ok && !strings.Contains(rest, ".")
+}
+
+// inherit raises each floor's bars by every broader pattern covering it:
+// separation of duties is the union of theirs, the quorum the largest. A
+// narrower row (an exact action, a longer pattern) says which roles decide
+// and up to what limits — it wins that — but it cannot take away an
+// exclusion or a quorum a broader row set: `p2, acme, gate.*, 1,
+// requester, -` keeps the requester off every gate, whatever a row for
+// gate.scratch-* says.
+func (p *policy) inherit() {
+	raised := map[floorKey]floorRow{}
+	for k, f := range p.floors {
+		for qk, q := range p.floors {
+			if qk.domain != k.domain || !covers(qk.action, k.action) {
+				continue
+			}
+			f.quorum = max(f.quorum, q.quorum)
+			for _, s := range q.separate {
+				if !slices.Contains(f.separate, s) {
+					f.separate = append(slices.Clone(f.separate), s)
+				}
+			}
+		}
+		slices.SortFunc(f.separate, func(a, b string) int { return strings.Compare(b, a) })
+		raised[k] = f
+	}
+	p.floors = raised
 }
 
 // checkAction accepts "server.tool": both parts non-empty, no spaces.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/pkg/plan"
+	"github.com/tollgate-dev/tollgate/pkg/toolschema"
 )
 
 // This file turns the syntax tree into the phase tree of a plan: steps with
@@ -267,11 +268,57 @@ func (b *builder) resolveTool(c *cstep) {
 	}
 	c.ps.SideEffect = t.SideEffect()
 	c.ps.Idempotent = t.Idempotent
+	b.checkArgs(c, t)
 	if t.ReadOnly {
 		if verb := writeShaped(s.name); verb != "" {
 			b.d.warnf(s.toolPos, CodeWriteReadOnly, "`%s.%s` is declared read-only, but its name says it writes (%q); read-only tools run without any gate, so fix the tool's readOnlyHint if it changes anything", s.server, s.name, verb)
 		}
 	}
+}
+
+// checkArgs refuses args the tool's input schema refuses, so a call that
+// cannot run is never put to an approver. An arg whose value reads an
+// earlier step or an answer counts as given; its value is checked when it
+// is known (the engine's Config.CheckArgs, before the ask opens).
+func (b *builder) checkArgs(c *cstep, t ToolInfo) {
+	s := c.src
+	open := func(k string) bool { return len(plan.ArgRefs(map[string]any{k: s.args[k]})) > 0 }
+	what := fmt.Sprintf("`%s` (%s·%s)", s.id, s.server, s.name)
+	argsPos := s.argsPos
+	if argsPos == (Pos{}) {
+		argsPos = s.toolPos // no args written
+	}
+	var missing []string
+	for _, p := range t.InputSchema.Check(c.ps.Args, open) {
+		pos, ok := s.keyPos[p.Field]
+		if !ok {
+			pos = argsPos
+		}
+		switch p.Kind {
+		case toolschema.Missing:
+			missing = append(missing, "`"+p.Field+"`")
+		case toolschema.Unknown:
+			b.d.errorf(pos, CodeArgsSchema, "%s passes `%s`, which is %s; remove it or correct its name", what, p.Field, p.Reason)
+		default:
+			if p.Field == "" {
+				b.d.errorf(pos, CodeArgsSchema, "the args of %s do not fit the tool's input schema: %s", what, p.Reason)
+				continue
+			}
+			b.d.errorf(pos, CodeArgsSchema, "%s: `%s` does not fit the tool's input schema (%s); correct the value", what, p.Field, p.Reason)
+		}
+	}
+	if len(missing) > 0 {
+		b.d.errorf(argsPos, CodeArgsSchema, "%s lacks %s, which the tool's input schema requires; add %s to the args (a value, an input or a `{step.field}` reference)",
+			what, andList(missing), map[bool]string{true: "it", false: "them"}[len(missing) == 1])
+	}
+}
+
+// andList joins words as "a", "a and b", "a, b and c".
+func andList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // writeShaped returns the write verb in a tool name, or "".

@@ -175,15 +175,11 @@ func (c *card) stop(depth int, sp *plan.StoppingPoint, gate *plan.StoppingPoint)
 	for _, a := range sp.Amend {
 		c.linef(d, "may amend: %s between %d and %d", a.Field, a.Min, a.Max)
 	}
-	expiry := "server default"
+	expiry := "the server default (--ask-expiry)"
 	if sp.Expires != "" {
 		expiry = sp.Expires
 	}
-	onExp := "the run ends expired"
-	if sp.OnExpiry != "" {
-		onExp = "on expiry: " + sp.OnExpiry
-	}
-	c.linef(d, "expires: %s · %s", expiry, onExp)
+	c.linef(d, "expires: %s · on expiry %s", expiry, plan.ExpiryOutcome(sp.OnExpiry))
 	if sp.RemindAfter != "" {
 		c.linef(d, "remind after: %s", sp.RemindAfter)
 	}

@@ -44,6 +44,8 @@ const (
 	CodeEmptyRecipe     = "empty-recipe"
 	CodeFrontMatter     = "front-matter"
 	CodeTooManyErrors   = "too-many-errors"
+	CodeArgsSchema      = "args-against-schema" // literal args the tool's input schema refuses
+	CodeUnaskedUnknown  = "unasked-not-known"   // a `without asking` step whose args read earlier steps or answers
 )
 
 // Diagnostic is one thing the compiler has to say about a recipe.

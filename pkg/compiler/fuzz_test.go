@@ -26,6 +26,8 @@ func FuzzCompile(f *testing.F) {
 	}
 	f.Add("a: notes.store {\"text\":\"1\"}\nb: notes.store {\"text\":\"{a}\"}\n")
 	f.Add("ask me:\n  deploy?\n  if no:\n    why: explain\nd: payments.pay {\"amount\":1} without asking\n")
+	f.Add("a: notes.search {}\nw: notes.store {\"text\": \"{a}\"} without asking\n")
+	f.Add("ask me:\n  pay?\np: payments.pay {\"vendor\": 1, \"memo\": {\"x\": [\"{a}\"]}, \"amount\": -1}\n")
 	f.Add("together f:\n  a: notes.search {}\nthen:\n  need: 1 of 1\n  b: say {a}\nask me as q:\n  which?\n  options: x | y\nc: notes.store {\"t\":\"{q}{b}\"}\n")
 	cat := exampleCatalog(f)
 	f.Fuzz(func(t *testing.T, src string) {

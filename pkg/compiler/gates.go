@@ -39,9 +39,12 @@ func innermostMenu(ph *cphase) *cstop {
 }
 
 // known reports whether the value a step reads through r is fixed when
-// gate g is asked: a step outside g's continuation, or an ask answered no
-// later than g.
+// gate g is asked: a run input, a step outside g's continuation, or an ask
+// answered no later than g.
 func (b *builder) known(r srcRef, g *cstop) bool {
+	if _, ok := b.inputs[r.ref.ID]; ok {
+		return true // given when the run starts
+	}
 	if c, ok := b.steps[r.ref.ID]; ok {
 		return within(g.phase, c.phase)
 	}
@@ -88,6 +91,7 @@ func (b *builder) gates(root *cphase) {
 		if c.ps.WithoutAsking && c.ps.SideEffect {
 			b.notes = append(b.notes, plan.Note{Code: plan.NoteWithoutAsking, Step: c.ps.ID,
 				Message: fmt.Sprintf("⚠ `%s` (%s·%s) runs without asking: starting the run approves it, with the starter recorded as the approver, where policy allows", c.ps.ID, c.ps.Server, c.ps.Tool)})
+			b.unaskedKnown(c)
 		}
 	}
 
@@ -131,6 +135,29 @@ func (b *builder) gates(root *cphase) {
 			}
 		}
 	})
+}
+
+// unaskedKnown refuses a `without asking` side effect whose args read an
+// earlier step or an answer: starting the run approves it, and the
+// starter (and policy) can judge only what is known at the start — the
+// args as written, with the run's inputs put in. The start refuses such a
+// step too (approvals.Desk.MayStartUnasked), for plans from elsewhere.
+func (b *builder) unaskedKnown(c *cstep) {
+	for _, r := range c.src.refs {
+		if _, input := b.inputs[r.ref.ID]; input {
+			continue
+		}
+		var what string
+		if _, ok := b.steps[r.ref.ID]; ok {
+			what = "the output of step `" + r.ref.ID + "`"
+		} else if _, ok := b.stops[r.ref.ID]; ok {
+			what = "the answer to ask `" + r.ref.ID + "`"
+		} else {
+			continue // an unknown name, refused where it is looked up
+		}
+		b.d.errorf(r.pos, CodeUnaskedUnknown, "`%s` (%s·%s) runs without asking, so starting the run approves it, but its args read `{%s}`, %s, which is not known at the start; "+
+			"remove `without asking` so it is asked once `{%s}` is known, or write the args with values and inputs only", c.ps.ID, c.ps.Server, c.ps.Tool, r.ref, what, r.ref.ID)
+	}
 }
 
 // closure adds ids and everything they wait for to set.

@@ -22,6 +22,8 @@ func TestRefused(t *testing.T) {
 		{"bad-need.recipe", CodeImpossibleNeed, Pos{5, 3}, []string{"need: 3 of 2", "impossible"}},
 		{"unknown-tool.recipe", CodeUnknownTool, Pos{1, 6}, []string{"mcp-monitor.get_cpu_temperature"}},
 		{"unknown-ref.recipe", CodeUnknownRef, Pos{3, 29}, []string{"{gpu}"}},
+		{"unasked-reads-step.recipe", CodeUnaskedUnknown, Pos{2, 34}, []string{"`note`", "`{cpu}`", "not known at the start", "remove `without asking`"}},
+		{"pay-without-invoice.recipe", CodeArgsSchema, Pos{5, 19}, []string{"`pay` (payments·pay) lacks `invoice` and `currency`", "input schema requires"}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -82,7 +84,7 @@ func TestLints(t *testing.T) {
 		{"misspelt setting", "ask me:\n  go?\n  expire: 8h\nx: notes.store {}\n", CodeBadSetting, Error, Pos{3, 3}, []string{"did you mean `expires:`"}},
 		{"check with a side effect", "ask me:\n  go?\n  check: n = notes.store {} fields id\nx: notes.store {}\n", CodeBadSetting, Error, Pos{3, 10}, []string{"must be read-only"}},
 		{"amend a field nothing has", "ask me:\n  go?\n  amend: amount between 0 and 5\nx: notes.store {\"text\":\"a\"}\n", CodeBadSetting, Error, Pos{3, 10}, []string{"names no arg", "x"}},
-		{"amend bound below the asked value", "ask me:\n  go?\n  amend: amount between 0 and 5\nx: payments.pay {\"amount\": 9}\n", CodeBadSetting, Error, Pos{3, 10}, []string{"already asks for 9"}},
+		{"amend bound below the asked value", "ask me:\n  go?\n  amend: amount between 0 and 5\nx: payments.pay {\"vendor\": \"V-1\", \"invoice\": \"I-1\", \"amount\": 9, \"currency\": \"INR\", \"bank_account\": \"X\"}\n", CodeBadSetting, Error, Pos{3, 10}, []string{"already asks for 9"}},
 		{"amend on a question", "ask me as q:\n  which?\n  options: a | b\n  amend: amount between 0 and 5\n", CodeBadSetting, Error, Pos{1, 1}, []string{"questions govern no side effect"}},
 		{"options on text", "ask me (text) as q:\n  where?\n  options: a | b\n", CodeBadSetting, Error, Pos{3, 12}, []string{"takes no `options:`"}},
 		{"one option", "ask me as q:\n  which?\n  options: a\n", CodeBadSetting, Error, Pos{3, 12}, []string{"at least two"}},
@@ -97,6 +99,16 @@ func TestLints(t *testing.T) {
 		{"reference hidden behind a JSON escape", "x: notes.store {\"text\": \"\\u007bghost}\"}\n", CodeUnknownRef, Error, Pos{1, 16}, []string{"{ghost}"}},
 		{"empty", "# nothing\n\n", CodeEmptyRecipe, Error, Pos{1, 1}, []string{"no steps"}},
 		{"front matter unclosed", "---\nname: x\n", CodeFrontMatter, Error, Pos{1, 1}, []string{"never closed"}},
+		{"without asking reads a step", "a: notes.search {}\nw: notes.store {\"text\": \"{a}\"} without asking\n", CodeUnaskedUnknown, Error, Pos{2, 26}, []string{"`w` (notes·store) runs without asking", "the output of step `a`", "not known at the start", "remove `without asking`", "values and inputs only"}},
+		{"without asking reads an answer", "ask me as q:\n  which?\n  options: x | y\nw: notes.store {\"text\": \"{q}\"} without asking\n", CodeUnaskedUnknown, Error, Pos{4, 26}, []string{"the answer to ask `q`"}},
+		{"without asking under a gate still reads a step", "a: notes.search {}\nask me:\n  go?\nw: notes.store {\"text\": \"{a.x}\"} without asking\n", CodeUnaskedUnknown, Error, Pos{4, 26}, []string{"`{a.x}`"}},
+		{"args lack a required field", "ask me:\n  pay?\np: payments.pay {\"vendor\": \"V\", \"amount\": 5, \"currency\": \"INR\", \"bank_account\": \"X\"}\n", CodeArgsSchema, Error, Pos{3, 17}, []string{"lacks `invoice`", "add it to the args"}},
+		{"no args at all", "ask me:\n  pay?\np: payments.pay\n", CodeArgsSchema, Error, Pos{3, 4}, []string{"lacks `vendor`, `invoice`, `amount`, `currency` and `bank_account`"}},
+		{"literal of the wrong type", "ask me:\n  pay?\np: payments.pay {\"vendor\": \"V\", \"invoice\": \"I\", \"amount\": \"ten\", \"currency\": \"INR\", \"bank_account\": \"X\"}\n", CodeArgsSchema, Error, Pos{3, 49}, []string{"`amount` does not fit", "want \"number\""}},
+		{"literal out of bounds", "ask me:\n  pay?\np: payments.pay {\"vendor\": \"V\", \"invoice\": \"I\", \"amount\": 0, \"currency\": \"INR\", \"bank_account\": \"X\"}\n", CodeArgsSchema, Error, Pos{3, 49}, []string{"`amount`", "exclusiveMinimum"}},
+		{"literal not matching a pattern", "ask me:\n  pay?\np: payments.pay {\"vendor\": \"V\", \"invoice\": \"I\", \"amount\": 5, \"currency\": \"rupees\", \"bank_account\": \"X\"}\n", CodeArgsSchema, Error, Pos{3, 62}, []string{"`currency`", "pattern"}},
+		{"an arg the tool does not take", "ask me:\n  pay?\np: payments.pay {\"vendor\": \"V\", \"invoice\": \"I\", \"amount\": 5, \"currency\": \"INR\", \"bank_account\": \"X\", \"memo\": \"m\"}\n", CodeArgsSchema, Error, Pos{3, 102}, []string{"passes `memo`", "it takes amount, bank_account, currency, invoice, vendor", "remove it"}},
+		{"a read-only tool's args are checked too", "a: erp.get_vendor {\"vendor\": \"V-1\"}\n", CodeArgsSchema, Error, Pos{1, 19}, []string{"lacks `id`"}},
 		{"write-shaped read-only tool", "a: mail.send_mail {}\n", CodeWriteReadOnly, Warning, Pos{1, 4}, []string{"declared read-only", "\"send\""}},
 	}
 	// A catalog with a tool whose annotation lies about being read-only.
@@ -150,6 +162,30 @@ func TestCompiles(t *testing.T) {
 			t.Fatal("card does not say so")
 		}
 	})
+	t.Run("without asking may read the run's inputs, known at the start", func(t *testing.T) {
+		r := Compile("x: notes.store {\"text\":\"for {who}\"} without asking\n", Options{Catalog: cat, Inputs: []string{"who"}})
+		if r.Plan == nil {
+			t.Fatalf("does not compile:\n%s", FormatDiagnostics("", r.Diagnostics))
+		}
+	})
+	t.Run("a gated side effect may read the run's inputs", func(t *testing.T) {
+		r := Compile("ask me:\n  store it?\nx: notes.store {\"text\":\"for {who}\"}\n", Options{Catalog: cat, Inputs: []string{"who"}})
+		if r.Plan == nil {
+			t.Fatalf("does not compile:\n%s", FormatDiagnostics("", r.Diagnostics))
+		}
+		if len(r.Plan.StoppingPoints) != 1 || r.Plan.StoppingPoints[0].Added || len(r.Plan.StoppingPoints[0].Options[0].StoppingPoints) != 0 {
+			t.Fatalf("x sits under the ask written, with no gate of its own: %+v", r.Plan.StoppingPoints)
+		}
+	})
+	t.Run("an arg that reads a step counts as given; its value is checked when known", func(t *testing.T) {
+		p := mustCompile(t, "v: erp.get_vendor {\"id\":\"V-1\"}\nask me:\n  pay?\n  show: {v}\np: payments.pay {\"vendor\":\"V-1\",\"invoice\":\"I-1\",\"amount\":\"{v.limit}\",\"currency\":\"INR\",\"bank_account\":\"{v.bank_account}\"}\n", cat)
+		if len(p.StoppingPoints) != 1 {
+			t.Fatalf("%+v", p)
+		}
+	})
+	t.Run("a tool the catalog gives no schema takes any args", func(t *testing.T) {
+		mustCompile(t, "a: notes.search {\"q\": \"x\", \"n\": 1}\n", cat)
+	})
 	t.Run("modifiers inline and on lines", func(t *testing.T) {
 		p := mustCompile(t, "a: notes.search {}; retry: 2; timeout: 90s; on: edge-1; on fail: skip\nb: summarise {a}\n  retry: 1\n  timeout: 2m\n", cat)
 		a, b := p.InitialSteps[0], p.InitialSteps[1]
@@ -181,14 +217,14 @@ func TestCompiles(t *testing.T) {
 		}
 	})
 	t.Run("if no: the No option carries its own steps", func(t *testing.T) {
-		p := mustCompile(t, "ask me:\n  deploy?\n  if no:\n    why: explain why we stopped\nd: payments.pay {\"amount\":1}\n", cat)
+		p := mustCompile(t, "ask me:\n  deploy?\n  if no:\n    why: explain why we stopped\nd: payments.pay {\"vendor\": \"V-1\", \"invoice\": \"I-1\", \"amount\": 1, \"currency\": \"INR\", \"bank_account\": \"X\"}\n", cat)
 		no := p.StoppingPoints[0].Options[1]
 		if no.Label != "No" || len(no.Steps) != 1 || no.Steps[0].ID != "why" {
 			t.Fatalf("No option: %+v", no)
 		}
 	})
 	t.Run("quorum, escalation and reminders", func(t *testing.T) {
-		p := mustCompile(t, "ask finance:\n  pay?\n  approvers: 2 of alice, bob, carol\n  remind after: 1h\n  escalate after: 4h to cfo\nx: payments.pay {}\n", cat)
+		p := mustCompile(t, "ask finance:\n  pay?\n  approvers: 2 of alice, bob, carol\n  remind after: 1h\n  escalate after: 4h to cfo\nx: payments.pay {\"vendor\": \"V-1\", \"invoice\": \"I-1\", \"amount\": 1, \"currency\": \"INR\", \"bank_account\": \"X\"}\n", cat)
 		sp := p.StoppingPoints[0]
 		if sp.Quorum != 2 || len(sp.Approvers) != 3 || sp.RemindAfter != "1h" || sp.EscalateAfter != "4h" || sp.EscalateTo != "cfo" {
 			t.Fatalf("%+v", sp)

@@ -55,6 +55,8 @@ type srcStep struct {
 	name    string // tool name
 	toolPos Pos
 	args    map[string]any
+	argsPos Pos            // the args' opening brace
+	keyPos  map[string]Pos // each top-level arg's key
 	prompt  string
 	refs    []srcRef // from args or prompt, in order
 
@@ -311,6 +313,11 @@ func (p *parser) step(i, end int) (*srcStep, int) {
 				s.args = map[string]any{}
 			} else {
 				s.args = args
+				s.argsPos = l.pos(afterOff)
+				s.keyPos = map[string]Pos{}
+				for k, off := range keyOffsets(trimmed[:n]) {
+					s.keyPos[k] = l.pos(afterOff + off)
+				}
 				// References live in the decoded string values (so an escaped
 				// brace cannot hide one); the raw text only gives positions.
 				raw := trimmed[:n]
@@ -445,6 +452,43 @@ func decodeArgs(s string) (map[string]any, int, error) {
 		return nil, 0, errors.New("args must be an object in braces")
 	}
 	return m, int(dec.InputOffset()), nil
+}
+
+// keyOffsets finds the byte offset of each top-level key's opening quote
+// in raw, a JSON object that decodeArgs accepted (for diagnostics on one
+// arg). A repeated key keeps its last offset, as decoding keeps its value.
+func keyOffsets(raw string) map[string]int {
+	out := map[string]int{}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	depth, wantKey := 0, false
+	for {
+		before := int(dec.InputOffset())
+		tok, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{', '[':
+				depth++
+				wantKey = depth == 1 && v == '{'
+			default:
+				depth--
+				wantKey = depth == 1
+			}
+			continue
+		case string:
+			if depth == 1 && wantKey {
+				off := before + strings.IndexByte(raw[before:], '"')
+				out[v] = off
+				wantKey = false
+				continue
+			}
+		}
+		// A value at depth 1 ends; the next token there is a key.
+		wantKey = depth == 1
+	}
 }
 
 // canonicalArgs encodes args as canonical JSON (sorted keys, numbers as

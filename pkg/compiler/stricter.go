@@ -3,9 +3,14 @@ package compiler
 // Stricter is the stricter of two views of one tool's annotations (a
 // catalog's and an executor's, or two executors'): read-only only if both
 // say so, idempotent only if both do, destructive and open-world unless
-// both say not. Server and Name are a's.
+// both say not. Server and Name are a's. The input schema is b's when b
+// has one, else a's: b is the later or the executor's view, and what an
+// executor's server advertises is what it will check the call against.
 func Stricter(a, b ToolInfo) ToolInfo {
 	out := a
+	if b.InputSchema != nil {
+		out.InputSchema = b.InputSchema
+	}
 	out.ReadOnly = a.ReadOnly && b.ReadOnly
 	out.Idempotent = a.Idempotent && b.Idempotent
 	out.Destructive = unlessBothFalse(a.Destructive, b.Destructive)

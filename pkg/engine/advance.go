@@ -276,7 +276,7 @@ func (t *tx) open(sp *stopInfo) bool {
 	if d, err := parseDur(sp.sp.Expires); err == nil && d > 0 {
 		exp = d
 	}
-	a := &AskRun{ID: sp.sp.ID, Type: sp.sp.Type, Title: sp.sp.Title, Audience: sp.sp.Audience, Added: sp.sp.Added,
+	a := &AskRun{ID: sp.sp.ID, Type: sp.sp.Type, Title: sp.sp.Title, Summary: sp.sp.Summary, Audience: sp.sp.Audience, Added: sp.sp.Added,
 		State: AskPending, OpenedAt: t.at, ExpiresAt: t.at.Add(exp), OnExpiry: sp.sp.OnExpiry,
 		Quorum: sp.sp.Quorum, Approvers: slices.Clone(sp.sp.Approvers), Amend: slices.Clone(sp.sp.Amend), EscalateTo: sp.sp.EscalateTo}
 	if d, err := parseDur(sp.sp.RemindAfter); err == nil && d > 0 {
@@ -292,7 +292,12 @@ func (t *tx) open(sp *stopInfo) bool {
 		a.Options = append(a.Options, plan.Option{ID: o.ID, Label: o.Label})
 	}
 	for _, g := range sp.governed {
-		p, err := newPayload(g.step.ID, g.step.Server, g.step.Tool, t.resolveArgs(g.step.Args))
+		args := t.resolveArgs(g.step.Args)
+		if err := t.checkArgs(g.step, args); err != nil {
+			t.end(Failed, fmt.Sprintf("%q is not asked: %v", a.Title, err))
+			return true
+		}
+		p, err := newPayload(g.step.ID, g.step.Server, g.step.Tool, args)
 		if err != nil {
 			t.end(Failed, fmt.Sprintf("%q cannot be asked: %v", a.Title, err))
 			return true
@@ -305,12 +310,18 @@ func (t *tx) open(sp *stopInfo) bool {
 		return true
 	}
 	t.floorQuorum(a)
+	if t.m.cfg.Undecidable != nil && a.countsQuorum() {
+		if why := t.m.cfg.Undecidable(t.run, a); why != "" {
+			t.end(Failed, fmt.Sprintf("%q cannot be decided by anyone, so it was not asked: %s", a.Title, why))
+			return true
+		}
+	}
 	a.Round = round
 	for _, ref := range sp.sp.Show {
 		// What the approver reads, bound by digest: the referenced output
-		// as it is now.
-		id, field, _ := strings.Cut(ref, ".")
-		a.Evidence = append(a.Evidence, Evidence{Ref: ref, Digest: freshness.ValueDigest(t.value(plan.Ref{ID: id, Field: field}))})
+		// as it is now. The content is read from the run when shown
+		// (Machine.Shown), not copied into the ask.
+		a.Evidence = append(a.Evidence, Evidence{Ref: ref, MediaType: ShownMediaType, Digest: freshness.ContentDigest(t.shown(ref))})
 	}
 	t.run.Asks[a.ID] = a
 	t.effects = append(t.effects, AskOpened{Ask: a.ID})
@@ -322,6 +333,51 @@ func (t *tx) open(sp *stopInfo) bool {
 		t.probe(a, "the ask opened")
 	}
 	return true
+}
+
+// checkArgs is Config.CheckArgs on a governed step's resolved args, as an
+// error naming the step.
+func (t *tx) checkArgs(st *plan.Step, args plan.Object) error {
+	if err := t.toolRefuses(st.Server, st.Tool, args); err != nil {
+		return fmt.Errorf("`%s` (%s·%s) cannot run with the args it would be approved with (%v), so nobody is asked to approve it", st.ID, st.Server, st.Tool, err)
+	}
+	return nil
+}
+
+// toolRefuses is Config.CheckArgs, or nil when none is set.
+func (t *tx) toolRefuses(server, tool string, args plan.Object) error {
+	if t.m.cfg.CheckArgs == nil {
+		return nil
+	}
+	return t.m.cfg.CheckArgs(server, tool, args)
+}
+
+// ShownMediaType is the media type of what a `show:` reference shows: the
+// referenced value's canonical JSON.
+const ShownMediaType = "application/json"
+
+// shown is what a `show:` reference ("id" or "id.field") shows: the
+// canonical JSON of the value it reads now (freshness.ValueDigest's bytes).
+func (t *tx) shown(ref string) []byte {
+	id, field, _ := strings.Cut(ref, ".")
+	return plan.AppendCanonical(nil, t.value(plan.Ref{ID: id, Field: field}))
+}
+
+// Shown is the content of e, an artifact of an ask of run: an attached
+// artifact's bytes, or for a `show:` reference the referenced value's
+// canonical JSON read from the run now. ok is false when that is no
+// longer what the ask bound (its digest differs: the step ran again after
+// the ask went stale); the content is then not the one shown and is not
+// returned.
+func (m *Machine) Shown(run *Run, e Evidence) (content []byte, ok bool) {
+	if e.Ref == "" {
+		return e.Content, true
+	}
+	b := (&tx{m: m, run: run}).shown(e.Ref)
+	if freshness.ContentDigest(b) != e.Digest {
+		return nil, false
+	}
+	return b, true
 }
 
 // probe queues the next attempt of an ask's freshness probe.
@@ -507,7 +563,13 @@ func (t *tx) deriveState() {
 // resolveArgs replaces references in the string values of args. A string
 // that is exactly one reference takes the referenced JSON value; otherwise
 // references are spliced in as text.
-func (t *tx) resolveArgs(raw plan.Object) plan.Object {
+func (t *tx) resolveArgs(raw plan.Object) plan.Object { return resolveArgs(raw, t.value) }
+
+// interpolate splices references into text.
+func (t *tx) interpolate(s string) string { return interpolate(s, t.value) }
+
+// resolveArgs is tx.resolveArgs with value reading each reference.
+func resolveArgs(raw plan.Object, value func(plan.Ref) any) plan.Object {
 	m, err := plan.DecodeObject(raw)
 	if err != nil {
 		return raw
@@ -518,9 +580,9 @@ func (t *tx) resolveArgs(raw plan.Object) plan.Object {
 		case string:
 			spans := plan.ScanRefs(x)
 			if len(spans) == 1 && len(spans[0].Refs) == 1 && spans[0].Start == 0 && spans[0].End == len(x) {
-				return t.value(spans[0].Refs[0])
+				return value(spans[0].Refs[0])
 			}
-			return t.interpolate(x)
+			return interpolate(x, value)
 		case map[string]any:
 			for k, e := range x {
 				x[k] = walk(e)
@@ -537,8 +599,8 @@ func (t *tx) resolveArgs(raw plan.Object) plan.Object {
 	return plan.AppendCanonical(nil, walk(m))
 }
 
-// interpolate splices references into text.
-func (t *tx) interpolate(s string) string {
+// interpolate is tx.interpolate with value reading each reference.
+func interpolate(s string, value func(plan.Ref) any) string {
 	spans := plan.ScanRefs(s)
 	if len(spans) == 0 {
 		return s
@@ -551,7 +613,7 @@ func (t *tx) interpolate(s string) string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(text(t.value(r)))
+			b.WriteString(text(value(r)))
 		}
 		last = sp.End
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -318,6 +319,56 @@ func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
 	return nil
 }
 
+// retitle is an ask's title after an amendment changed a field from the
+// values in from to to: where the title quotes an old value — as a whole
+// number, not part of a longer one ("485000" in "pay 485000 INR", not in
+// "I-4850001") — it quotes the new one, so the question never states a
+// payload other than the one approved. Where the title quotes an old
+// value more than once, or not at all, which mention is the field is not
+// known: the title then ends "(FIELD now TO)", so it still never reads as
+// the old payload, and a later amendment rewrites that suffix.
+func retitle(title, field string, from []string, to string) string {
+	replaced := false
+	for _, old := range slices.Compact(slices.Sorted(slices.Values(from))) {
+		at := wholeNumberAt(title, old)
+		if len(at) != 1 {
+			continue
+		}
+		title = title[:at[0]] + to + title[at[0]+len(old):]
+		replaced = true
+	}
+	if !replaced && !slices.Contains(from, to) {
+		title += " (" + field + " now " + to + ")"
+	}
+	return title
+}
+
+// wholeNumberAt is where s quotes n as a whole number: not preceded or
+// followed by a digit, a letter, '-', '_' or '.' followed by a digit.
+func wholeNumberAt(s, n string) []int {
+	if n == "" {
+		return nil
+	}
+	part := func(c byte) bool {
+		return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_'
+	}
+	var at []int
+	for i := 0; ; {
+		j := strings.Index(s[i:], n)
+		if j < 0 {
+			return at
+		}
+		j += i
+		end := j + len(n)
+		before := j > 0 && (part(s[j-1]) || s[j-1] == '.' && j > 1 && s[j-2] >= '0' && s[j-2] <= '9')
+		after := end < len(s) && (part(s[end]) || s[end] == '.' && end+1 < len(s) && s[end+1] >= '0' && s[end+1] <= '9')
+		if !before && !after {
+			at = append(at, j)
+		}
+		i = j + 1
+	}
+}
+
 // amend changes an amendable integer field of the governed payloads.
 func (t *tx) amend(e Amend, expired bool) error {
 	a, err := t.pendingAsk(e.Ask, e.Actor, expired)
@@ -363,6 +414,11 @@ func (t *tx) amend(e Amend, expired bool) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrBadAmend, err)
 		}
+		// Within the recipe's bounds, but not a call the tool would take:
+		// approving it could not run (Config.CheckArgs).
+		if err := t.toolRefuses(p.Server, p.Tool, amended.Args); err != nil {
+			return fmt.Errorf("%w: %s %d is not a value %s·%s takes (%v)", ErrBadAmend, e.Field, e.Value, p.Server, p.Tool, err)
+		}
 		*p = amended
 		changed++
 	}
@@ -372,7 +428,9 @@ func (t *tx) amend(e Amend, expired bool) error {
 	withdrawn := len(a.Votes)
 	a.Votes = nil
 	change := fmt.Sprintf("%s %s → %d", e.Field, strings.Join(from, ", "), e.Value)
-	a.Decisions = append(a.Decisions, Decision{Kind: DecisionAmend, Actor: e.Actor, At: t.at, Reason: change})
+	a.Title = retitle(a.Title, e.Field, from, strconv.FormatInt(e.Value, 10))
+	a.Decisions = append(a.Decisions, Decision{Kind: DecisionAmend, Actor: e.Actor, At: t.at, Reason: change,
+		Field: e.Field, Value: strconv.FormatInt(e.Value, 10), Before: before})
 	t.record(JournalAskAmended, e.Actor, map[string]any{"ask": a.ID, "field": e.Field, "to": e.Value, "change": change,
 		"digest_before": before, "digest_after": a.PayloadDigest(), "approvals_withdrawn": withdrawn})
 	return nil

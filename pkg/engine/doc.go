@@ -18,7 +18,10 @@
 //     evidence digests when it opens (open, advance.go); a decision applies
 //     only to the ask it was judged on (StillAsJudged, judged.go); an
 //     approval is consumed once (grant); one whose facts changed goes
-//     stale and is asked anew (checked, stale in advance.go).
+//     stale and is asked anew (checked, stale in advance.go). A call whose
+//     resolved args its tool's input schema refuses is never asked: the
+//     run fails instead (Config.CheckArgs; open, advance.go), and an
+//     amendment it refuses is refused (amend, apply.go).
 //   - I7 nothing completed runs twice: events of another attempt are
 //     refused (attempt, apply.go); a side effect reports only after its
 //     recorded start, and one lost after it started becomes an in-doubt

@@ -378,7 +378,7 @@ func TestNothingDispatchesWhileTheRunFails(t *testing.T) {
 // A gate's No option may carry its own steps; choosing No approves exactly
 // them, and the journal says so.
 func TestNoBranchSideEffectIsJournaledAsConsumed(t *testing.T) {
-	s := newSim(t, compile(t, "ask me:\n  deploy?\n  if no:\n    tell: notes.store {\"text\":\"declined\"}\nd: payments.pay {\"amount\":1}\n"))
+	s := newSim(t, compile(t, "ask me:\n  deploy?\n  if no:\n    tell: notes.store {\"text\":\"declined\"}\nd: payments.pay {\"vendor\":\"V\",\"invoice\":\"I\",\"amount\":1,\"currency\":\"INR\",\"bank_account\":\"X\"}\n"))
 	s.apply(Decide{Ask: "ask_1", Actor: "alice", Reject: true, Reason: "not now", At: s.tick(time.Second)})
 	if d := s.queued["tell"]; d.Grant != "ask_1" || s.dispatched()["d"] != 0 {
 		t.Fatalf("No runs tell under ask_1 and never d: %+v", s.dispatched())

@@ -37,7 +37,24 @@ type Judged struct {
 var (
 	ErrStaleAsk   = errors.New("the ask changed since the decision was judged")
 	ErrUnreviewed = errors.New("the approval does not say what it reviewed")
+	// ErrDigestMismatch: the decision quotes a payload digest the ask
+	// never bound.
+	ErrDigestMismatch = errors.New("digest mismatch")
 )
+
+// Bound reports whether the ask binds, or bound before an amendment,
+// payload digest d.
+func (a *AskRun) Bound(d string) bool {
+	if d == a.PayloadDigest() {
+		return true
+	}
+	for _, dec := range a.Decisions {
+		if dec.Kind == DecisionAmend && dec.Before == d {
+			return true
+		}
+	}
+	return false
+}
 
 // JudgedOn pins a decision to a, the ask as read when authority was
 // checked, with the digests the decider quotes.
@@ -69,15 +86,38 @@ func (a *AskRun) StillAsJudged(j Judged) error {
 		return fmt.Errorf("%w: %q binds payload %s; send the payload digest you were shown (expected_payload_digest, approvectl asks show)", ErrUnreviewed, a.Title, payload)
 	}
 	if j.Payload != "" && j.Payload != payload {
+		if !a.Bound(j.Payload) {
+			// Not a payload this ask ever bound: a typo or another ask's
+			// digest, not a change since it was read.
+			return fmt.Errorf("%w: the payload digest you gave, %s, does not match the ask's, %s (approvectl asks show prints it)", ErrDigestMismatch, j.Payload, orNone(payload))
+		}
 		return fmt.Errorf("%w: you reviewed %s, the ask now binds %s", ErrStaleAsk, j.Payload, orNone(payload))
 	}
 	if j.Approves && evidence != "" && j.Evidence != evidence {
-		return fmt.Errorf("%w: you reviewed evidence %s, the ask now shows %s (send the evidence digest you were shown)", ErrStaleAsk, orNone(j.Evidence), evidence)
+		switch {
+		case j.Evidence == "":
+			return fmt.Errorf("%w: %q shows evidence %s; send the evidence digest you were shown (expected_evidence_digest, approvectl asks show)", ErrUnreviewed, a.Title, evidence)
+		case !a.showed(j.Evidence):
+			return fmt.Errorf("%w: the evidence digest you gave, %s, does not match the ask's, %s (approvectl asks show prints it)", ErrDigestMismatch, j.Evidence, evidence)
+		}
+		return fmt.Errorf("%w: you reviewed evidence %s, the ask now shows %s (evidence was attached since; read it and decide on what it is now)", ErrStaleAsk, j.Evidence, evidence)
 	}
 	if j.Basis != "" && j.Basis != a.Basis() {
 		return fmt.Errorf("%w: %q is now %s for %s, binding %s; read it again and decide on what it is now", ErrStaleAsk, a.Title, a.State, whom(a), orNone(payload))
 	}
 	return nil
+}
+
+// showed reports whether the ask ever showed the evidence digest d: its
+// evidence only grows (attached rounds are appended), so what it showed
+// before is a prefix of what it shows now.
+func (a *AskRun) showed(d string) bool {
+	for i := range len(a.Evidence) + 1 {
+		if (&AskRun{Evidence: a.Evidence[:i]}).EvidenceDigest() == d {
+			return true
+		}
+	}
+	return false
 }
 
 func orNone(digest string) string {

@@ -76,3 +76,29 @@ b: payments.pay {"vendor": "V", "invoice": "I", "amount": 10, "currency": "INR",
 		t.Fatalf("two votes judged on the same ask did not reach the quorum: %s", s.run.Asks[ask].State)
 	}
 }
+
+// An approval quoting an evidence digest is told what is wrong with it: no
+// digest (send the one shown), a digest the ask never showed (it does not
+// match), or one it showed before evidence was attached (a change since).
+func TestEvidenceDigestMismatchSaysWhich(t *testing.T) {
+	first := Evidence{Ref: "match", Digest: "sha256:aa"}
+	before := (&AskRun{Evidence: []Evidence{first}}).EvidenceDigest()
+	a := &AskRun{Title: "pay?", State: AskPending, Evidence: []Evidence{first, {Name: "po.pdf", Digest: "sha256:bb", AttachedBy: "alice"}}}
+	for _, tc := range []struct {
+		quote string
+		want  error
+		says  string
+	}{
+		{"", ErrUnreviewed, "send the evidence digest you were shown"},
+		{"sha256:0000", ErrDigestMismatch, "does not match the ask's, " + a.EvidenceDigest()},
+		{before, ErrStaleAsk, "evidence was attached since"},
+	} {
+		err := a.StillAsJudged(Judged{Evidence: tc.quote, Approves: true})
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("approve quoting evidence %q: %v, want %v saying %q", tc.quote, err, tc.want, tc.says)
+		}
+	}
+	if err := a.StillAsJudged(Judged{Evidence: a.EvidenceDigest(), Approves: true}); err != nil {
+		t.Errorf("approve quoting the evidence shown: %v", err)
+	}
+}

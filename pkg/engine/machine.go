@@ -22,6 +22,19 @@ type Config struct {
 	// decision may raise it further, Decide.Quorum). It must do no I/O:
 	// it is called while events are applied. nil: no floor.
 	QuorumFloor func(actions []string) int
+	// CheckArgs, when set, says why a tool could not run with args (the
+	// governed step's, resolved as the ask would show them), or nil: the
+	// tool's input schema as the control plane knows it. A call it refuses
+	// is never asked: the run fails naming the step, the field and the
+	// reason, so nobody approves a call that cannot run. It must do no
+	// I/O: it is called while events are applied. nil: no check.
+	CheckArgs func(server, tool string, args plan.Object) error
+	// Undecidable, when set, says why nobody could decide an approval
+	// ask as it opens (its payload resolved, its quorum floored), or ""
+	// when someone could. An ask nobody can answer is never parked: the
+	// run fails with the reason instead. Like QuorumFloor it must do no
+	// I/O and must not change run or ask. nil: every ask parks.
+	Undecidable func(run *Run, a *AskRun) string
 }
 
 // DefaultAskExpiry is used when Config.DefaultExpiry is zero.

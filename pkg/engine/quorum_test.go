@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +142,26 @@ func TestPolicyQuorumRaisedAfterOpen(t *testing.T) {
 	s.apply(Decide{Ask: "doubt_b_1", Actor: "dave", Option: DoubtRetry, Quorum: 3, At: s.tick(time.Second)})
 	if s.dispatched()["b"] != 2 {
 		t.Fatal("three retries did not run it again")
+	}
+}
+
+// Issue 16: an approval ask nobody could decide (Config.Undecidable, as
+// it opens with its args resolved) is never parked: the run fails with
+// the reason, and the governed step never runs.
+func TestUndecidableAskFailsTheRun(t *testing.T) {
+	var seen string
+	s := simWith(t, compile(t, memberStore), Config{Undecidable: func(run *Run, a *AskRun) string {
+		seen = a.Payload[0].Server + "." + a.Payload[0].Tool + " " + string(a.Payload[0].Args)
+		return "nobody holds member"
+	}})
+	s.succeed("a", "x")
+	if s.run.State != Failed || !strings.Contains(s.run.Reason, "cannot be decided by anyone") || !strings.Contains(s.run.Reason, "nobody holds member") {
+		t.Fatalf("run %s %q, want failed with the reason", s.run.State, s.run.Reason)
+	}
+	if _, ok := s.run.Asks["ask_1"]; ok || s.dispatched()["b"] != 0 {
+		t.Fatalf("asks %v, dispatched %v: nothing parks, nothing runs", s.run.Asks, s.dispatched())
+	}
+	if !strings.Contains(seen, `notes.store {"text":"x"}`) {
+		t.Fatalf("judged %q, want the resolved args", seen)
 	}
 }

@@ -176,10 +176,15 @@ type Attempt struct {
 
 // AskRun is an opened stopping point: a gate or a question.
 type AskRun struct {
-	ID        string        `json:"id"`             // the stopping point id
-	Step      string        `json:"step,omitempty"` // the step an in-doubt ask is about
-	Type      plan.StopType `json:"type"`
+	ID   string        `json:"id"`             // the stopping point id
+	Step string        `json:"step,omitempty"` // the step an in-doubt ask is about
+	Type plan.StopType `json:"type"`
+	// Title is the question as the approver reads it: the stopping
+	// point's title, with an amended field's old value replaced by its
+	// new one (amend, retitle) so it never shows a payload that is not
+	// the one approved.
 	Title     string        `json:"title"`
+	Summary   string        `json:"summary,omitempty"` // the stopping point's `summary:`
 	Audience  string        `json:"audience"`
 	Added     bool          `json:"added,omitempty"`
 	State     AskState      `json:"state"`
@@ -325,6 +330,11 @@ type Decision struct {
 	Text   string       `json:"text,omitempty"`
 	Why    string       `json:"why,omitempty"`    // the authority it was made under (policy's reason, a delegation)
 	Policy string       `json:"policy,omitempty"` // the policy version it was authorized under
+	// An amendment: the field, its new value (JSON) and the payload
+	// digest the ask bound before it.
+	Field  string `json:"field,omitempty"`
+	Value  string `json:"value,omitempty"`
+	Before string `json:"before,omitempty"`
 }
 
 // Errors Apply returns for an event it refuses; the run is unchanged.

@@ -224,3 +224,20 @@ func FormatDuration(d time.Duration) string {
 	}
 	return b.String()
 }
+
+// ExpiryOutcome says in words what an ask's deadline does to its run when
+// nobody has decided by then; onExpiry is the stopping point's OnExpiry.
+// The empty value is the default: the ask expires and the run ends
+// expired (the engine's deadline pass). Every surface that states an
+// ask's expiry (the plan card, asks show) says it with this phrase.
+func ExpiryOutcome(onExpiry string) string {
+	switch onExpiry {
+	case "reject":
+		return "the run ends rejected"
+	case "cancel":
+		return "the run is cancelled"
+	case "escalate":
+		return "it escalates once with a new deadline, then the run ends expired"
+	}
+	return "the run ends expired"
+}

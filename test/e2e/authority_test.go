@@ -80,8 +80,23 @@ func TestItem1_ScriptCannotChooseGatePolicy(t *testing.T) {
 	if res := p.ctl(t, "", "--as", "alice", "approve", run+"/claims"); res.code != 1 || !strings.Contains(res.stderr, "permission denied") {
 		t.Fatalf("alice approved her own reviewers' gate by naming notes.store: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
-	if _, res := openGate(t, p, "alice", "anything", "--artifact", art, "--action", "notes.store"); res.code != 1 || !strings.Contains(res.stderr, "gate.anything") {
+	// gate.* covers every gate one level down (issue 16); below it, no
+	// row does, and the refusal names the dev policy file to edit.
+	if _, res := openGate(t, p, "alice", "anything.below", "--artifact", art, "--action", "notes.store"); res.code != 1 || !strings.Contains(res.stderr, "gate.anything.below") ||
+		!strings.Contains(res.stderr, filepath.Join(p.home, "dev", "policy.csv")) || strings.Contains(res.stderr, "rpc error") {
 		t.Fatalf("a gate no policy names opened under notes.store: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	// Issue 16: a gate from code with no row of its own goes to a
+	// reviewer under gate.*, bob; alice cannot decide it.
+	own, res := openGate(t, p, "alice", "my-own-gate", "--artifact", art, "--action", "notes.store")
+	if res.code != 8 || own == "" {
+		t.Fatalf("approvectl gate my-own-gate under the dev policy: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := p.ctl(t, "", "--as", "alice", "approve", own+"/my-own-gate"); res.code != 1 || !strings.Contains(res.stderr, "separation of duties") {
+		t.Fatalf("alice approved her own my-own-gate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := p.ctl(t, "", "--as", "bob", "approve", own+"/my-own-gate"); res.code != 0 {
+		t.Fatalf("bob, a reviewer, approves my-own-gate: %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	if res := p.ctl(t, "", "--as", "bob", "approve", run+"/claims"); res.code != 0 {
 		t.Fatalf("bob, a reviewer, approves: %d\n%s%s", res.code, res.stdout, res.stderr)

@@ -150,7 +150,7 @@ func TestOperatorViewOfAFanRun(t *testing.T) {
 			status = append(status, l)
 		}
 	}
-	if len(status) == 0 || !regexp.MustCompile(`^\d\d:\d\d:\d\d  parked  steps 5/5  waiting on `+regexp.QuoteMeta(ask)+`$`).MatchString(status[len(status)-1]) {
+	if len(status) == 0 || !regexp.MustCompile(`^\d\d:\d\d:\d\d  parked  steps 4/4, 1 behind a gate  waiting on `+regexp.QuoteMeta(ask)+`$`).MatchString(status[len(status)-1]) {
 		t.Errorf("the last status is the parked run with its steps done of total:\n%s", wait.stdout)
 	}
 	for _, want := range []string{fmt.Sprintf("  ask %s \"keep it?\"\n", ask), "    answer: approvectl approve " + ask} {
@@ -159,10 +159,10 @@ func TestOperatorViewOfAFanRun(t *testing.T) {
 		}
 	}
 
-	// The inbox, at a clock two hours on: open for 2h, due in 2d.
+	// The inbox, at a clock two hours on: open for 2h, due in 2d22h (72h less 2h).
 	later := time.Now().Add(2*time.Hour + time.Minute)
 	inbox := w.ctlIn(t, approvectl.Config{Now: func() time.Time { return later }}, "alice", "asks")
-	if !regexp.MustCompile(regexp.QuoteMeta(ask) + `\s+keep it\?\s+2h\s+\d{4}-\d\d-\d\d \d\d:\d\d \(in 2d\)`).MatchString(inbox.stdout) {
+	if !regexp.MustCompile(regexp.QuoteMeta(ask) + `\s+keep it\?\s+2h\s+\d{4}-\d\d-\d\d \d\d:\d\d \(in 2d2[12]h\)`).MatchString(inbox.stdout) {
 		t.Errorf("the inbox shows how long the ask is open and its deadline:\n%s%s", inbox.stdout, inbox.stderr)
 	}
 	list := w.ctlIn(t, approvectl.Config{Now: func() time.Time { return later }}, "alice", "runs")
@@ -298,7 +298,7 @@ func TestRunWaitOnATerminal(t *testing.T) {
 	if r.code != approvectl.ExitParked {
 		t.Fatalf("run --wait: %d %s", r.code, r.stderr)
 	}
-	if !strings.HasPrefix(r.stdout, "\r\x1b[2K") || !regexp.MustCompile(`\n\d\d:\d\d:\d\d  parked  steps 0/0  waiting on \S+/kind\n`).MatchString(r.stdout) {
+	if !strings.HasPrefix(r.stdout, "\r\x1b[2K") || !regexp.MustCompile(`\n\d\d:\d\d:\d\d  parked  steps 0/0, 1 behind a question  waiting on \S+\n`).MatchString(r.stdout) {
 		t.Fatalf("a terminal gets the status redrawn in place, then a newline:\n%q", r.stdout)
 	}
 	if !strings.Contains(r.stdout, `ask `) || !strings.Contains(r.stdout, `"which diagram should I draw?"`) {

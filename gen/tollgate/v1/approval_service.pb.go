@@ -431,7 +431,10 @@ func (x *ListAsksResponse) GetNextPageToken() string {
 type GetAskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ask id.
-	AskId         string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	AskId string `protobuf:"bytes,1,opt,name=ask_id,json=askId,proto3" json:"ask_id,omitempty"`
+	// Send every artifact's content whole rather than bounded (each still
+	// within the message limit); see EvidenceArtifact.truncated.
+	FullContent   bool `protobuf:"varint,2,opt,name=full_content,json=fullContent,proto3" json:"full_content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +474,13 @@ func (x *GetAskRequest) GetAskId() string {
 		return x.AskId
 	}
 	return ""
+}
+
+func (x *GetAskRequest) GetFullContent() bool {
+	if x != nil {
+		return x.FullContent
+	}
+	return false
 }
 
 // GetAskResponse is the output of GetAsk.
@@ -1967,9 +1977,10 @@ const file_tollgate_v1_approval_service_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"h\n" +
 	"\x10ListAsksResponse\x12,\n" +
 	"\x05items\x18\x01 \x03(\v2\x16.tollgate.v1.InboxItemR\x05items\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"I\n" +
 	"\rGetAskRequest\x12\x15\n" +
-	"\x06ask_id\x18\x01 \x01(\tR\x05askId\"e\n" +
+	"\x06ask_id\x18\x01 \x01(\tR\x05askId\x12!\n" +
+	"\ffull_content\x18\x02 \x01(\bR\vfullContent\"e\n" +
 	"\x0eGetAskResponse\x12\"\n" +
 	"\x03ask\x18\x01 \x01(\v2\x10.tollgate.v1.AskR\x03ask\x12\x1d\n" +
 	"\n" +

@@ -347,9 +347,11 @@ type Ask struct {
 	// `actions`, in order. Empty when there are no actions. Decide must quote
 	// it (I6); an amendment changes it.
 	PayloadDigest string `protobuf:"bytes,16,opt,name=payload_digest,json=payloadDigest,proto3" json:"payload_digest,omitempty"`
-	// Digest of the evidence shown: "sha256:" + hex SHA-256 of the canonical
-	// JSON array of {"ref","digest"} objects of `evidence`, in order. Empty when
-	// there is no evidence.
+	// Digest of the evidence shown: "sha256:" + hex SHA-256 of the UTF-8
+	// text made of one line per artifact of `evidence`, in order,
+	// ref + "|" + name + "=" + digest + "\n" (pkg/freshness.EvidenceDigest).
+	// Each artifact's digest is that of its whole content, so a reader
+	// recomputes it from what it was shown. Empty when there is no evidence.
 	EvidenceDigest string `protobuf:"bytes,17,opt,name=evidence_digest,json=evidenceDigest,proto3" json:"evidence_digest,omitempty"`
 	// Artifacts the approver reads (`show:` references and attached evidence).
 	Evidence []*EvidenceArtifact `protobuf:"bytes,18,rep,name=evidence,proto3" json:"evidence,omitempty"`
@@ -397,7 +399,18 @@ type Ask struct {
 	// "approvectl decide ask_01J… approve 1".
 	AnswerCommand string `protobuf:"bytes,35,opt,name=answer_command,json=answerCommand,proto3" json:"answer_command,omitempty"`
 	// When the ask reached a terminal state; unset while open.
-	ClosedAt      *timestamppb.Timestamp `protobuf:"bytes,36,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	ClosedAt *timestamppb.Timestamp `protobuf:"bytes,36,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	// The deadline ladder in time order: the reminder, the escalation and the
+	// deadline, each with when it is (or was) due and whether it happened.
+	Ladder []*LadderRung `protobuf:"bytes,37,rep,name=ladder,proto3" json:"ladder,omitempty"`
+	// Each amendable field's value in the payload now, as JSON (after any
+	// amendment): field → value. A field several actions carry shows its
+	// values joined by ", ".
+	AmendableValues map[string]string `protobuf:"bytes,38,rep,name=amendable_values,json=amendableValues,proto3" json:"amendable_values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// What changed while the packet was open, oldest first, in plain words:
+	// each amendment ("amount 485000 → 90000 by bob") and, for an ask asked
+	// again after going stale, what changed since the round before.
+	Changes       []string `protobuf:"bytes,39,rep,name=changes,proto3" json:"changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -684,6 +697,101 @@ func (x *Ask) GetClosedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Ask) GetLadder() []*LadderRung {
+	if x != nil {
+		return x.Ladder
+	}
+	return nil
+}
+
+func (x *Ask) GetAmendableValues() map[string]string {
+	if x != nil {
+		return x.AmendableValues
+	}
+	return nil
+}
+
+func (x *Ask) GetChanges() []string {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// LadderRung is one step of an ask's deadline ladder.
+type LadderRung struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "remind", "escalate" or "expire".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// When it is due (or was).
+	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// Whom it reaches: the audience reminded, the role escalated to, or what
+	// expiry does ("reject", "cancel", "expire", "escalate").
+	To string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// True once it happened.
+	Done          bool `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LadderRung) Reset() {
+	*x = LadderRung{}
+	mi := &file_tollgate_v1_ask_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LadderRung) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LadderRung) ProtoMessage() {}
+
+func (x *LadderRung) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_ask_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LadderRung.ProtoReflect.Descriptor instead.
+func (*LadderRung) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LadderRung) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LadderRung) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *LadderRung) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *LadderRung) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 // AskSummary is a short view of an ask for lists and run records.
 type AskSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -727,7 +835,7 @@ type AskSummary struct {
 
 func (x *AskSummary) Reset() {
 	*x = AskSummary{}
-	mi := &file_tollgate_v1_ask_proto_msgTypes[1]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +847,7 @@ func (x *AskSummary) String() string {
 func (*AskSummary) ProtoMessage() {}
 
 func (x *AskSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_ask_proto_msgTypes[1]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +860,7 @@ func (x *AskSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskSummary.ProtoReflect.Descriptor instead.
 func (*AskSummary) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{1}
+	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AskSummary) GetId() string {
@@ -884,7 +992,7 @@ type AskOption struct {
 
 func (x *AskOption) Reset() {
 	*x = AskOption{}
-	mi := &file_tollgate_v1_ask_proto_msgTypes[2]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1004,7 @@ func (x *AskOption) String() string {
 func (*AskOption) ProtoMessage() {}
 
 func (x *AskOption) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_ask_proto_msgTypes[2]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1017,7 @@ func (x *AskOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AskOption.ProtoReflect.Descriptor instead.
 func (*AskOption) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{2}
+	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AskOption) GetId() string {
@@ -954,7 +1062,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_tollgate_v1_ask_proto_msgTypes[3]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1074,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_ask_proto_msgTypes[3]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1087,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{3}
+	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Action) GetStepId() string {
@@ -1040,7 +1148,7 @@ type AuthorityRequirement struct {
 
 func (x *AuthorityRequirement) Reset() {
 	*x = AuthorityRequirement{}
-	mi := &file_tollgate_v1_ask_proto_msgTypes[4]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1160,7 @@ func (x *AuthorityRequirement) String() string {
 func (*AuthorityRequirement) ProtoMessage() {}
 
 func (x *AuthorityRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_ask_proto_msgTypes[4]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1173,7 @@ func (x *AuthorityRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorityRequirement.ProtoReflect.Descriptor instead.
 func (*AuthorityRequirement) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{4}
+	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AuthorityRequirement) GetDescription() string {
@@ -1113,30 +1221,43 @@ func (x *AuthorityRequirement) GetPolicyRule() string {
 // EvidenceArtifact is one thing the approver reads.
 type EvidenceArtifact struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Reference it came from ("match", "vendor.bank_account") or, for attached
-	// evidence, "attached/N".
+	// The `show:` reference it came from ("match", "vendor.bank_account");
+	// empty for an attached artifact. Part of evidence_digest.
 	Ref string `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	// Display name.
+	// File name of an attached artifact (a gate's --artifact, AttachEvidence);
+	// empty for a `show:` reference. Part of evidence_digest.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Media type of content, e.g. "application/json", "text/plain".
 	MediaType string `protobuf:"bytes,3,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
-	// The artifact's bytes (a step output is its JSON text).
+	// The artifact's bytes (a step output is its canonical JSON text: keys
+	// sorted, numbers as written). Bounded: above the server's limit (64 KiB)
+	// only the first bytes are sent, truncated is set and note says how to
+	// read all of it. Empty when the content is no longer held (note says
+	// why).
 	Content []byte `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
-	// "sha256:" + hex SHA-256 of content.
+	// "sha256:" + hex SHA-256 of the whole content (not of a truncated part):
+	// what the ask bound and evidence_digest covers.
 	Digest string `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
 	// Step whose output this is; empty for attached evidence.
 	StepId string `protobuf:"bytes,6,opt,name=step_id,json=stepId,proto3" json:"step_id,omitempty"`
 	// Principal who attached it; empty for step outputs.
 	AttachedBy string `protobuf:"bytes,7,opt,name=attached_by,json=attachedBy,proto3" json:"attached_by,omitempty"`
 	// When it was attached or produced.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Bytes of the whole content.
+	Size int64 `protobuf:"varint,9,opt,name=size,proto3" json:"size,omitempty"`
+	// True when content holds only the first bytes of it.
+	Truncated bool `protobuf:"varint,10,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// For a truncated or missing content, in words: "truncated at 64 KiB of
+	// 200 KiB; full content: approvectl asks show ASK --full". Else empty.
+	Note          string `protobuf:"bytes,11,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EvidenceArtifact) Reset() {
 	*x = EvidenceArtifact{}
-	mi := &file_tollgate_v1_ask_proto_msgTypes[5]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1269,7 @@ func (x *EvidenceArtifact) String() string {
 func (*EvidenceArtifact) ProtoMessage() {}
 
 func (x *EvidenceArtifact) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_ask_proto_msgTypes[5]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1282,7 @@ func (x *EvidenceArtifact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvidenceArtifact.ProtoReflect.Descriptor instead.
 func (*EvidenceArtifact) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{5}
+	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EvidenceArtifact) GetRef() string {
@@ -1220,6 +1341,27 @@ func (x *EvidenceArtifact) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *EvidenceArtifact) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *EvidenceArtifact) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *EvidenceArtifact) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // Decision is one typed decision on an ask, as recorded in the journal. Set
 // by the control plane from the authenticated caller; never from a request
 // body.
@@ -1272,7 +1414,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_tollgate_v1_ask_proto_msgTypes[6]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1426,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_ask_proto_msgTypes[6]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1439,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{6}
+	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Decision) GetId() string {
@@ -1471,7 +1613,7 @@ type StandingException struct {
 
 func (x *StandingException) Reset() {
 	*x = StandingException{}
-	mi := &file_tollgate_v1_ask_proto_msgTypes[7]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1625,7 @@ func (x *StandingException) String() string {
 func (*StandingException) ProtoMessage() {}
 
 func (x *StandingException) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_ask_proto_msgTypes[7]
+	mi := &file_tollgate_v1_ask_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1638,7 @@ func (x *StandingException) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StandingException.ProtoReflect.Descriptor instead.
 func (*StandingException) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{7}
+	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StandingException) GetId() string {
@@ -1573,7 +1715,7 @@ var File_tollgate_v1_ask_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\n" +
-	"\x15tollgate/v1/ask.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tollgate/v1/plan.proto\"\xef\f\n" +
+	"\x15tollgate/v1/ask.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tollgate/v1/plan.proto\"\xd0\x0e\n" +
 	"\x03Ask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12*\n" +
@@ -1617,10 +1759,22 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\n" +
 	"miss_count\x18\" \x01(\x05R\tmissCount\x12%\n" +
 	"\x0eanswer_command\x18# \x01(\tR\ranswerCommand\x127\n" +
-	"\tclosed_at\x18$ \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x1aA\n" +
+	"\tclosed_at\x18$ \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12/\n" +
+	"\x06ladder\x18% \x03(\v2\x17.tollgate.v1.LadderRungR\x06ladder\x12P\n" +
+	"\x10amendable_values\x18& \x03(\v2%.tollgate.v1.Ask.AmendableValuesEntryR\x0famendableValues\x12\x18\n" +
+	"\achanges\x18' \x03(\tR\achanges\x1aA\n" +
 	"\x13MaterialFieldsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
+	"\x14AmendableValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"p\n" +
+	"\n" +
+	"LadderRung\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"\xd5\x04\n" +
 	"\n" +
 	"AskSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
@@ -1661,7 +1815,7 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\x06quorum\x18\x04 \x01(\x05R\x06quorum\x12\x1a\n" +
 	"\bexcluded\x18\x05 \x03(\tR\bexcluded\x12\x1f\n" +
 	"\vpolicy_rule\x18\x06 \x01(\tR\n" +
-	"policyRule\"\xfe\x01\n" +
+	"policyRule\"\xc4\x02\n" +
 	"\x10EvidenceArtifact\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -1673,7 +1827,11 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\vattached_by\x18\a \x01(\tR\n" +
 	"attachedBy\x129\n" +
 	"\n" +
-	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xd0\x05\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x12\n" +
+	"\x04size\x18\t \x01(\x03R\x04size\x12\x1c\n" +
+	"\ttruncated\x18\n" +
+	" \x01(\bR\ttruncated\x12\x12\n" +
+	"\x04note\x18\v \x01(\tR\x04note\"\xd0\x05\n" +
 	"\bDecision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x19.tollgate.v1.DecisionKindR\x04kind\x12\x14\n" +
@@ -1767,57 +1925,62 @@ func file_tollgate_v1_ask_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_v1_ask_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tollgate_v1_ask_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tollgate_v1_ask_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_tollgate_v1_ask_proto_goTypes = []any{
 	(AskState)(0),                 // 0: tollgate.v1.AskState
 	(AskKind)(0),                  // 1: tollgate.v1.AskKind
 	(DecisionKind)(0),             // 2: tollgate.v1.DecisionKind
 	(*Ask)(nil),                   // 3: tollgate.v1.Ask
-	(*AskSummary)(nil),            // 4: tollgate.v1.AskSummary
-	(*AskOption)(nil),             // 5: tollgate.v1.AskOption
-	(*Action)(nil),                // 6: tollgate.v1.Action
-	(*AuthorityRequirement)(nil),  // 7: tollgate.v1.AuthorityRequirement
-	(*EvidenceArtifact)(nil),      // 8: tollgate.v1.EvidenceArtifact
-	(*Decision)(nil),              // 9: tollgate.v1.Decision
-	(*StandingException)(nil),     // 10: tollgate.v1.StandingException
-	nil,                           // 11: tollgate.v1.Ask.MaterialFieldsEntry
-	(*AmendBound)(nil),            // 12: tollgate.v1.AmendBound
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(OnExpiry)(0),                 // 14: tollgate.v1.OnExpiry
+	(*LadderRung)(nil),            // 4: tollgate.v1.LadderRung
+	(*AskSummary)(nil),            // 5: tollgate.v1.AskSummary
+	(*AskOption)(nil),             // 6: tollgate.v1.AskOption
+	(*Action)(nil),                // 7: tollgate.v1.Action
+	(*AuthorityRequirement)(nil),  // 8: tollgate.v1.AuthorityRequirement
+	(*EvidenceArtifact)(nil),      // 9: tollgate.v1.EvidenceArtifact
+	(*Decision)(nil),              // 10: tollgate.v1.Decision
+	(*StandingException)(nil),     // 11: tollgate.v1.StandingException
+	nil,                           // 12: tollgate.v1.Ask.MaterialFieldsEntry
+	nil,                           // 13: tollgate.v1.Ask.AmendableValuesEntry
+	(*AmendBound)(nil),            // 14: tollgate.v1.AmendBound
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(OnExpiry)(0),                 // 16: tollgate.v1.OnExpiry
 }
 var file_tollgate_v1_ask_proto_depIdxs = []int32{
 	1,  // 0: tollgate.v1.Ask.kind:type_name -> tollgate.v1.AskKind
 	0,  // 1: tollgate.v1.Ask.state:type_name -> tollgate.v1.AskState
-	7,  // 2: tollgate.v1.Ask.authority_required:type_name -> tollgate.v1.AuthorityRequirement
-	6,  // 3: tollgate.v1.Ask.actions:type_name -> tollgate.v1.Action
-	8,  // 4: tollgate.v1.Ask.evidence:type_name -> tollgate.v1.EvidenceArtifact
-	11, // 5: tollgate.v1.Ask.material_fields:type_name -> tollgate.v1.Ask.MaterialFieldsEntry
-	5,  // 6: tollgate.v1.Ask.options:type_name -> tollgate.v1.AskOption
-	12, // 7: tollgate.v1.Ask.amendable:type_name -> tollgate.v1.AmendBound
-	13, // 8: tollgate.v1.Ask.created_at:type_name -> google.protobuf.Timestamp
-	13, // 9: tollgate.v1.Ask.remind_at:type_name -> google.protobuf.Timestamp
-	13, // 10: tollgate.v1.Ask.escalate_at:type_name -> google.protobuf.Timestamp
-	13, // 11: tollgate.v1.Ask.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 12: tollgate.v1.Ask.on_expiry:type_name -> tollgate.v1.OnExpiry
-	9,  // 13: tollgate.v1.Ask.decisions:type_name -> tollgate.v1.Decision
-	13, // 14: tollgate.v1.Ask.closed_at:type_name -> google.protobuf.Timestamp
-	1,  // 15: tollgate.v1.AskSummary.kind:type_name -> tollgate.v1.AskKind
-	0,  // 16: tollgate.v1.AskSummary.state:type_name -> tollgate.v1.AskState
-	13, // 17: tollgate.v1.AskSummary.created_at:type_name -> google.protobuf.Timestamp
-	13, // 18: tollgate.v1.AskSummary.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 19: tollgate.v1.AskSummary.closed_at:type_name -> google.protobuf.Timestamp
-	13, // 20: tollgate.v1.EvidenceArtifact.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 21: tollgate.v1.Decision.kind:type_name -> tollgate.v1.DecisionKind
-	13, // 22: tollgate.v1.Decision.time:type_name -> google.protobuf.Timestamp
-	10, // 23: tollgate.v1.Decision.exception:type_name -> tollgate.v1.StandingException
-	13, // 24: tollgate.v1.StandingException.granted_at:type_name -> google.protobuf.Timestamp
-	13, // 25: tollgate.v1.StandingException.until:type_name -> google.protobuf.Timestamp
-	13, // 26: tollgate.v1.StandingException.revoked_at:type_name -> google.protobuf.Timestamp
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	8,  // 2: tollgate.v1.Ask.authority_required:type_name -> tollgate.v1.AuthorityRequirement
+	7,  // 3: tollgate.v1.Ask.actions:type_name -> tollgate.v1.Action
+	9,  // 4: tollgate.v1.Ask.evidence:type_name -> tollgate.v1.EvidenceArtifact
+	12, // 5: tollgate.v1.Ask.material_fields:type_name -> tollgate.v1.Ask.MaterialFieldsEntry
+	6,  // 6: tollgate.v1.Ask.options:type_name -> tollgate.v1.AskOption
+	14, // 7: tollgate.v1.Ask.amendable:type_name -> tollgate.v1.AmendBound
+	15, // 8: tollgate.v1.Ask.created_at:type_name -> google.protobuf.Timestamp
+	15, // 9: tollgate.v1.Ask.remind_at:type_name -> google.protobuf.Timestamp
+	15, // 10: tollgate.v1.Ask.escalate_at:type_name -> google.protobuf.Timestamp
+	15, // 11: tollgate.v1.Ask.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 12: tollgate.v1.Ask.on_expiry:type_name -> tollgate.v1.OnExpiry
+	10, // 13: tollgate.v1.Ask.decisions:type_name -> tollgate.v1.Decision
+	15, // 14: tollgate.v1.Ask.closed_at:type_name -> google.protobuf.Timestamp
+	4,  // 15: tollgate.v1.Ask.ladder:type_name -> tollgate.v1.LadderRung
+	13, // 16: tollgate.v1.Ask.amendable_values:type_name -> tollgate.v1.Ask.AmendableValuesEntry
+	15, // 17: tollgate.v1.LadderRung.at:type_name -> google.protobuf.Timestamp
+	1,  // 18: tollgate.v1.AskSummary.kind:type_name -> tollgate.v1.AskKind
+	0,  // 19: tollgate.v1.AskSummary.state:type_name -> tollgate.v1.AskState
+	15, // 20: tollgate.v1.AskSummary.created_at:type_name -> google.protobuf.Timestamp
+	15, // 21: tollgate.v1.AskSummary.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 22: tollgate.v1.AskSummary.closed_at:type_name -> google.protobuf.Timestamp
+	15, // 23: tollgate.v1.EvidenceArtifact.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 24: tollgate.v1.Decision.kind:type_name -> tollgate.v1.DecisionKind
+	15, // 25: tollgate.v1.Decision.time:type_name -> google.protobuf.Timestamp
+	11, // 26: tollgate.v1.Decision.exception:type_name -> tollgate.v1.StandingException
+	15, // 27: tollgate.v1.StandingException.granted_at:type_name -> google.protobuf.Timestamp
+	15, // 28: tollgate.v1.StandingException.until:type_name -> google.protobuf.Timestamp
+	15, // 29: tollgate.v1.StandingException.revoked_at:type_name -> google.protobuf.Timestamp
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_ask_proto_init() }
@@ -1832,7 +1995,7 @@ func file_tollgate_v1_ask_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_ask_proto_rawDesc), len(file_tollgate_v1_ask_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -403,6 +403,92 @@ func (x *InvariantViolation) GetDetail() string {
 	return ""
 }
 
+// AuditQuery is one query CheckInvariants ran over the record: what it
+// looks for, the invariant it checks, and how many offending rows it
+// found. Passing is zero rows; each row is also in the response's
+// violations.
+type AuditQuery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the query looks for, in words: "questions on finished runs",
+	// "side effects before their approval".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The invariant it checks.
+	Invariant Invariant `protobuf:"varint,2,opt,name=invariant,proto3,enum=tollgate.v1.Invariant" json:"invariant,omitempty"`
+	// The invariant's label in the design: "I3", "I1".
+	Label string `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	// Offending rows found; 0 when it holds.
+	Rows uint64 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`
+	// What a row means, in a sentence.
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditQuery) Reset() {
+	*x = AuditQuery{}
+	mi := &file_tollgate_v1_audit_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditQuery) ProtoMessage() {}
+
+func (x *AuditQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_audit_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditQuery.ProtoReflect.Descriptor instead.
+func (*AuditQuery) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_audit_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AuditQuery) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AuditQuery) GetInvariant() Invariant {
+	if x != nil {
+		return x.Invariant
+	}
+	return Invariant_INVARIANT_UNSPECIFIED
+}
+
+func (x *AuditQuery) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *AuditQuery) GetRows() uint64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *AuditQuery) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 var File_tollgate_v1_audit_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_audit_proto_rawDesc = "" +
@@ -432,7 +518,14 @@ const file_tollgate_v1_audit_proto_rawDesc = "" +
 	"\astep_id\x18\x06 \x01(\tR\x06stepId\x12B\n" +
 	"\x0fstep_started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rstepStartedAt\x12L\n" +
 	"\x14approval_consumed_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x12approvalConsumedAt\x12\x16\n" +
-	"\x06detail\x18\t \x01(\tR\x06detail*}\n" +
+	"\x06detail\x18\t \x01(\tR\x06detail\"\xa2\x01\n" +
+	"\n" +
+	"AuditQuery\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\tinvariant\x18\x02 \x01(\x0e2\x16.tollgate.v1.InvariantR\tinvariant\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\x12\x12\n" +
+	"\x04rows\x18\x04 \x01(\x04R\x04rows\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription*}\n" +
 	"\tInvariant\x12\x19\n" +
 	"\x15INVARIANT_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"INVARIANT_OPEN_ASK_ON_TERMINAL_RUN\x10\x01\x12-\n" +
@@ -451,28 +544,30 @@ func file_tollgate_v1_audit_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_v1_audit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tollgate_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_tollgate_v1_audit_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_tollgate_v1_audit_proto_goTypes = []any{
 	(Invariant)(0),                // 0: tollgate.v1.Invariant
 	(*JournalRecord)(nil),         // 1: tollgate.v1.JournalRecord
 	(*JournalVerification)(nil),   // 2: tollgate.v1.JournalVerification
 	(*InvariantViolation)(nil),    // 3: tollgate.v1.InvariantViolation
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(RunState)(0),                 // 5: tollgate.v1.RunState
-	(AskState)(0),                 // 6: tollgate.v1.AskState
+	(*AuditQuery)(nil),            // 4: tollgate.v1.AuditQuery
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(RunState)(0),                 // 6: tollgate.v1.RunState
+	(AskState)(0),                 // 7: tollgate.v1.AskState
 }
 var file_tollgate_v1_audit_proto_depIdxs = []int32{
-	4, // 0: tollgate.v1.JournalRecord.time:type_name -> google.protobuf.Timestamp
+	5, // 0: tollgate.v1.JournalRecord.time:type_name -> google.protobuf.Timestamp
 	0, // 1: tollgate.v1.InvariantViolation.invariant:type_name -> tollgate.v1.Invariant
-	5, // 2: tollgate.v1.InvariantViolation.run_state:type_name -> tollgate.v1.RunState
-	6, // 3: tollgate.v1.InvariantViolation.ask_state:type_name -> tollgate.v1.AskState
-	4, // 4: tollgate.v1.InvariantViolation.step_started_at:type_name -> google.protobuf.Timestamp
-	4, // 5: tollgate.v1.InvariantViolation.approval_consumed_at:type_name -> google.protobuf.Timestamp
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6, // 2: tollgate.v1.InvariantViolation.run_state:type_name -> tollgate.v1.RunState
+	7, // 3: tollgate.v1.InvariantViolation.ask_state:type_name -> tollgate.v1.AskState
+	5, // 4: tollgate.v1.InvariantViolation.step_started_at:type_name -> google.protobuf.Timestamp
+	5, // 5: tollgate.v1.InvariantViolation.approval_consumed_at:type_name -> google.protobuf.Timestamp
+	0, // 6: tollgate.v1.AuditQuery.invariant:type_name -> tollgate.v1.Invariant
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_audit_proto_init() }
@@ -488,7 +583,7 @@ func file_tollgate_v1_audit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_audit_proto_rawDesc), len(file_tollgate_v1_audit_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -202,7 +202,11 @@ type CheckInvariantsResponse struct {
 	// Offending rows; empty when the invariants hold.
 	Violations []*InvariantViolation `protobuf:"bytes,1,rep,name=violations,proto3" json:"violations,omitempty"`
 	// Runs examined.
-	RunsChecked   uint64 `protobuf:"varint,2,opt,name=runs_checked,json=runsChecked,proto3" json:"runs_checked,omitempty"`
+	RunsChecked uint64 `protobuf:"varint,2,opt,name=runs_checked,json=runsChecked,proto3" json:"runs_checked,omitempty"`
+	// Every query the check ran, in a fixed order, each with how many rows
+	// it found (passing is zero rows), so a clean audit says what it looked
+	// for and not only that it found nothing.
+	Queries       []*AuditQuery `protobuf:"bytes,3,rep,name=queries,proto3" json:"queries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -249,6 +253,13 @@ func (x *CheckInvariantsResponse) GetRunsChecked() uint64 {
 		return x.RunsChecked
 	}
 	return 0
+}
+
+func (x *CheckInvariantsResponse) GetQueries() []*AuditQuery {
+	if x != nil {
+		return x.Queries
+	}
+	return nil
 }
 
 // ListJournalRequest is the input of ListJournal.
@@ -395,12 +406,13 @@ const file_tollgate_v1_audit_service_proto_rawDesc = "" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12&\n" +
 	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"/\n" +
 	"\x16CheckInvariantsRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"}\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xb0\x01\n" +
 	"\x17CheckInvariantsResponse\x12?\n" +
 	"\n" +
 	"violations\x18\x01 \x03(\v2\x1f.tollgate.v1.InvariantViolationR\n" +
 	"violations\x12!\n" +
-	"\fruns_checked\x18\x02 \x01(\x04R\vrunsChecked\"\x84\x01\n" +
+	"\fruns_checked\x18\x02 \x01(\x04R\vrunsChecked\x121\n" +
+	"\aqueries\x18\x03 \x03(\v2\x17.tollgate.v1.AuditQueryR\aqueries\"\x84\x01\n" +
 	"\x12ListJournalRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12\x1b\n" +
@@ -437,23 +449,25 @@ var file_tollgate_v1_audit_service_proto_goTypes = []any{
 	(*ListJournalResponse)(nil),     // 5: tollgate.v1.ListJournalResponse
 	(*JournalVerification)(nil),     // 6: tollgate.v1.JournalVerification
 	(*InvariantViolation)(nil),      // 7: tollgate.v1.InvariantViolation
-	(*JournalRecord)(nil),           // 8: tollgate.v1.JournalRecord
+	(*AuditQuery)(nil),              // 8: tollgate.v1.AuditQuery
+	(*JournalRecord)(nil),           // 9: tollgate.v1.JournalRecord
 }
 var file_tollgate_v1_audit_service_proto_depIdxs = []int32{
 	6, // 0: tollgate.v1.VerifyJournalResponse.results:type_name -> tollgate.v1.JournalVerification
 	7, // 1: tollgate.v1.CheckInvariantsResponse.violations:type_name -> tollgate.v1.InvariantViolation
-	8, // 2: tollgate.v1.ListJournalResponse.records:type_name -> tollgate.v1.JournalRecord
-	0, // 3: tollgate.v1.AuditService.VerifyJournal:input_type -> tollgate.v1.VerifyJournalRequest
-	2, // 4: tollgate.v1.AuditService.CheckInvariants:input_type -> tollgate.v1.CheckInvariantsRequest
-	4, // 5: tollgate.v1.AuditService.ListJournal:input_type -> tollgate.v1.ListJournalRequest
-	1, // 6: tollgate.v1.AuditService.VerifyJournal:output_type -> tollgate.v1.VerifyJournalResponse
-	3, // 7: tollgate.v1.AuditService.CheckInvariants:output_type -> tollgate.v1.CheckInvariantsResponse
-	5, // 8: tollgate.v1.AuditService.ListJournal:output_type -> tollgate.v1.ListJournalResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	8, // 2: tollgate.v1.CheckInvariantsResponse.queries:type_name -> tollgate.v1.AuditQuery
+	9, // 3: tollgate.v1.ListJournalResponse.records:type_name -> tollgate.v1.JournalRecord
+	0, // 4: tollgate.v1.AuditService.VerifyJournal:input_type -> tollgate.v1.VerifyJournalRequest
+	2, // 5: tollgate.v1.AuditService.CheckInvariants:input_type -> tollgate.v1.CheckInvariantsRequest
+	4, // 6: tollgate.v1.AuditService.ListJournal:input_type -> tollgate.v1.ListJournalRequest
+	1, // 7: tollgate.v1.AuditService.VerifyJournal:output_type -> tollgate.v1.VerifyJournalResponse
+	3, // 8: tollgate.v1.AuditService.CheckInvariants:output_type -> tollgate.v1.CheckInvariantsResponse
+	5, // 9: tollgate.v1.AuditService.ListJournal:output_type -> tollgate.v1.ListJournalResponse
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_audit_service_proto_init() }

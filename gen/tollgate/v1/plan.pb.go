@@ -214,18 +214,24 @@ func (StoppingPointType) EnumDescriptor() ([]byte, []int) {
 }
 
 // OnExpiry says what happens to the run when an ask's deadline passes
-// unanswered. JSON values: "reject", "cancel".
+// unanswered. JSON values: "reject", "cancel", "escalate". Clients say it
+// in words with one phrase per value (plan.ExpiryOutcome); UNSPECIFIED is
+// the default, never "unknown".
 type OnExpiry int32
 
 const (
-	// Not set; the engine treats it as ON_EXPIRY_REJECT.
+	// The default (the recipe sets no `on expiry:`): the ask expires and the
+	// run ends EXPIRED. Nothing the gate governs runs.
 	OnExpiry_ON_EXPIRY_UNSPECIFIED OnExpiry = 0
-	// The ask expires and counts as a No: the run takes the No option's
-	// continuation if it has one, else ends EXPIRED (a non-fault outcome).
-	// Nothing the gate governs runs.
+	// The ask expires and the run ends REJECTED. Nothing the gate governs
+	// runs.
 	OnExpiry_ON_EXPIRY_REJECT OnExpiry = 1
 	// The ask expires and the run is cancelled with its other asks closed.
 	OnExpiry_ON_EXPIRY_CANCEL OnExpiry = 2
+	// The deadline escalates the ask once (to the stopping point's
+	// escalate_to) and starts again; if that passes too, the run ends
+	// EXPIRED.
+	OnExpiry_ON_EXPIRY_ESCALATE OnExpiry = 3
 )
 
 // Enum value maps for OnExpiry.
@@ -234,11 +240,13 @@ var (
 		0: "ON_EXPIRY_UNSPECIFIED",
 		1: "ON_EXPIRY_REJECT",
 		2: "ON_EXPIRY_CANCEL",
+		3: "ON_EXPIRY_ESCALATE",
 	}
 	OnExpiry_value = map[string]int32{
 		"ON_EXPIRY_UNSPECIFIED": 0,
 		"ON_EXPIRY_REJECT":      1,
 		"ON_EXPIRY_CANCEL":      2,
+		"ON_EXPIRY_ESCALATE":    3,
 	}
 )
 
@@ -1268,11 +1276,12 @@ const file_tollgate_v1_plan_proto_rawDesc = "" +
 	"\x1fSTOPPING_POINT_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18STOPPING_POINT_TYPE_MENU\x10\x01\x12\x1e\n" +
 	"\x1aSTOPPING_POINT_TYPE_CHOICE\x10\x02\x12\x1c\n" +
-	"\x18STOPPING_POINT_TYPE_TEXT\x10\x03*Q\n" +
+	"\x18STOPPING_POINT_TYPE_TEXT\x10\x03*i\n" +
 	"\bOnExpiry\x12\x19\n" +
 	"\x15ON_EXPIRY_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ON_EXPIRY_REJECT\x10\x01\x12\x14\n" +
-	"\x10ON_EXPIRY_CANCEL\x10\x02B=Z;github.com/tollgate-dev/tollgate/gen/tollgate/v1;tollgatev1b\x06proto3"
+	"\x10ON_EXPIRY_CANCEL\x10\x02\x12\x16\n" +
+	"\x12ON_EXPIRY_ESCALATE\x10\x03B=Z;github.com/tollgate-dev/tollgate/gen/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_plan_proto_rawDescOnce sync.Once

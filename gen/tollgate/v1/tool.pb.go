@@ -33,8 +33,13 @@ type Tool struct {
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	// The tool's MCP annotations as the server reported them.
 	Annotations *ToolAnnotations `protobuf:"bytes,4,opt,name=annotations,proto3" json:"annotations,omitempty"`
-	// The tool's MCP input JSON Schema as JSON text; empty when unknown. The
-	// compiler may use it to check literal args.
+	// The tool's MCP input JSON Schema (tools/list inputSchema) as JSON text;
+	// empty when unknown. An executor's hello carries what its MCP server
+	// advertises, which replaces the catalog's: the compiler refuses literal
+	// args it refuses (with line:col), and a run checks the args it resolves
+	// against it before an ask opens, so nobody approves a call that cannot
+	// run. A schema that does not parse, or refers to another document, checks
+	// nothing.
 	InputSchemaJson string `protobuf:"bytes,5,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

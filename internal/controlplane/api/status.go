@@ -42,7 +42,7 @@ func ToStatus(err error) error {
 	case errors.Is(err, errkind.Denied), errors.Is(err, engine.ErrForbidden):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, engine.ErrAlreadyDecided), errors.Is(err, engine.ErrExpired), errors.Is(err, engine.ErrRunEnded),
-		errors.Is(err, errkind.StalePayload), errors.Is(err, engine.ErrStaleAsk), errors.Is(err, engine.ErrUnreviewed), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
+		errors.Is(err, errkind.StalePayload), errors.Is(err, engine.ErrStaleAsk), errors.Is(err, engine.ErrDigestMismatch), errors.Is(err, engine.ErrUnreviewed), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
 		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote),
 		errors.Is(err, errkind.Precondition), errors.Is(err, engine.ErrNotExternal), errors.Is(err, engine.ErrGateOpen):
 		return status.Error(codes.FailedPrecondition, err.Error())

@@ -93,7 +93,8 @@ func (d *Desk) judge(ctx context.Context, who string, matters []matterOrErr, ask
 		}
 		dec, err := d.cfg.Policy.Authorize(ctx, authz.Request{Actor: who, Matter: m.Matter, Ask: ask})
 		if err != nil {
-			return Verdict{Why: dec.Reason}, fmt.Errorf("authorize %s on %s: %w", who, m.Action, err)
+			// Why says it once, for the caller; err is for errors.Is.
+			return Verdict{Why: m.Action + " " + dec.Reason}, fmt.Errorf("authorize %s on %s: %w", who, m.Action, err)
 		}
 		if !dec.Allowed {
 			return Verdict{Why: dec.Reason, Policy: dec.PolicyVersion}, nil

@@ -82,7 +82,7 @@ func TestItem1_GatePolicyByPattern(t *testing.T) {
 	// What the control plane's gateEvent asks for release-42 opened with
 	// --action notes.store.
 	also := []string{"notes.store"}
-	audience, _, err := d.RouteGate("release-42", "gate.release-42", also, nil)
+	audience, _, err := d.RouteGate(context.Background(), GateRequest{Gate: "release-42", Requester: "alice", Action: "gate.release-42", Also: also, Args: plan.Object(`{}`)})
 	if err != nil || audience != "reviewer" {
 		t.Fatalf("a gate under gate.*: audience %q, %v", audience, err)
 	}

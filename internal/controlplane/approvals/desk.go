@@ -27,6 +27,9 @@ type Policy interface {
 	RolesOf(actor, domain string) []string
 	// Floor is the policy's rule set for an action type.
 	Floor(domain, action string) (authz.Floor, bool)
+	// Deciders is who could decide an ask's matters together, or why
+	// nobody could (before anyone is asked: decidable.go).
+	Deciders(ctx context.Context, ms []authz.Matter, ask authz.RecipeAsk) (authz.Deciders, error)
 	// IsRole tells a role from a person in a gate's approvers.
 	IsRole(name, domain string) bool
 	Version() string
@@ -52,7 +55,10 @@ type Config struct {
 	// a principal not listed owns itself.
 	Policy Policy
 	Domain string
-	Owners map[string]string
+	// PolicyFile is the policy's file, named where a refusal says which
+	// rows to add (in dev mode the dev copy, $TOLLGATE_HOME/dev/policy.csv).
+	PolicyFile string
+	Owners     map[string]string
 	// Store holds standing approvals and gives the clock they are judged
 	// by.
 	Store Store

@@ -28,5 +28,10 @@
 //     approval is pinned to the payload its scope matched (applyStanding).
 //   - I5: an ask policy leaves nobody eligible for escalates when it opens,
 //     to the recipe's role or the configured one, and is never approved by
-//     default (unroutable, routing.go; Opened, notices.go).
+//     default (unroutable, routing.go; Opened, notices.go). An ask nobody
+//     could decide, escalation included, is never parked (decidable.go):
+//     refused at start (CheckStart, with the reasons and the policy rows
+//     to add), failing its run as it would open when its amount is known
+//     only then (Undecidable, the engine's hook), refused when a script
+//     opens it — also when only its requester could decide it (RouteGate).
 package approvals

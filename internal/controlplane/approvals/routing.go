@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -102,34 +103,64 @@ func (d *Desk) unroutable(ctx context.Context, run *engine.Run, a *engine.AskRun
 	return "", "", false
 }
 
-// RouteGate is whom a gate asks, as policy routes it. action is the one
-// the gate is decided under (gate.NAME: fixed by policy for the gate, not
-// chosen by its requester); also are the actions the requester added,
-// each of which policy must name so that someone could decide the gate
-// under it too — they raise the bar, never replace it. Of the requested
+// GateRequest is a gate a script asks to open, as policy routes it.
+type GateRequest struct {
+	Gate      string
+	Requester string
+	// Action is the one the gate is decided under (gate.NAME: fixed by
+	// policy for the gate, not chosen by its requester); Also are the
+	// actions the requester added, each of which policy must govern and
+	// the same people must be allowed — they raise the bar, never
+	// replace it.
+	Action    string
+	Also      []string
+	Approvers []string
+	Quorum    int
+	Args      plan.Object // the gate's payload
+}
+
+// RouteGate is whom a gate asks, as policy routes it. Of the requested
 // approvers, the first that is a role is the audience and the rest narrow
 // it; with none, the first role the policy allows for the action. With no
-// policy only the requester decides (`ask me`). An action the policy does
-// not name cannot be decided by anyone, so it is refused here
-// (errkind.Precondition), not left waiting.
-func (d *Desk) RouteGate(gate, action string, also, approvers []string) (audience string, people []string, err error) {
-	audience, people, err = d.gateAudience(action, approvers)
-	if err != nil {
-		return "", nil, err
+// policy only the requester decides (`ask me`). A gate nobody could
+// decide — an action no policy floor governs, one the same people may not
+// decide together with the actions added, or one only its requester
+// could decide (a gate from code is someone else's check, so separation
+// of duties cannot be dodged by choosing the action) — is refused here
+// (errkind.Precondition) with the rows to add, not left waiting.
+func (d *Desk) RouteGate(ctx context.Context, g GateRequest) (audience string, people []string, err error) {
+	audience, people = d.gateAudience(g.Action, g.Approvers)
+	if d.cfg.Policy == nil {
+		if len(g.Also) > 0 {
+			return "", nil, fmt.Errorf("gate %s: --action %s needs a policy to judge it, and none is loaded: %w", g.Gate, g.Also[0], errkind.Precondition)
+		}
+		return audience, people, nil
 	}
-	for _, act := range also {
-		if d.cfg.Policy == nil {
-			return "", nil, fmt.Errorf("gate %s: --action %s needs a policy to judge it, and none is loaded: %w", gate, act, errkind.Precondition)
+	run := &engine.Run{Requester: g.Requester}
+	var ms []authz.Matter
+	for _, act := range append([]string{g.Action}, g.Also...) {
+		srv, tool, _ := strings.Cut(act, ".")
+		m, err := d.matter(run, engine.Payload{Step: g.Gate, Server: srv, Tool: tool, Args: g.Args})
+		if err != nil {
+			return "", nil, fmt.Errorf("gate %s: %w: %w", g.Gate, err, errkind.Invalid)
 		}
-		if f, ok := d.cfg.Policy.Floor(d.cfg.Domain, act); !ok || len(f.Rules) == 0 {
-			return "", nil, fmt.Errorf("gate %s: no policy rule names the action %s in %s, so nobody could decide the gate under it too: %w", gate, act, d.cfg.Domain, errkind.Precondition)
-		}
+		ms = append(ms, m)
+	}
+	ask := authz.RecipeAsk{Audience: audience, Approvers: people, Quorum: g.Quorum}
+	_, _, _, prob, err := d.decidable(ctx, ms, ask, "", g.Requester)
+	if err != nil {
+		return "", nil, fmt.Errorf("gate %s: %w", g.Gate, err)
+	}
+	if prob != nil {
+		return "", nil, fmt.Errorf("gate %s cannot be decided by anyone: %s: %w", g.Gate, prob.Text(), errkind.Precondition)
 	}
 	return audience, people, nil
 }
 
-// gateAudience is whom a gate asks under action (RouteGate).
-func (d *Desk) gateAudience(action string, names []string) (string, []string, error) {
+// gateAudience is whom a gate asks under action (RouteGate): the first
+// requested role, else the first role policy allows for the action, and
+// the people named.
+func (d *Desk) gateAudience(action string, names []string) (string, []string) {
 	var cleaned []string
 	for _, n := range names {
 		for _, part := range strings.Split(n, ",") {
@@ -140,12 +171,7 @@ func (d *Desk) gateAudience(action string, names []string) (string, []string, er
 	}
 	if d.cfg.Policy == nil {
 		// No policy: only the requester decides (`ask me`).
-		return "", cleaned, nil
-	}
-	floor, ok := d.cfg.Policy.Floor(d.cfg.Domain, action)
-	if !ok || len(floor.Rules) == 0 {
-		return "", nil, fmt.Errorf("no policy rule names the action %s in %s, so nobody could decide the gate; add `p, role:ROLE, %s, %s, -` and `p2, %s, %s, 1, requester, -` to the policy: %w",
-			action, d.cfg.Domain, d.cfg.Domain, action, d.cfg.Domain, action, errkind.Precondition)
+		return "", cleaned
 	}
 	audience := ""
 	var people []string
@@ -156,8 +182,8 @@ func (d *Desk) gateAudience(action string, names []string) (string, []string, er
 		}
 		people = append(people, n)
 	}
-	if audience == "" {
+	if floor, ok := d.cfg.Policy.Floor(d.cfg.Domain, action); audience == "" && ok && len(floor.Rules) > 0 {
 		audience = floor.Rules[0].Role
 	}
-	return audience, people, nil
+	return audience, people
 }

@@ -8,12 +8,14 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
+	"github.com/tollgate-dev/tollgate/pkg/toolschema"
 )
 
 // toolViews reconciles the configured tool catalog with what executors
 // advertise for the same tools (I2): the stricter view wins
 // (compiler.Stricter), and every disagreement with the catalog is logged
-// as a warning naming both views. What executors said is kept for the life
+// as a warning naming both views. An advertised input schema replaces the
+// catalog's (it is what the tool's server checks calls against). What executors said is kept for the life
 // of the process, so a tool once advertised as side-effecting stays so
 // even after that executor disconnects: a view never relaxes while the
 // control plane runs.
@@ -67,6 +69,15 @@ func (v *toolViews) advertised(executor string, tools []*tollgatev1.Tool) {
 		info := compiler.ToolInfo{Server: t.GetServer(), Name: t.GetTool(), ReadOnly: a.GetReadOnlyHint(), Idempotent: a.GetIdempotentHint(),
 			Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
 		key := info.Server + "." + info.Name
+		if js := t.GetInputSchemaJson(); js != "" {
+			schema, err := toolschema.Parse([]byte(js))
+			if err != nil {
+				// Its server still checks its own input; only the early
+				// refusal is lost.
+				v.log.Warn("an executor advertised an input schema that does not parse; args for the tool are not checked against it", "tool", key, "executor", executor, "error", err)
+			}
+			info.InputSchema = schema
+		}
 		if c, ok := v.base.Lookup(info.Server, info.Name); ok && c.Effect() != info.Effect() {
 			v.log.Warn("the tool catalog and an executor disagree about a tool; the stricter view wins",
 				"tool", key, "catalog_says", c.Effect(), "executor", executor, "executor_says", info.Effect(),
@@ -78,7 +89,7 @@ func (v *toolViews) advertised(executor string, tools []*tollgatev1.Tool) {
 			changed = true
 			continue
 		}
-		if s := compiler.Stricter(prev.info, info); s.Effect() != prev.info.Effect() {
+		if s := compiler.Stricter(prev.info, info); s.Effect() != prev.info.Effect() || s.InputSchema.JSON() != prev.info.InputSchema.JSON() {
 			v.heard[key] = heardTool{info: s, executor: executor}
 			changed = true
 		}
@@ -91,14 +102,15 @@ func (v *toolViews) advertised(executor string, tools []*tollgatev1.Tool) {
 		views = append(views, h.info)
 	}
 	next := v.base.WithStricter(views)
-	if !sameEffects(v.merged, next) {
+	if !sameViews(v.merged, next) {
 		v.merged = next
 	}
 }
 
-// sameEffects reports whether two catalogs list the same tools with the
-// same Effect (so recipes compile the same against either).
-func sameEffects(a, b *compiler.Catalog) bool {
+// sameViews reports whether two catalogs list the same tools with the
+// same Effect and input schema (so recipes compile the same against
+// either, and runs check args the same).
+func sameViews(a, b *compiler.Catalog) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -106,7 +118,7 @@ func sameEffects(a, b *compiler.Catalog) bool {
 		for _, n := range b.Tools(s) {
 			x, ok := a.Lookup(s, n)
 			y, _ := b.Lookup(s, n)
-			if !ok || x.Effect() != y.Effect() {
+			if !ok || x.Effect() != y.Effect() || x.InputSchema.JSON() != y.InputSchema.JSON() {
 				return false
 			}
 		}

@@ -67,3 +67,39 @@ func TestItem4_ToolViewsStricterWinsAndNeverRelax(t *testing.T) {
 		t.Fatal("a tool only an executor advertises is not added")
 	}
 }
+
+// The input schema an executor advertises reaches the catalog recipes
+// compile and runs check against, in place of the catalog's; a new schema
+// is a new catalog, the same one is not; one that does not parse is a
+// warning and checks nothing.
+func TestToolViewsCarryAdvertisedInputSchemas(t *testing.T) {
+	var logs bytes.Buffer
+	base := compiler.NewCatalog([]compiler.ToolInfo{{Server: "payments", Name: "pay"}, {Server: "notes", Name: "store"}})
+	v := newToolViews(base, slog.New(slog.NewTextHandler(&logs, nil)))
+	withSchema := func(server, name, schema string) *tollgatev1.Tool {
+		tl := tool(server, name, false)
+		tl.InputSchemaJson = schema
+		return tl
+	}
+	const pay = `{"type":"object","required":["invoice"],"properties":{"invoice":{"type":"string"}}}`
+	v.advertised("edge-1", hello(withSchema("payments", "pay", pay), withSchema("notes", "store", `{"type": 7}`)))
+	info, _ := v.catalog().Lookup("payments", "pay")
+	if ps := info.CheckArgs([]byte(`{"amount": 1}`)); len(ps) == 0 || ps[0].Field != "invoice" {
+		t.Fatalf("pay's advertised schema is checked: %v (schema %q)", ps, info.InputSchema.JSON())
+	}
+	if store, _ := v.catalog().Lookup("notes", "store"); store.InputSchema != nil || !strings.Contains(logs.String(), "tool=notes.store") {
+		t.Fatalf("a schema that does not parse checks nothing and is a warning: %q\n%s", store.InputSchema.JSON(), logs.String())
+	}
+	merged := v.catalog()
+	v.advertised("edge-2", hello(withSchema("payments", "pay", pay)))
+	if v.catalog() != merged {
+		t.Fatal("the same schema again made a new catalog")
+	}
+	v.advertised("edge-2", hello(withSchema("payments", "pay", `{"type":"object","required":["vendor"]}`)))
+	if v.catalog() == merged {
+		t.Fatal("a new schema kept the old catalog")
+	}
+	if info, _ := v.catalog().Lookup("payments", "pay"); len(info.CheckArgs([]byte(`{"invoice":"I"}`))) == 0 {
+		t.Fatalf("the newer schema is checked: %q", info.InputSchema.JSON())
+	}
+}

@@ -103,7 +103,7 @@ func newServer(name string, data *Data, effects *jsonl.Log, vendorsFile string) 
 	case "payments":
 		mcp.AddTool(s, &mcp.Tool{Name: "pay",
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: serve.Ptr(true), IdempotentHint: false},
-			Description: "Pay a vendor invoice to a bank account. Every call is a new payment."}, d.pay)
+			Description: "Pay a vendor invoice to a bank account. Every call is a new payment.", InputSchema: paySchema()}, d.pay)
 	}
 	return s, nil
 }

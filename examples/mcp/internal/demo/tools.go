@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate-dev/tollgate/examples/mcp/internal/jsonl"
@@ -378,6 +379,20 @@ type PayArgs struct {
 }
 
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// paySchema is PayArgs' schema (every field required, no others) with the
+// bounds pay checks: an amount above 0 and an ISO 4217 currency code. It
+// is what tools/list advertises, so Tollgate refuses a call that would
+// fail here before anyone is asked to approve it.
+func paySchema() *jsonschema.Schema {
+	s, err := jsonschema.For[PayArgs](nil)
+	if err != nil {
+		panic(err) // PayArgs is a fixed struct: a failure is a bug here
+	}
+	s.Properties["amount"].ExclusiveMinimum = jsonschema.Ptr(0.0)
+	s.Properties["currency"].Pattern = currencyCode.String()
+	return s
+}
 
 func (d *demo) pay(ctx context.Context, req *mcp.CallToolRequest, in PayArgs) (*mcp.CallToolResult, any, error) {
 	switch {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -62,8 +63,9 @@ func FromMCP(a *mcp.ToolAnnotations) Annotations {
 
 // CatalogTool is one tool row of catalog.yaml.
 type CatalogTool struct {
-	Name        string      `yaml:"name"`
-	Annotations Annotations `yaml:"annotations"`
+	Name        string         `yaml:"name"`
+	Annotations Annotations    `yaml:"annotations"`
+	InputSchema map[string]any `yaml:"inputSchema"`
 }
 
 // Catalog parses examples/catalog.yaml (the file embedded by package
@@ -116,8 +118,48 @@ func CheckCatalog(t testing.TB, ctx context.Context, cs *mcp.ClientSession, serv
 		if a := FromMCP(tool.Annotations); !a.Equal(ct.Annotations) {
 			t.Errorf("%s.%s annotations = %v, catalog.yaml says %v", server, ct.Name, a, ct.Annotations)
 		}
+		if ct.InputSchema != nil {
+			if g, w := schemaShape(t, tool.InputSchema), schemaShape(t, ct.InputSchema); !reflect.DeepEqual(g, w) {
+				t.Errorf("%s.%s advertises input schema %s, catalog.yaml says %s", server, ct.Name, mustMarshal(t, g), mustMarshal(t, w))
+			}
+		}
 	}
 	return got
+}
+
+// schemaShape is a schema as plain JSON values with every "description"
+// dropped (catalog.yaml leaves them out), for comparison.
+func schemaShape(t testing.TB, schema any) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(mustMarshal(t, schema), &v); err != nil {
+		t.Fatal(err)
+	}
+	var strip func(any)
+	strip = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			delete(x, "description")
+			for _, e := range x {
+				strip(e)
+			}
+		case []any:
+			for _, e := range x {
+				strip(e)
+			}
+		}
+	}
+	strip(v)
+	return v
+}
+
+func mustMarshal(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // Build compiles the main package in dir (relative to the test's package

@@ -122,7 +122,18 @@ func (s *Service) GetAsk(ctx context.Context, req *tollgatev1.GetAskRequest) (*t
 	if v.OK && a.State != engine.AskPending {
 		v = approvals.Verdict{Why: "it is " + string(a.State)}
 	}
-	out := wire.Ask(run, a)
+	out := s.packet(ctx, run, a, req.GetFullContent())
 	out.AuthorityRequired = api.AuthorityRequired(ctx, s.cfg.Approvals, run, a)
 	return &tollgatev1.GetAskResponse{Ask: out, MayDecide: v.OK, Why: v.Why}, nil
+}
+
+// packet is the decision packet of ask a of run (wire.Ask), its `show:`
+// artifacts read through the run's machine. A plan that cannot be loaded
+// shows digests without content rather than failing the read.
+func (s *Service) packet(ctx context.Context, run *engine.Run, a *engine.AskRun, full bool) *tollgatev1.Ask {
+	m, err := s.cfg.Runner.Machine(ctx, run.PlanDigest)
+	if err != nil {
+		m = nil
+	}
+	return wire.Ask(run, m, a, full)
 }

@@ -31,7 +31,13 @@ func (s *Service) decidable(ctx context.Context, askID string, kindOf func(*engi
 	kind := kindOf(a)
 	v, err := s.cfg.Approvals.Authorize(ctx, who, run, a, kind)
 	if err != nil {
-		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w: %w", v.Why, errkind.Denied, err)
+		if ctx.Err() != nil {
+			return "", nil, nil, v, engine.Judged{}, ctx.Err()
+		}
+		// v.Why says what could not be judged, once; err repeats it
+		// wrapped (errors.Is), so it goes to the log, not the caller.
+		s.cfg.Log.Warn("authority not judged", "ask", askID, "actor", who, "err", err)
+		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w", v.Why, errkind.Denied)
 	}
 	if !v.OK {
 		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w", v.Why, errkind.Denied)
@@ -121,7 +127,7 @@ func (s *Service) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*t
 	if err != nil {
 		return nil, err
 	}
-	return decided(tr, a.ID), nil
+	return s.decided(ctx, tr, a.ID), nil
 }
 
 // decisionOf is the kind of decision req makes on a (approvals.Kind, by
@@ -154,8 +160,8 @@ func decisionOf(req *tollgatev1.DecideRequest, a *engine.AskRun) approvals.Kind 
 
 // decided is the answer to a decision on ask askID that committed as tr:
 // the ask as it is now, the run's state, and the decision recorded last.
-func decided(tr engine.Transition, askID string) *tollgatev1.DecideResponse {
-	out := &tollgatev1.DecideResponse{Ask: wire.Ask(tr.Run, tr.Run.Asks[askID]), RunState: wire.RunState(tr.Run.State)}
+func (s *Service) decided(ctx context.Context, tr engine.Transition, askID string) *tollgatev1.DecideResponse {
+	out := &tollgatev1.DecideResponse{Ask: s.packet(ctx, tr.Run, tr.Run.Asks[askID], false), RunState: wire.RunState(tr.Run.State)}
 	if n := len(out.Ask.Decisions); n > 0 {
 		out.Decision = out.Ask.Decisions[n-1]
 	}

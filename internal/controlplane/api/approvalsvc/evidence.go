@@ -7,7 +7,6 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
-	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -40,5 +39,5 @@ func (s *Service) AttachEvidence(ctx context.Context, req *tollgatev1.AttachEvid
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.AttachEvidenceResponse{Ask: wire.Ask(tr.Run, tr.Run.Asks[a.ID])}, nil
+	return &tollgatev1.AttachEvidenceResponse{Ask: s.packet(ctx, tr.Run, tr.Run.Asks[a.ID], false)}, nil
 }

@@ -24,7 +24,7 @@ func (s *Service) approveStanding(ctx context.Context, who string, run *engine.R
 	if err != nil {
 		return nil, err
 	}
-	return decided(tr, a.ID), nil
+	return s.decided(ctx, tr, a.ID), nil
 }
 
 // ListExceptions lists the standing approvals the caller may see: active

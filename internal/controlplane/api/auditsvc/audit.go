@@ -122,7 +122,8 @@ func (s *Service) VerifyJournal(ctx context.Context, req *tollgatev1.VerifyJourn
 // CheckInvariants runs the two audit queries of the field notes over the
 // store and returns the offending rows: asks still pending on terminal
 // runs (I3), and side-effecting steps started before their governing
-// approval was consumed (I1).
+// approval was consumed (I1); and every query it ran with its count of
+// rows (auditQueries), zero included.
 func (s *Service) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInvariantsRequest) (*tollgatev1.CheckInvariantsResponse, error) {
 	who, err := api.Caller(ctx)
 	if err != nil {
@@ -197,7 +198,33 @@ func (s *Service) CheckInvariants(ctx context.Context, req *tollgatev1.CheckInva
 		return nil
 	})
 	out.RunsChecked = uint64(n)
+	out.Queries = queriesRun(out.GetViolations())
 	return out, err
+}
+
+// auditQueries are the queries CheckInvariants runs, in the order it
+// reports them: each names what it looks for and the invariant it checks.
+// Passing is zero rows.
+var auditQueries = []*tollgatev1.AuditQuery{
+	{Name: "questions on finished runs", Invariant: tollgatev1.Invariant_INVARIANT_OPEN_ASK_ON_TERMINAL_RUN, Label: "I3",
+		Description: "an ask still pending on a run that has ended: a person looking at a question nobody will take an answer to"},
+	{Name: "side effects before their approval", Invariant: tollgatev1.Invariant_INVARIANT_EFFECT_BEFORE_CONSUMED_APPROVAL, Label: "I1",
+		Description: "a side-effecting step that started with no approval consumed before it (nor the starter's, for `without asking`)"},
+}
+
+// queriesRun is every audit query with the rows it found among vs.
+func queriesRun(vs []*tollgatev1.InvariantViolation) []*tollgatev1.AuditQuery {
+	out := make([]*tollgatev1.AuditQuery, len(auditQueries))
+	for i, q := range auditQueries {
+		c := &tollgatev1.AuditQuery{Name: q.Name, Invariant: q.Invariant, Label: q.Label, Description: q.Description}
+		for _, v := range vs {
+			if v.GetInvariant() == q.Invariant {
+				c.Rows++
+			}
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // ListJournal returns a run's journal records after a sequence number:

@@ -11,6 +11,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/wire"
@@ -110,7 +111,7 @@ func (s *Service) startExternal(ctx context.Context, who, requestID, name string
 }
 
 // gateEvent checks a request and builds the event (without its time).
-func (s *Service) gateEvent(_ context.Context, who string, req *tollgatev1.OpenGateRequest) (engine.OpenGate, error) {
+func (s *Service) gateEvent(ctx context.Context, who string, req *tollgatev1.OpenGateRequest) (engine.OpenGate, error) {
 	ev := engine.OpenGate{Gate: req.GetGate(), Actor: who, Title: strings.TrimSpace(req.GetSummary()), Quorum: int(req.GetQuorum())}
 	if err := engine.CheckName("gate", ev.Gate); err != nil {
 		return ev, err
@@ -168,8 +169,13 @@ func (s *Service) gateEvent(_ context.Context, who string, req *tollgatev1.OpenG
 		ev.OnExpiry = "reject"
 	case tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:
 		ev.OnExpiry = "cancel"
+	case tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE:
+		// A gate names nobody to escalate to; taking it as the default
+		// would do what the caller did not ask for.
+		return ev, fmt.Errorf("on expiry escalate: a gate has nobody to escalate to; use reject, cancel or the default (the run ends expired): %w", errkind.Invalid)
 	}
-	aud, approvers, err := s.cfg.Approvals.RouteGate(ev.Gate, action, ev.Also, req.GetApprovers())
+	aud, approvers, err := s.cfg.Approvals.RouteGate(ctx, approvals.GateRequest{Gate: ev.Gate, Requester: who, Action: action, Also: ev.Also,
+		Approvers: req.GetApprovers(), Quorum: ev.Quorum, Args: ev.Args})
 	if err != nil {
 		return ev, err
 	}
@@ -253,7 +259,8 @@ func (s *Service) FinishRun(ctx context.Context, req *tollgatev1.FinishRunReques
 // its grant, signed afresh on each read (Ed25519 is deterministic, so the
 // grant is the same bytes every time: a verifier's replay check holds).
 func (s *Service) gateToProto(ctx context.Context, run *engine.Run, a *engine.AskRun) *tollgatev1.Gate {
-	out := &tollgatev1.Gate{Ask: wire.Ask(run, a), RunState: wire.RunState(run.State), RunReason: run.Reason}
+	// A gate's artifacts are its own (attached with it): no machine reads them.
+	out := &tollgatev1.Gate{Ask: wire.Ask(run, nil, a, false), RunState: wire.RunState(run.State), RunReason: run.Reason}
 	if a.State.Open() {
 		out.Ask.AuthorityRequired = api.AuthorityRequired(ctx, s.cfg.Approvals, run, a)
 	}

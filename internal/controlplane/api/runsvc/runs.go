@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // StartRun compiles (a skill or a recipe) and starts a run. A repeated
@@ -49,12 +50,23 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	if res.Plan == nil {
 		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errkind.Invalid)
 	}
+	if err := s.checkInputArgs(res.Plan, req.GetInputs()); err != nil {
+		return nil, err
+	}
 	for _, st := range res.Plan.AllSteps() {
 		if st.SideEffect && st.WithoutAsking {
+			// Judged on the args it will run with: the compiler lets its
+			// args read only the run's inputs, which are known now.
+			st.Args = engine.ResolveInputs(res.Plan, st.Args, req.GetInputs())
 			if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, st); !ok {
 				return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
 			}
 		}
+	}
+	// A gate nobody could decide is refused now, with the rows to add,
+	// never parked for the first approver to find (issue 16).
+	if err := s.cfg.Approvals.CheckStart(ctx, who, res.Plan); err != nil {
+		return nil, err
 	}
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
 		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errkind.StalePayload)
@@ -68,6 +80,34 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 		return nil, err
 	}
 	return &tollgatev1.StartRunResponse{Run: s.cfg.Views.Run(run, m, req.GetSkill()), Created: created}, nil
+}
+
+// checkInputArgs refuses a start whose inputs make a tool call's args
+// ones its input schema refuses: the compiler checked the literal args, and
+// a call whose args are then all known (literals and inputs) would only
+// fail when its ask opens. Args that read earlier steps are checked
+// before their ask opens (engine.Config.CheckArgs).
+func (s *Service) checkInputArgs(p *plan.Plan, inputs map[string]string) error {
+	if len(p.Inputs) == 0 {
+		return nil
+	}
+	cat := s.cfg.Catalog()
+	for _, st := range p.AllSteps() {
+		if st.Kind != plan.KindTool {
+			continue
+		}
+		if refs, _ := plan.ObjectRefs(st.Args); len(refs) == 0 {
+			continue // literal only: the compiler checked it
+		}
+		args := engine.ResolveInputs(p, st.Args, inputs)
+		if refs, _ := plan.ObjectRefs(args); len(refs) > 0 {
+			continue
+		}
+		if err := cat.CheckArgs(st.Server, st.Tool, args); err != nil {
+			return fmt.Errorf("`%s` (%s·%s) cannot run with the inputs given (%v), so no run was started: %w", st.ID, st.Server, st.Tool, err, errkind.Invalid)
+		}
+	}
+	return nil
 }
 
 // GetRun returns a run; deadlines that passed are applied first (I4).
