@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tollgate-dev/tollgate/examples"
-	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/decidable"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -161,7 +161,7 @@ func printPlan(cfg Config, output, file string, res compiler.Result) error {
 
 // whoDecides is plan --policy: who may decide each gate of a plan under a
 // policy file, judged as the control plane judges it at start
-// (approvals.Desk.PlanAuthority), offline.
+// (decidable.Checker.PlanAuthority, which its approvals desk asks), offline.
 type whoDecides struct {
 	policy, requester, domain, escalateTo string
 }
@@ -171,8 +171,8 @@ func (w whoDecides) print(ctx context.Context, cfg Config, output string, p *pla
 	if err != nil {
 		return &exitError{code: ExitUsage, err: err}
 	}
-	desk := approvals.New(approvals.Config{Policy: az, Domain: w.domain, EscalateTo: w.escalateTo, PolicyFile: w.policy})
-	gates, err := desk.PlanAuthority(ctx, w.requester, p)
+	check := decidable.New(decidable.Config{Policy: az, Domain: w.domain, EscalateTo: w.escalateTo, PolicyFile: w.policy})
+	gates, err := check.PlanAuthority(ctx, w.requester, p)
 	if err != nil {
 		return err
 	}

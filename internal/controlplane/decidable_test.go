@@ -3,6 +3,8 @@ package controlplane
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/client/gates"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -180,5 +183,50 @@ func TestIssue16_GatesFromCodeUnderTheDevPolicy(t *testing.T) {
 		if status.Code(errors.Unwrap(err)) != codes.FailedPrecondition || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want FAILED_PRECONDITION saying %q", c.what, err, c.want)
 		}
+	}
+}
+
+// A start retried with its request_id after policy changed returns the run
+// it started: the run was judged when it started; a retry is not a new
+// start and is not refused by today's policy. A new request_id is judged
+// by today's policy.
+func TestRetriedStartIsNotJudgedAgain(t *testing.T) {
+	src, err := os.ReadFile("../../examples/policy.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "policy.csv")
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	az, err := authz.New(authz.Config{PolicyPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, nil, az, echoTools(), withoutInputSchemas)
+	recipe := payRecipe(`{"vendor":"V-1","invoice":"I-1","amount":90000,"currency":"INR","bank_account":"X"}`)
+	first, err := startRecipe(e, "alice", "pay-1", recipe)
+	if err != nil {
+		t.Fatalf("first start: %v", err)
+	}
+	// Nobody may decide payments any more.
+	var kept []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if !strings.Contains(line, "payments.pay") {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := az.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := startRecipe(e, "alice", "pay-1", recipe)
+	if err != nil || again.GetId() != first.GetId() {
+		t.Fatalf("retry after the policy changed: %v %v, want run %s", again.GetId(), err, first.GetId())
+	}
+	if _, err := startRecipe(e, "alice", "pay-2", recipe); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("a new start under the new policy: %v, want FAILED_PRECONDITION", err)
 	}
 }

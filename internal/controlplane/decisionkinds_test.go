@@ -41,7 +41,7 @@ func TestItem5_ApprovalsBindTheEvidenceShown(t *testing.T) {
 			Until: until, Scope: "payments.pay vendor=V-1187 amount<=500000", Reason: "monthly"}}},
 	} {
 		_, err := dave.Decide(bg, req)
-		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "the ask now shows "+shown) {
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), shown) {
 			t.Fatalf("%s: %v, want FAILED_PRECONDITION naming %s", name, err, shown)
 		}
 	}

@@ -166,6 +166,10 @@ type Store interface {
 	Commit(ctx context.Context, c Commit) error
 	// GetRun returns a run or ErrNotFound.
 	GetRun(ctx context.Context, id string) (Run, error)
+	// RequestedRun is the run a create with RequestKey key made, or ""
+	// when none has committed (a claim whose commit is in flight, or was
+	// abandoned, names no run yet).
+	RequestedRun(ctx context.Context, key string) (string, error)
 	// RunVersion returns a run's version alone, or ErrNotFound: a reader
 	// that holds that version decoded needs nothing else.
 	RunVersion(ctx context.Context, id string) (int64, error)

@@ -67,7 +67,7 @@ func (s *snapshot) deciders(ctx context.Context, ms []Matter, ask RecipeAsk) (De
 		}
 		f, _ := s.pol.lookup(m.Domain, m.Action)
 		out.Quorum = max(out.Quorum, r.Quorum)
-		actions = append(actions, describe(m))
+		actions = append(actions, Describe(m))
 		if n := Distinct(r.EscalateTo); n < r.Quorum {
 			out.Gap = s.shortfall(m, f, r, n)
 			return out, nil
@@ -117,8 +117,10 @@ func sorted(m map[string]Decision) []Decision {
 	return out
 }
 
-// describe names a matter as a person reads it: "payments.pay (90000 INR)".
-func describe(m Matter) string {
+// Describe names a matter as a person reads it: "payments.pay (90000 INR)",
+// "payments.pay (90000, no currency)", or the action alone without an
+// amount: how refusals and plan cards name what is decided.
+func Describe(m Matter) string {
 	switch {
 	case m.Amount == nil:
 		return m.Action
@@ -181,7 +183,7 @@ func (s *snapshot) unjudgeable(m Matter) *Gap {
 func (s *snapshot) shortfall(m Matter, f floorRow, r Route, n int) *Gap {
 	g := &Gap{}
 	var b strings.Builder
-	fmt.Fprintf(&b, "policy lets %d distinct people decide %s in %s; %d must", n, describe(m), m.Domain, r.Quorum)
+	fmt.Fprintf(&b, "policy lets %d distinct people decide %s in %s; %d must", n, Describe(m), m.Domain, r.Quorum)
 	if f.action != m.Action {
 		fmt.Fprintf(&b, " (it falls under %s)", f.action)
 	}

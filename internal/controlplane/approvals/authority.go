@@ -131,27 +131,8 @@ func (d *Desk) matters(run *engine.Run, a *engine.AskRun) []matterOrErr {
 	return out
 }
 
-// matter is the policy's view of one governed action: its type, who
-// separation of duties keeps out (the requester and the agent's owner),
-// and the amount and currency its args carry (fields "amount", in minor
-// units, and "currency").
+// matter is the policy's view of one governed action (decidable.Matter:
+// its type, who separation of duties keeps out, its amount and currency).
 func (d *Desk) matter(run *engine.Run, p engine.Payload) (authz.Matter, error) {
-	owner := run.Requester
-	if o, ok := d.cfg.Owners[run.Requester]; ok {
-		owner = o
-	}
-	m := authz.Matter{Domain: d.cfg.Domain, Action: p.Server + "." + p.Tool, Requester: run.Requester, AgentOwner: owner}
-	args, err := plan.DecodeObject(p.Args)
-	if err != nil {
-		return m, fmt.Errorf("args of %s: %w", p.Step, err)
-	}
-	if v, ok := args["amount"]; ok {
-		n, err := ParseMinorUnits(fmt.Sprint(v))
-		if err != nil {
-			return m, fmt.Errorf("amount of %s: %w", p.Step, err)
-		}
-		m.Amount = &n
-		m.Currency, _ = args["currency"].(string)
-	}
-	return m, nil
+	return d.check.Matter(run.Requester, plan.Step{ID: p.Step, Server: p.Server, Tool: p.Tool, Args: p.Args})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
+	"github.com/tollgate-dev/tollgate/pkg/decidable"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -28,7 +29,7 @@ type Policy interface {
 	// Floor is the policy's rule set for an action type.
 	Floor(domain, action string) (authz.Floor, bool)
 	// Deciders is who could decide an ask's matters together, or why
-	// nobody could (before anyone is asked: decidable.go).
+	// nobody could (before anyone is asked: pkg/decidable).
 	Deciders(ctx context.Context, ms []authz.Matter, ask authz.RecipeAsk) (authz.Deciders, error)
 	// IsRole tells a role from a person in a gate's approvers.
 	IsRole(name, domain string) bool
@@ -87,8 +88,11 @@ type Config struct {
 // outbox. It is the Runner's AskHook and Outbox, and holds no run state
 // of its own: every judgement is of the run it is handed.
 type Desk struct {
-	cfg  Config
-	held heldNotices
+	cfg Config
+	// check is who could decide an ask, from the same policy, domain,
+	// owners and escalation role (pkg/decidable).
+	check *decidable.Checker
+	held  heldNotices
 }
 
 var (
@@ -101,7 +105,8 @@ func New(cfg Config) *Desk {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Desk{cfg: cfg}
+	check := decidable.New(decidable.Config{Policy: cfg.Policy, Domain: cfg.Domain, Owners: cfg.Owners, PolicyFile: cfg.PolicyFile, EscalateTo: cfg.EscalateTo})
+	return &Desk{cfg: cfg, check: check}
 }
 
 func (d *Desk) log() *slog.Logger { return d.cfg.Log }

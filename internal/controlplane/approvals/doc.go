@@ -15,8 +15,10 @@
 //     (needFor, kinds.go) and one function, Authorize (authority.go), asked
 //     at decision time, never when the ask was routed. Separation of duties
 //     from requester and agent owner is in the matter policy judges
-//     (matter, authority.go) and holds for delegates (delegation.go) and
-//     standing approvals, judged as their granter now (standing.go). The
+//     (matter, authority.go: built by decidable.Matter, amounts read
+//     exactly by decidable.ParseMinorUnits) and holds for delegates
+//     (delegation.go) and standing approvals, judged as their granter now
+//     (standing.go). The
 //     policy's quorum is the floor (QuorumFloor, Verdict.Quorum), and
 //     RecheckVotes withdraws votes whose authority lapsed (quorum.go). A
 //     gate is decided under the action policy fixes for it; a requester's
@@ -34,4 +36,7 @@
 //     to add), failing its run as it would open when its amount is known
 //     only then (Undecidable, the engine's hook), refused when a script
 //     opens it — also when only its requester could decide it (RouteGate).
+//     Who could decide is pkg/decidable's answer (Checker: PlanAuthority,
+//     Judge), the same `approvectl plan --policy` shows offline; the desk
+//     refuses with it (errkind.Precondition).
 package approvals

@@ -147,12 +147,12 @@ func (d *Desk) RouteGate(ctx context.Context, g GateRequest) (audience string, p
 		ms = append(ms, m)
 	}
 	ask := authz.RecipeAsk{Audience: audience, Approvers: people, Quorum: g.Quorum}
-	_, _, _, prob, err := d.decidable(ctx, ms, ask, "", g.Requester)
+	j, err := d.check.Judge(ctx, ms, ask, "", g.Requester)
 	if err != nil {
 		return "", nil, fmt.Errorf("gate %s: %w", g.Gate, err)
 	}
-	if prob != nil {
-		return "", nil, fmt.Errorf("gate %s cannot be decided by anyone: %s: %w", g.Gate, prob.Text(), errkind.Precondition)
+	if j.Problem != nil {
+		return "", nil, fmt.Errorf("gate %s cannot be decided by anyone: %s: %w", g.Gate, j.Problem.Text(), errkind.Precondition)
 	}
 	return audience, people, nil
 }

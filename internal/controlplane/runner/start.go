@@ -24,6 +24,12 @@ type StartRequest struct {
 	// Digest, if set, is what the compiler said Plan's digest is: a hint
 	// to find the engine already built from this very *plan.Plan.
 	Digest string
+	// Admit, if set, judges a new run before it is made (policy: who may
+	// decide its gates, its unasked steps); its error refuses the start.
+	// A repeated RequestID whose run exists is answered with that run
+	// without it: the run was admitted when it started, and a retry must
+	// not be refused because policy changed since.
+	Admit func(context.Context) error
 }
 
 // startMachine returns the engine for a plan to start: engine.New verifies
@@ -58,9 +64,24 @@ func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Ma
 // false, when the request is the same one (sameRequest); a different
 // request under a used RequestID is errkind.RequestReused, naming that run.
 func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, created bool, err error) {
+	repeat := ""
+	if req.RequestID != "" {
+		if repeat, err = r.store.RequestedRun(ctx, req.Requester+"\x00"+req.RequestID); err != nil {
+			return nil, false, err
+		}
+	}
+	if repeat == "" && req.Admit != nil {
+		// Before the plan is stored: a refused start leaves nothing.
+		if err := req.Admit(ctx); err != nil {
+			return nil, false, err
+		}
+	}
 	m, err := r.startMachine(ctx, req)
 	if err != nil {
 		return nil, false, err
+	}
+	if repeat != "" {
+		return r.repeated(ctx, repeat, m.Digest(), req)
 	}
 	now, err := r.clock(ctx)
 	if err != nil {

@@ -97,6 +97,13 @@ func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 
 // commit checks and writes c; s.mu is held. It returns the queue hints
 // to send after the lock is released.
+// RequestedRun implements store.Store.
+func (s *Store) RequestedRun(_ context.Context, key string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys[key], nil
+}
+
 func (s *Store) commit(c store.Commit) ([]store.Hint, error) {
 	cur, exists := s.runs[c.Run.ID]
 	switch {

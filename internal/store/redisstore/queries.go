@@ -55,6 +55,27 @@ func decodeAsk(id string, m map[string]string) (store.Ask, error) {
 	return a, nil
 }
 
+// RequestedRun implements store.Store: the claim's run once that run
+// exists (a claim is written before its run's commit, so a claim alone
+// names no run yet).
+func (s *Store) RequestedRun(ctx context.Context, key string) (string, error) {
+	id, err := s.rdb.HGet(ctx, s.reqKey(key), "run").Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("redisstore: %w", unavailable(err))
+	}
+	n, err := s.rdb.Exists(ctx, runKey(s.runTag(id), id)).Result()
+	if err != nil {
+		return "", fmt.Errorf("redisstore: %w", unavailable(err))
+	}
+	if n == 0 {
+		return "", nil
+	}
+	return id, nil
+}
+
 // GetRun implements store.Store.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	cmd := redis.NewMapStringStringCmd(ctx, "hgetall", runKey(s.runTag(id), id))

@@ -199,6 +199,12 @@ func testRequestKey(t *testing.T, s store.Store) {
 	if _, err := s.GetRun(ctx, "r2"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatal("the duplicate run was written")
 	}
+	if id, err := s.RequestedRun(ctx, "alice:req-1"); err != nil || id != "r1" {
+		t.Fatalf("RequestedRun(alice:req-1) = %q, %v; want r1", id, err)
+	}
+	if id, err := s.RequestedRun(ctx, "alice:req-2"); err != nil || id != "" {
+		t.Fatalf("RequestedRun of a key never used = %q, %v; want none", id, err)
+	}
 }
 
 func testDeadline(t *testing.T, s store.Store) {

@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/wire"
+	"github.com/tollgate-dev/tollgate/pkg/decidable"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -79,7 +80,7 @@ func (s *Service) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*t
 			return engine.Decide{Ask: a.ID, Actor: who, Reject: true, Reason: d.Reject.GetReason(), Why: auth.Why, Policy: auth.Policy, Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_Amend:
-		v, err := approvals.ParseMinorUnits(d.Amend.GetNewValueJson())
+		v, err := decidable.ParseMinorUnits(d.Amend.GetNewValueJson())
 		if err != nil {
 			return nil, fmt.Errorf("amend %s: %w: %w", d.Amend.GetField(), err, errkind.Invalid)
 		}

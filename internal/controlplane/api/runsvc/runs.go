@@ -53,25 +53,30 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	if err := s.checkInputArgs(res.Plan, req.GetInputs()); err != nil {
 		return nil, err
 	}
-	for _, st := range res.Plan.AllSteps() {
-		if st.SideEffect && st.WithoutAsking {
-			// Judged on the args it will run with: the compiler lets its
-			// args read only the run's inputs, which are known now.
-			st.Args = engine.ResolveInputs(res.Plan, st.Args, req.GetInputs())
-			if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, st); !ok {
-				return nil, fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
-			}
-		}
-	}
-	// A gate nobody could decide is refused now, with the rows to add,
-	// never parked for the first approver to find (issue 16).
-	if err := s.cfg.Approvals.CheckStart(ctx, who, res.Plan); err != nil {
-		return nil, err
-	}
 	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
 		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errkind.StalePayload)
 	}
-	run, created, err := s.cfg.Runner.Start(ctx, runner.StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs()})
+	// Policy's judgement of a new run: a retry of one already started is
+	// answered with it (Runner.Start), whatever policy says now.
+	admit := func(ctx context.Context) error {
+		for _, st := range res.Plan.AllSteps() {
+			if st.SideEffect && st.WithoutAsking {
+				// Judged on the args it will run with: the compiler lets its
+				// args read only the run's inputs, which are known now.
+				st.Args = engine.ResolveInputs(res.Plan, st.Args, req.GetInputs())
+				if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, st); !ok {
+					return fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
+				}
+			}
+		}
+		// A gate nobody could decide is refused now, with the rows to add,
+		// never parked for the first approver to find (issue 16).
+		if err := s.cfg.Approvals.CheckStart(ctx, who, res.Plan); err != nil {
+			return err
+		}
+		return nil
+	}
+	run, created, err := s.cfg.Runner.Start(ctx, runner.StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs(), Admit: admit})
 	if err != nil {
 		return nil, err
 	}
