@@ -88,14 +88,7 @@ var listenRe = regexp.MustCompile(`msg=serving listen=(\S+) executor_listen=(\S*
 // startPlane starts `controlplane args…` and waits until it listens.
 func startPlane(t *testing.T, home string, args ...string) *plane {
 	t.Helper()
-	return startPlaneIn(t, "", home, args...)
-}
-
-// startPlaneIn is startPlane in working directory dir ("" this one).
-func startPlaneIn(t *testing.T, dir, home string, args ...string) *plane {
-	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "controlplane"), args...)
-	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+home)
 	return startPlaneCmd(t, cmd, home)
 }
