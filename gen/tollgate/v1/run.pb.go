@@ -23,7 +23,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// RunState is the state of a run (DESIGN.md §4). RUNNING, PARKED and BLOCKED
+// RunState is the state of a run (docs/invariants.md). RUNNING, PARKED and BLOCKED
 // are live; the rest are terminal outcomes. A run holding an open ask is
 // never terminal (I3).
 type RunState int32
