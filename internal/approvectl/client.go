@@ -9,11 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -70,6 +71,9 @@ type client struct {
 	runs      tollgatev1.RunServiceClient
 	approvals tollgatev1.ApprovalServiceClient
 	audit     tollgatev1.AuditServiceClient
+	// reached is set once a call got through to the control plane
+	// (noteUnary): its UNAVAILABLE is then the control plane's answer.
+	reached atomic.Bool
 }
 
 func (g *globals) dial() (*client, error) {
@@ -88,12 +92,49 @@ func (g *globals) dial() (*client, error) {
 	if err != nil {
 		return nil, usageErr("--server: %v", err)
 	}
+	c := &client{server: server}
+	opts = append(opts, grpc.WithChainUnaryInterceptor(c.noteUnary), grpc.WithChainStreamInterceptor(c.noteStream))
 	conn, err := grpc.NewClient(server, opts...)
 	if err != nil {
 		return nil, &exitError{code: ExitInternal, err: fmt.Errorf("connect to %s: %w", server, err)}
 	}
-	return &client{server: server, conn: conn, runs: tollgatev1.NewRunServiceClient(conn),
-		approvals: tollgatev1.NewApprovalServiceClient(conn), audit: tollgatev1.NewAuditServiceClient(conn)}, nil
+	c.conn, c.runs, c.approvals, c.audit = conn, tollgatev1.NewRunServiceClient(conn), tollgatev1.NewApprovalServiceClient(conn), tollgatev1.NewAuditServiceClient(conn)
+	return c, nil
+}
+
+// noteUnary records whether a call reached the control plane: a call
+// that got a transport stream has a peer, whatever status it ended with;
+// one refused before (no connection) has none.
+func (c *client) noteUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var p peer.Peer
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&p))...)
+	if p.Addr != nil {
+		c.reached.Store(true)
+	}
+	return err
+}
+
+// noteStream is noteUnary for streams: a stream whose receive returned
+// (a message or a status) over a transport stream reached it.
+func (c *client) noteStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &notedStream{ClientStream: s, c: c}, nil
+}
+
+type notedStream struct {
+	grpc.ClientStream
+	c *client
+}
+
+func (s *notedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if _, ok := peer.FromContext(s.Context()); ok {
+		s.c.reached.Store(true)
+	}
+	return err
 }
 
 // session dials the control plane as the caller, runs use on the
@@ -112,8 +153,8 @@ func (g *globals) session(cmd *cobra.Command, use func(ctx context.Context, c *c
 
 // reachable turns err, the error of a session's calls, into "cannot
 // reach the control plane" when the calls never got through: an
-// UNAVAILABLE status while the connection is not up (refused, no route,
-// a TLS handshake that failed) is the transport's, not the control
+// UNAVAILABLE status of calls none of which reached it (refused, no
+// route, a TLS handshake that failed) is the transport's, not the control
 // plane's answer. A control plane that answered UNAVAILABLE (its store is
 // away) was reached, and says so itself. Exit 3, as every call that did
 // not get through.
@@ -123,7 +164,7 @@ func (c *client) reachable(err error) error {
 		return err
 	}
 	var ue unavailable
-	if !errors.As(err, &ue) || c.conn.GetState() == connectivity.Ready {
+	if !errors.As(err, &ue) || c.reached.Load() {
 		return err
 	}
 	return &exitError{code: ExitInternal, err: fmt.Errorf("cannot reach the control plane at %s: is it running (controlplane --dev)? check --server / $TOLLGATE_SERVER\n  cause: %s", c.server, ue.msg)}

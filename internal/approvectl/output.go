@@ -92,6 +92,9 @@ type runJSONT struct {
 	Fans       []fanJSON  `json:"fans"`
 	Asks       []askJSON  `json:"asks"`
 	Resume     string     `json:"resume_command,omitempty"`
+	// Blocked and Executors are set for a run with blocked steps (runs.go).
+	Blocked   []blockedJSON  `json:"blocked,omitempty"`
+	Executors []executorJSON `json:"executors,omitzero"` // [] when blocked with none connected
 }
 
 // runJSON is the run for scripts; now is the clock that open asks and
@@ -111,6 +114,7 @@ func runJSON(r *tollgatev1.Run, now time.Time) runJSONT {
 	for _, a := range r.GetAsks() {
 		out.Asks = append(out.Asks, askSummaryJSON(a, now))
 	}
+	out.Blocked, out.Executors = blockedOf(r)
 	return out
 }
 

@@ -120,7 +120,10 @@ said no: already decided, expired, permission denied…); 2 bad usage or
 unreadable input; 3 the call did not get through (the control plane
 cannot be reached: start it, or check --server / $TOLLGATE_SERVER), or
 anything else;
-4 (run --wait) the run ended without completing.`,
+4 (run --wait) the run ended without completing; 8 (run --wait) the run
+is parked, waiting for a person (as gate --no-wait on a waiting gate);
+9 (run --wait) the run is blocked: no connected executor offers what its
+steps need (runs show RUN says which).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

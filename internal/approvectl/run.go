@@ -13,9 +13,18 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 )
 
-// ExitNotComplete is run --wait's exit code when the run ended any way but
-// complete or partial.
-const ExitNotComplete = 4
+// run --wait's exit codes besides ExitOK (the run completed, or ended
+// partial) and the errors' (ExitRefused, ExitUsage, ExitInternal).
+const (
+	// ExitNotComplete: the run ended any way but complete or partial.
+	ExitNotComplete = 4
+	// ExitParked: the run waits for a person (an open ask): the code
+	// `gate --no-wait` exits with for a gate that waits (ExitPending).
+	ExitParked = ExitPending
+	// ExitBlocked: the run waits for an executor that offers what its
+	// steps need.
+	ExitBlocked = 9
+)
 
 func newRunCmd(g *globals) *cobra.Command {
 	var wait bool
@@ -42,9 +51,17 @@ something changed, e.g.
   14:02:08  ask r_538q…/ask_1 "save this reading?"
   14:02:08    answer: approvectl approve r_538q…/ask_1   or   approvectl reject …
 
-then it prints how the run stands and the commands that answer its asks.
-With -o json it prints only the run at the end. Exit code 4 when the run
-ended without completing (failed, rejected, expired, cancelled).`,
+then it prints how the run stands and the commands that answer its asks;
+a blocked run also says which steps wait for which server.tool (or label)
+and what the connected executors offer. An ask a standing approval decides
+as it opens is not reported as waiting: the run goes on. With -o json it
+prints only the run at the end.
+
+Exit codes with --wait: 0 the run completed (or ended partial: some branch
+failed, every join held); 4 it ended without completing (failed, rejected,
+expired, cancelled); 8 it is parked: it waits for a person to answer an ask
+(the same code as gate --no-wait); 9 it is blocked: it waits for an executor
+that offers what its steps need. Without --wait, 0 once the run started.`,
 		Example: `  approvectl --as alice run graph-ask-demo --wait
   approvectl --as alice run graph-ask-demo --wait | tee run.log
   approvectl run ./my-skill --request-id deploy-42
@@ -86,6 +103,7 @@ ended without completing (failed, rejected, expired, cancelled).`,
 						verb = "already started by this request id"
 					}
 					fmt.Fprintf(g.cfg.Stdout, "run %s %s: %s\n", run.GetId(), verb, stateWord(run.GetState()))
+					writeBlocked(g.cfg.Stdout, run)
 					printResume(g.cfg.Stdout, run)
 					return nil
 				}
@@ -122,6 +140,12 @@ func (g *globals) follow(ctx context.Context, c *client, id string) error {
 			return rpcErr(err)
 		}
 		run := ev.GetEvent().GetRun()
+		if run.GetState() == tollgatev1.RunState_RUN_STATE_PARKED && movedOn(ctx, c, run) {
+			// A standing approval decided its ask in the commit after the
+			// one that opened it: nobody is to be told to answer it. The
+			// watch sends the run as it is now next.
+			continue
+		}
 		last = run
 		if show != nil {
 			show.show(run, ev.GetEvent().GetTime().AsTime())
@@ -142,12 +166,37 @@ func (g *globals) follow(ctx context.Context, c *client, id string) error {
 		}
 	} else {
 		fmt.Fprintf(g.cfg.Stdout, "run %s: %s %s\n", last.GetId(), stateWord(last.GetState()), last.GetStateReason())
+		writeBlocked(g.cfg.Stdout, last)
 		printResume(g.cfg.Stdout, last)
 	}
-	if st := last.GetState(); terminal(st) && st != tollgatev1.RunState_RUN_STATE_COMPLETE && st != tollgatev1.RunState_RUN_STATE_PARTIAL {
-		return &exitError{code: ExitNotComplete, err: fmt.Errorf("run %s ended %s", last.GetId(), stateWord(st)), printed: true}
+	return waitOutcome(last)
+}
+
+// waitOutcome is run --wait's exit for the run as it was when the watch
+// stopped: nil when it completed (or ended partial), else the code saying
+// how it stands (its text was printed already).
+func waitOutcome(r *tollgatev1.Run) error {
+	switch st := r.GetState(); {
+	case st == tollgatev1.RunState_RUN_STATE_COMPLETE || st == tollgatev1.RunState_RUN_STATE_PARTIAL:
+		return nil
+	case terminal(st):
+		return &exitError{code: ExitNotComplete, err: fmt.Errorf("run %s ended %s", r.GetId(), stateWord(st)), printed: true}
+	case st == tollgatev1.RunState_RUN_STATE_PARKED:
+		return &exitError{code: ExitParked, err: fmt.Errorf("run %s is parked: it waits for a person", r.GetId()), printed: true}
+	case st == tollgatev1.RunState_RUN_STATE_BLOCKED:
+		return &exitError{code: ExitBlocked, err: fmt.Errorf("run %s is blocked: it waits for an executor", r.GetId()), printed: true}
 	}
 	return nil
+}
+
+// movedOn reports whether run, seen parked, has changed since: a standing
+// approval decides an ask in the commit after the one that opened it, so
+// a parked run is read once more before anyone is told to answer it. When
+// it changed, the watch sends that newer version (or a later one) next. A
+// failed read counts as unchanged.
+func movedOn(ctx context.Context, c *client, run *tollgatev1.Run) bool {
+	resp, err := c.runs.GetRun(ctx, &tollgatev1.GetRunRequest{RunId: run.GetId()})
+	return err == nil && resp.GetRun().GetVersion() > run.GetVersion()
 }
 
 func stepsDone(r *tollgatev1.Run) (done, total int) {

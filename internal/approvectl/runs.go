@@ -159,6 +159,7 @@ func writeRun(w io.Writer, r *tollgatev1.Run, packets map[string]*tollgatev1.Ask
 	} else {
 		fmt.Fprintf(w, "  live for %s\n", span(now.Sub(created)))
 	}
+	writeBlocked(w, r)
 	fmt.Fprintln(w)
 	if r.GetExternal() {
 		writePendingGates(w, r, packets, now)
@@ -224,4 +225,110 @@ func writePendingGates(w io.Writer, r *tollgatev1.Run, packets map[string]*tollg
 		fmt.Fprintf(w, "           with TOLLGATE_RUN=%s (completed steps are skipped), or read the decision with\n", r.GetId())
 		fmt.Fprintf(w, "           approvectl gate %s --run %s --summary %q\n", gate, r.GetId(), p.GetTitle())
 	}
+}
+
+// writeBlocked says, for a blocked run, which steps wait for an executor,
+// what each needs and why none takes it, and what the executors
+// connected to the control plane offer. It prints nothing for a run with
+// no blocked step.
+func writeBlocked(w io.Writer, r *tollgatev1.Run) {
+	if len(r.GetBlocked()) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  blocked: waiting for an executor (the run resumes by itself when one that offers it connects)")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, b := range r.GetBlocked() {
+		fmt.Fprintf(tw, "    %s\t%s\t%s\n", blockedName(b), blockedNeed(b), b.GetReason())
+	}
+	_ = tw.Flush()
+	execs := r.GetExecutors()
+	if len(execs) == 0 {
+		fmt.Fprintln(w, "  connected executors: none; start one whose mcp_servers offer the tools above (executor --config FILE)")
+		return
+	}
+	fmt.Fprintln(w, "  connected executors:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, e := range execs {
+		fmt.Fprintf(tw, "    %s\t%s\n", e.GetId(), executorOffers(e))
+	}
+	_ = tw.Flush()
+}
+
+// blockedName is how a blocked step is named: its id, or for an ask's
+// freshness check, the ask (the check's step id is internal).
+func blockedName(b *tollgatev1.BlockedStep) string {
+	if a := b.GetCheckOfAskId(); a != "" {
+		return "check of " + a
+	}
+	return b.GetStepId()
+}
+
+// blockedNeed is what a blocked step needs: server·tool or prose, and
+// its placement label.
+func blockedNeed(b *tollgatev1.BlockedStep) string {
+	n := b.GetServer() + "·" + b.GetTool() // as the plan card writes it
+	if b.GetProse() {
+		n = "prose (a model)"
+	}
+	if l := b.GetLabel(); l != "" {
+		n += " on " + l
+	}
+	return n
+}
+
+// executorOffers is what a connected executor offers, in one line.
+func executorOffers(e *tollgatev1.ConnectedExecutor) string {
+	var parts []string
+	if ls := e.GetLabels(); len(ls) > 0 {
+		parts = append(parts, "labels "+strings.Join(ls, ", "))
+	}
+	if e.GetProse() {
+		parts = append(parts, "prose")
+	}
+	tools := "no tools"
+	if ts := e.GetTools(); len(ts) > 0 {
+		shown := make([]string, len(ts))
+		for i, st := range ts {
+			shown[i] = strings.Replace(st, ".", "·", 1) // server.tool, as the plan card writes it
+		}
+		tools = "tools " + strings.Join(shown, ", ")
+	}
+	return strings.Join(append(parts, tools), "  ")
+}
+
+// blockedJSON and executorJSON are a blocked run's steps and connected
+// executors for scripts (runJSON).
+type blockedJSON struct {
+	StepID     string `json:"step_id"`
+	Server     string `json:"server,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	Label      string `json:"label,omitempty"`
+	Prose      bool   `json:"prose,omitempty"`
+	CheckOfAsk string `json:"check_of_ask_id,omitempty"`
+	Reason     string `json:"reason"`
+}
+
+type executorJSON struct {
+	ID     string   `json:"id"`
+	Labels []string `json:"labels"`
+	Tools  []string `json:"tools"`
+	Prose  bool     `json:"prose"`
+}
+
+// blockedOf is r's blocked steps and connected executors for runJSON; nil
+// slices (left out) when no step is blocked.
+func blockedOf(r *tollgatev1.Run) ([]blockedJSON, []executorJSON) {
+	if len(r.GetBlocked()) == 0 {
+		return nil, nil
+	}
+	bs := make([]blockedJSON, 0, len(r.GetBlocked()))
+	for _, b := range r.GetBlocked() {
+		bs = append(bs, blockedJSON{StepID: b.GetStepId(), Server: b.GetServer(), Tool: b.GetTool(), Label: b.GetLabel(), Prose: b.GetProse(),
+			CheckOfAsk: b.GetCheckOfAskId(), Reason: b.GetReason()})
+	}
+	es := make([]executorJSON, 0, len(r.GetExecutors()))
+	for _, e := range r.GetExecutors() {
+		es = append(es, executorJSON{ID: e.GetId(), Labels: append([]string{}, e.GetLabels()...), Tools: append([]string{}, e.GetTools()...), Prose: e.GetProse()})
+	}
+	return bs, es
 }

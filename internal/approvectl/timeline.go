@@ -244,14 +244,20 @@ func askDetails(a *tollgatev1.AskSummary, p *tollgatev1.Ask) []string {
 	var out []string
 	for _, d := range p.GetDecisions() {
 		line := fmt.Sprintf("%s by %s at %s", decisionWord(d), d.GetActor(), d.GetTime().AsTime().Format(time.RFC3339))
+		reason := d.GetReason()
+		if how, ok := byStanding(d); ok {
+			// Nobody decided it by hand: say so, naming the standing
+			// approval and its granter (the decision's actor).
+			line, reason = fmt.Sprintf("%s %s, at %s", decisionWord(d), how, d.GetTime().AsTime().Format(time.RFC3339)), ""
+		}
 		if d.GetOptionId() != "" {
 			line += " · option " + d.GetOptionId()
 		}
 		if d.GetAnswerText() != "" {
 			line += fmt.Sprintf(" · %q", d.GetAnswerText())
 		}
-		if d.GetReason() != "" {
-			line += " · " + d.GetReason()
+		if reason != "" {
+			line += " · " + reason
 		}
 		out = append(out, line)
 	}
@@ -270,4 +276,13 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// byStanding reports whether d was made by a standing approval as the ask
+// opened, and how, as the control plane recorded it in the decision's
+// authority: "automatically, by standing approval sx_… (SCOPE) granted by
+// WHO until WHEN; …" (approvals.Desk, applyStanding).
+func byStanding(d *tollgatev1.Decision) (string, bool) {
+	how, _, _ := strings.Cut(d.GetAuthority(), ";")
+	return how, strings.HasPrefix(how, "automatically, by standing approval ")
 }

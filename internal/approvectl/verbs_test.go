@@ -75,6 +75,15 @@ func fakeAsk(id string) *tollgatev1.Ask {
 		Decisions: []*tollgatev1.Decision{{Kind: tollgatev1.DecisionKind_DECISION_KIND_APPROVE, Actor: "bob", Time: tsAt(time.Minute), Reason: "fine", OptionId: "1", Authority: "role finance"}}}
 }
 
+// standingAsk is fakeAsk as a standing approval decided it when it opened.
+func standingAsk(id string) *tollgatev1.Ask {
+	a := fakeAsk(id)
+	a.State, a.AnswerCommand = tollgatev1.AskState_ASK_STATE_CONSUMED, ""
+	a.Decisions = []*tollgatev1.Decision{{Kind: tollgatev1.DecisionKind_DECISION_KIND_APPROVE, Actor: "dave", Time: tsAt(time.Second), OptionId: "1",
+		Authority: "automatically, by standing approval sx_1 (payments.pay vendor=V-1187) granted by dave until 2026-12-31T00:00:00Z; role finance"}}
+	return a
+}
+
 func fakeSummary(id string) *tollgatev1.AskSummary {
 	return &tollgatev1.AskSummary{Id: id, RunId: "r1", StoppingPointId: "approve_payment", State: tollgatev1.AskState_ASK_STATE_PENDING,
 		Title: "Pay invoice 1187?", Requester: "alice", CreatedAt: tsAt(0), ExpiresAt: tsAt(8 * time.Hour), AnswerCommand: "approvectl approve " + id}
@@ -97,6 +106,26 @@ func fakeRun(id string, state tollgatev1.RunState) *tollgatev1.Run {
 		Asks: []*tollgatev1.AskSummary{fakeSummary(id + "/ask_1")}}
 }
 
+// fakeRunOf is fakeRun with what its id says: "blocked" runs wait for an
+// executor; in "standing" runs a standing approval decided the ask, and
+// the run moves on (version is the run's version).
+func fakeRunOf(id string, state tollgatev1.RunState, version uint64) *tollgatev1.Run {
+	r := fakeRun(id, state)
+	r.Version = version
+	switch {
+	case strings.Contains(id, "blocked") && state == tollgatev1.RunState_RUN_STATE_BLOCKED:
+		r.StateReason, r.ResumeCommand, r.Asks = "waiting for an executor that offers payments·pay (label bank)", "", nil
+		r.Blocked = []*tollgatev1.BlockedStep{
+			{StepId: "pay", Server: "payments", Tool: "pay", Label: "bank", Reason: "no connected executor labelled bank offers payments·pay (x1 offers it without the label)"},
+			{StepId: "check~ask_1", Server: "erp", Tool: "get_vendor", CheckOfAskId: id + "/ask_1", Reason: "no connected executor offers erp·get_vendor (connected: x1, x2)"}}
+		r.Executors = []*tollgatev1.ConnectedExecutor{{Id: "x1", Labels: []string{"edge"}, Tools: []string{"payments.pay"}}, {Id: "x2", Prose: true}}
+	case strings.Contains(id, "standing") && state != tollgatev1.RunState_RUN_STATE_PARKED:
+		r.ResumeCommand = ""
+		r.Asks[0].State, r.Asks[0].AnswerCommand, r.Asks[0].ClosedAt = tollgatev1.AskState_ASK_STATE_CONSUMED, "", tsAt(time.Second)
+	}
+	return r
+}
+
 func (fakePlane) ListAsks(context.Context, *tollgatev1.ListAsksRequest) (*tollgatev1.ListAsksResponse, error) {
 	return &tollgatev1.ListAsksResponse{Items: []*tollgatev1.InboxItem{{Ask: fakeSummary("r1/ask_1"), Why: "you are in finance"},
 		{Ask: fakeSummary("r2/ask_1"), Why: "named approver"}}}, nil
@@ -105,6 +134,9 @@ func (fakePlane) ListAsks(context.Context, *tollgatev1.ListAsksRequest) (*tollga
 func (fakePlane) GetAsk(_ context.Context, r *tollgatev1.GetAskRequest) (*tollgatev1.GetAskResponse, error) {
 	if err := failFor(r.GetAskId()); err != nil && !strings.Contains(r.GetAskId(), "taken") {
 		return nil, err
+	}
+	if strings.Contains(r.GetAskId(), "standing") {
+		return &tollgatev1.GetAskResponse{Ask: standingAsk(r.GetAskId()), Why: "you started the run"}, nil
 	}
 	return &tollgatev1.GetAskResponse{Ask: fakeAsk(r.GetAskId()), MayDecide: true, Why: "you are in finance"}, nil
 }
@@ -200,8 +232,9 @@ func (fakePlane) StartRun(_ context.Context, r *tollgatev1.StartRunRequest) (*to
 		return nil, err
 	}
 	id := "r1"
-	if r.GetSkill() == "fail" {
-		id = "r_fail"
+	switch r.GetSkill() {
+	case "fail", "blocked", "standing":
+		id = "r_" + r.GetSkill()
 	}
 	return &tollgatev1.StartRunResponse{Run: fakeRun(id, tollgatev1.RunState_RUN_STATE_RUNNING), Created: r.GetRequestId() == ""}, nil
 }
@@ -210,11 +243,17 @@ func (fakePlane) GetRun(_ context.Context, r *tollgatev1.GetRunRequest) (*tollga
 	if err := failFor(r.GetRunId()); err != nil {
 		return nil, err
 	}
-	state := tollgatev1.RunState_RUN_STATE_PARKED
-	if strings.Contains(r.GetRunId(), "live") {
+	state, version := tollgatev1.RunState_RUN_STATE_PARKED, uint64(0)
+	switch id := r.GetRunId(); {
+	case strings.Contains(id, "live"):
 		state = tollgatev1.RunState_RUN_STATE_RUNNING
+	case strings.Contains(id, "blocked"):
+		state = tollgatev1.RunState_RUN_STATE_BLOCKED
+	case strings.Contains(id, "standing"):
+		// The standing approval decided the ask after the run parked.
+		state, version = tollgatev1.RunState_RUN_STATE_COMPLETE, 3
 	}
-	return &tollgatev1.GetRunResponse{Run: fakeRun(r.GetRunId(), state)}, nil
+	return &tollgatev1.GetRunResponse{Run: fakeRunOf(r.GetRunId(), state, version)}, nil
 }
 
 func (fakePlane) ListRuns(_ context.Context, r *tollgatev1.ListRunsRequest) (*tollgatev1.ListRunsResponse, error) {
@@ -230,12 +269,19 @@ func (fakePlane) WatchRun(r *tollgatev1.WatchRunRequest, s grpc.ServerStreamingS
 	if err := failFor(r.GetRunId()); err != nil {
 		return err
 	}
-	end := tollgatev1.RunState_RUN_STATE_PARKED
-	if strings.Contains(r.GetRunId(), "fail") {
-		end = tollgatev1.RunState_RUN_STATE_FAILED
+	states := []tollgatev1.RunState{tollgatev1.RunState_RUN_STATE_RUNNING, tollgatev1.RunState_RUN_STATE_PARKED}
+	switch id := r.GetRunId(); {
+	case strings.Contains(id, "fail"):
+		states[1] = tollgatev1.RunState_RUN_STATE_FAILED
+	case strings.Contains(id, "blocked"):
+		states[1] = tollgatev1.RunState_RUN_STATE_BLOCKED
+	case strings.Contains(id, "standing"):
+		// Parked for one commit: a standing approval decides the ask in
+		// the next, and the run completes.
+		states = append(states, tollgatev1.RunState_RUN_STATE_COMPLETE)
 	}
-	for i, st := range []tollgatev1.RunState{tollgatev1.RunState_RUN_STATE_RUNNING, end} {
-		run := fakeRun(r.GetRunId(), st)
+	for i, st := range states {
+		run := fakeRunOf(r.GetRunId(), st, uint64(i+1))
 		if err := s.Send(&tollgatev1.WatchRunResponse{Event: &tollgatev1.RunEvent{Time: tsAt(time.Duration(i) * time.Second), Run: run}}); err != nil {
 			return err
 		}
@@ -341,6 +387,8 @@ func TestVerbsGolden(t *testing.T) {
 		{args: "runs cancel r1 --reason stop"}, {args: "runs cancel r1 -o json"}, {args: "runs cancel taken"},
 		{args: "run greet"}, {args: "run greet -o json"}, {args: "run greet --request-id k1"}, {args: "run greet --wait"},
 		{args: "run greet --wait -o json"}, {args: "run fail --wait"}, {args: "run down"},
+		{args: "run blocked --wait"}, {args: "run blocked --wait -o json"}, {args: "runs show r_blocked"}, {args: "runs show r_blocked -o json"},
+		{args: "run standing --wait"}, {args: "runs show r_standing"},
 		{args: "begin --request-id k1"}, {args: "begin --request-id k1 --name again -o json"}, {args: "begin"}, {args: "begin --request-id down"},
 		{args: "finish --run r_ext"}, {args: "finish --run r_ext --failed broke -o json"}, {args: "finish"}, {args: "finish --run taken"},
 		{args: "gate claims --summary s --run r_ext"}, {args: "gate claims --summary s --run r_ext -o json"}, {args: "gate no --summary s --run r_ext"},

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -64,22 +65,31 @@ func setUpDev(mc MainConfig, o *Options, dev devConfig) (store.Store, identity.D
 	if o.EscalateTo == "" {
 		o.EscalateTo = "finance"
 	}
+	policyNote := "edit it: reloaded within a second"
 	if o.Policy == "" {
 		o.Policy = filepath.Join(dir, "policy.csv")
-		if _, err := os.Stat(o.Policy); errors.Is(err, os.ErrNotExist) {
+		cur, err := os.ReadFile(o.Policy)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			if err := os.WriteFile(o.Policy, examples.Policy, 0o644); err != nil {
 				return nil, identity.DevBundle{}, fmt.Errorf("write dev policy: %w", err)
 			}
+		case err != nil:
+			return nil, identity.DevBundle{}, fmt.Errorf("read dev policy: %w", err)
+		case !bytes.Equal(cur, examples.Policy):
+			// Kept, since it may hold the user's edits; but a copy from
+			// an older release lacks rows this one's examples need.
+			policyNote = "your copy, not this release's dev policy: delete it to start from that one"
 		}
 	}
 	fmt.Fprintf(mc.Stdout, `Tollgate control plane (dev mode)
   store:   in memory — nothing survives this process
   tokens:  %s (users %s)
-  policy:  %s (edit it: reloaded within a second)
+  policy:  %s (%s)
   certs:   %s (executors %s)
   use:     approvectl --as alice run graph-ask-demo --wait
            TOLLGATE_TOKEN=$(cat %s) approvectl asks
-`, filepath.Join(dir, "tokens"), strings.Join(dev.Users, ", "), o.Policy, filepath.Join(dir, "pki"), strings.Join(dev.Executors, ", "), b.TokenPaths["alice"])
+`, filepath.Join(dir, "tokens"), strings.Join(dev.Users, ", "), o.Policy, policyNote, filepath.Join(dir, "pki"), strings.Join(dev.Executors, ", "), b.TokenPaths["alice"])
 	return memstore.New(memstore.Config{}), b, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/examples"
+	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -41,8 +42,11 @@ type StoreOpener func(ctx context.Context, url string, allowVolatile bool, log *
 // MainConfig carries what the binary needs from its process.
 type MainConfig struct {
 	Stdout, Stderr io.Writer
-	Getenv         func(string) string
-	OpenRedis      StoreOpener
+	// Stdin is the process's standard input (nil: os.Stdin); only the
+	// hidden mcp-server subcommand (servers.Command) reads it.
+	Stdin     io.Reader
+	Getenv    func(string) string
+	OpenRedis StoreOpener
 	// Ready, if set, receives the gRPC address once the server listens.
 	Ready func(addr string)
 	// DevExecutor, if set, is started by --dev next to the server: an
@@ -80,6 +84,11 @@ var replicaName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if mc.Getenv == nil {
 		mc.Getenv = os.Getenv
+	}
+	if len(args) > 0 && args[0] == servers.Subcommand {
+		// Hidden: an example MCP server built into the binary, which
+		// the --dev executor starts (devstack).
+		return servers.Command(ctx, args[1:], mc.Stdin, mc.Stdout, mc.Stderr)
 	}
 	var o Options
 	dev := defaultDev()

@@ -263,6 +263,9 @@ func NewServer(cfg Config) *Server {
 	// drawn with, and the watch streams' limit and events.
 	readers := api.Readers{Runner: run, Desk: desk}
 	views := wire.NewViews(cfg.PlanCache)
+	if execs != nil {
+		views.Connected = execs.Connected // a blocked run names what they offer
+	}
 	watches := api.NewWatches(cfg.MaxWatchesPerCaller, views)
 	runs := runsvc.New(runsvc.Config{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Approvals: desk,
 		Readers: readers, Views: views, Watches: watches, Log: cfg.Log, PlanCache: cfg.PlanCache})

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
@@ -63,11 +64,20 @@ type TLSConfig struct {
 // Options are what a process-level caller passes to Main.
 type Options struct {
 	Stdout, Stderr io.Writer
+	// Stdin is the process's standard input (nil: os.Stdin); only the
+	// hidden mcp-server subcommand (servers.Command) reads it.
+	Stdin io.Reader
 }
 
 // Main runs the executor binary: parse flags and the config file, start
 // the MCP servers, connect, and serve leases until ctx ends.
 func Main(ctx context.Context, args []string, o Options) error {
+	if len(args) > 0 && args[0] == servers.Subcommand {
+		// Hidden: an example MCP server built into the binary, so a
+		// config can host one with no source tree (`command: [executor,
+		// mcp-server, monitor]`).
+		return servers.Command(ctx, args[1:], o.Stdin, o.Stdout, o.Stderr)
+	}
 	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
 	path := fs.String("config", "", "YAML config file (required)")

@@ -57,6 +57,19 @@ func (v *Views) Run(run *engine.Run, m *engine.Machine, skill string) *tollgatev
 		out.Asks = append(out.Asks, AskSummary(run, run.Asks[id], skill))
 	}
 	out.Fans = fanTimings(run, m, order)
+	if run.State == engine.Blocked {
+		var execs []Executor
+		if v.Connected != nil {
+			execs = v.Connected()
+		}
+		out.Blocked = blockedSteps(run, m, order, execs)
+		if len(out.Blocked) > 0 {
+			out.Executors = executorsProto(execs)
+		}
+		if out.StateReason == "" {
+			out.StateReason = blockedSummary(run, m)
+		}
+	}
 	return out
 }
 

@@ -17,6 +17,11 @@ type Views struct {
 	// recently used evicted: memory follows the bound, not the number of
 	// plans ever shown.
 	plans *lru.Cache[string, planView]
+	// Connected, if set, lists the executors connected to this replica
+	// (dispatch.Dispatcher.Connected): a blocked run's view says what
+	// they offer and why none takes its steps. Set it before the Views
+	// are used; nil: the view names what the steps need, and no executor.
+	Connected func() []Executor
 }
 
 // planView is a plan as every run of it shows it.

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,8 +48,13 @@ type plane struct {
 	// execAddr is the executor listener, when the plane serves one.
 	execAddr string
 	home     string
-	stderr   *logBuffer
-	done     chan error
+	// dir and env are the working directory and environment approvectl
+	// runs with (ctl): the plane's own (empty: the test's, and os.Environ
+	// with TOLLGATE_HOME).
+	dir    string
+	env    []string
+	stderr *logBuffer
+	done   chan error
 }
 
 // logBuffer holds a process's stderr, written by one goroutine and read
@@ -82,17 +88,18 @@ var listenRe = regexp.MustCompile(`msg=serving listen=(\S+) executor_listen=(\S*
 // startPlane starts `controlplane args…` and waits until it listens.
 func startPlane(t *testing.T, home string, args ...string) *plane {
 	t.Helper()
-	return startPlaneIn(t, "", home, args...)
+	cmd := exec.Command(filepath.Join(bin, "controlplane"), args...)
+	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+home)
+	return startPlaneCmd(t, cmd, home)
 }
 
-// startPlaneIn is startPlane in working directory dir ("" this one).
-func startPlaneIn(t *testing.T, dir, home string, args ...string) *plane {
+// startPlaneCmd starts the control plane cmd (its Dir and Env set as the
+// test wants; TOLLGATE_HOME=home) and waits until it listens; approvectl
+// runs in the same directory and environment.
+func startPlaneCmd(t *testing.T, cmd *exec.Cmd, home string) *plane {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(bin, "controlplane"), args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+home)
 	pr, pw := io.Pipe()
-	p := &plane{cmd: cmd, home: home, stderr: &logBuffer{}, done: make(chan error, 1)}
+	p := &plane{cmd: cmd, home: home, dir: cmd.Dir, env: cmd.Env, stderr: &logBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = pw
 	cmd.Stdout = io.Discard
 	if err := cmd.Start(); err != nil {
@@ -149,7 +156,12 @@ func (p *plane) ctl(t *testing.T, stdin string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "approvectl"), append([]string{"--server", p.addr}, args...)...)
-	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+p.home, "TOLLGATE_TOKEN=")
+	env := p.env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(slices.Clip(env), "TOLLGATE_HOME="+p.home, "TOLLGATE_TOKEN=")
+	cmd.Dir = p.dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Stdin = strings.NewReader(stdin)

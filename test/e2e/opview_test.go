@@ -128,7 +128,7 @@ func TestOperatorViewOfAFanRun(t *testing.T) {
 	waitRun(t, runs, warm.GetRun().GetId(), state(tollgatev1.RunState_RUN_STATE_COMPLETE))
 
 	wait := w.ctlIn(t, approvectl.Config{}, "alice", "run", writeRecipe(t, napsRecipe), "--wait")
-	if wait.code != 0 {
+	if wait.code != approvectl.ExitParked { // it parks at its ask (issue 16: not 0)
 		t.Fatalf("run --wait: exit %d\n%s%s", wait.code, wait.stdout, wait.stderr)
 	}
 	if strings.Contains(wait.stdout, "\r") || strings.Contains(wait.stdout, "\x1b[") {
@@ -295,7 +295,7 @@ func TestRunWaitOnATerminal(t *testing.T) {
 	w := newWorld(t, "")
 	cfg := approvectl.Config{Terminal: func(io.Writer) bool { return true }}
 	r := w.ctlIn(t, cfg, "alice", "run", writeRecipe(t, askFirst), "--wait")
-	if r.code != 0 {
+	if r.code != approvectl.ExitParked {
 		t.Fatalf("run --wait: %d %s", r.code, r.stderr)
 	}
 	if !strings.HasPrefix(r.stdout, "\r\x1b[2K") || !regexp.MustCompile(`\n\d\d:\d\d:\d\d  parked  steps 0/0, 1 behind a question  waiting on \S+\n`).MatchString(r.stdout) {

@@ -68,7 +68,7 @@ type ApprovalServiceClient interface {
 	// actor is idempotent and does not count twice.
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
 	// Answer applies the menu rules to free text from a text surface (chat,
-	// CLI prompt), once, below every surface (DESIGN.md §5): leading "/"
+	// CLI prompt), once, below every surface (docs/invariants.md): leading "/"
 	// stripped, case folded; a bare option number or exact label selects (an
 	// option beats a control word); "menu"/"options" re-shows; "cancel",
 	// "exit", "quit", "stop", "nevermind" drop the run; in a TEXT ask only the
@@ -229,7 +229,7 @@ type ApprovalServiceServer interface {
 	// actor is idempotent and does not count twice.
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
 	// Answer applies the menu rules to free text from a text surface (chat,
-	// CLI prompt), once, below every surface (DESIGN.md §5): leading "/"
+	// CLI prompt), once, below every surface (docs/invariants.md): leading "/"
 	// stripped, case folded; a bare option number or exact label selects (an
 	// option beats a control word); "menu"/"options" re-shows; "cancel",
 	// "exit", "quit", "stop", "nevermind" drop the run; in a TEXT ask only the

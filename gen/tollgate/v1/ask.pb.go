@@ -22,7 +22,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// AskState is the lifecycle state of an ask (DESIGN.md §5):
+// AskState is the lifecycle state of an ask (docs/invariants.md):
 // PENDING → APPROVED → CONSUMED, or one of the other terminal states.
 // PENDING, APPROVED, EVIDENCE_REQUESTED and IN_DOUBT are open: the run that
 // holds an open ask is never terminal (I3). Every reader refuses a decision
@@ -298,7 +298,7 @@ func (DecisionKind) EnumDescriptor() ([]byte, []int) {
 	return file_tollgate_v1_ask_proto_rawDescGZIP(), []int{2}
 }
 
-// Ask is the decision packet (DESIGN.md §5): everything an approver needs to
+// Ask is the decision packet (docs/invariants.md): everything an approver needs to
 // decide about one exact thing, and everything the record needs to prove what
 // was decided. Set by the control plane; read-only for clients.
 type Ask struct {

@@ -39,7 +39,7 @@ const (
 // error messages to 16 KiB, so a result always fits.
 type ExecutorServiceClient interface {
 	// Connect is the executor's session: a bidirectional stream the executor
-	// opens (DESIGN.md §6). Protocol:
+	// opens (docs/invariants.md, I2 and I7). Protocol:
 	//
 	//  1. executor → hello; control plane → welcome (or closes the stream with
 	//     UNAUTHENTICATED / INVALID_ARGUMENT).
@@ -96,7 +96,7 @@ type ExecutorService_ConnectClient = grpc.BidiStreamingClient[ExecutorMessage, C
 // error messages to 16 KiB, so a result always fits.
 type ExecutorServiceServer interface {
 	// Connect is the executor's session: a bidirectional stream the executor
-	// opens (DESIGN.md §6). Protocol:
+	// opens (docs/invariants.md, I2 and I7). Protocol:
 	//
 	//  1. executor → hello; control plane → welcome (or closes the stream with
 	//     UNAUTHENTICATED / INVALID_ARGUMENT).

@@ -278,7 +278,7 @@ func (OnExpiry) EnumDescriptor() ([]byte, []int) {
 }
 
 // Plan is a compiled recipe, the only thing the engine runs. It mirrors the
-// JSON printed by `approvectl plan -o json` (DESIGN.md §3, pkg/plan.Plan): the
+// JSON printed by `approvectl plan -o json` (docs/plans.md, pkg/plan.Plan): the
 // proto field names are the JSON keys, except where a field's comment names a
 // different JSON key. The top level is a phase whose steps are named
 // `initial_steps`. Continuations of an approval gate live inside its options,

@@ -23,7 +23,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// RunState is the state of a run (DESIGN.md §4). RUNNING, PARKED and BLOCKED
+// RunState is the state of a run (docs/invariants.md). RUNNING, PARKED and BLOCKED
 // are live; the rest are terminal outcomes. A run holding an open ask is
 // never terminal (I3).
 type RunState int32
@@ -377,7 +377,16 @@ type Run struct {
 	// True for an external run: a script or service does its steps and
 	// opens its gates (GateService); its steps are the script's journaled
 	// steps and its asks are gates (ASK_KIND_GATE).
-	External      bool `protobuf:"varint,20,opt,name=external,proto3" json:"external,omitempty"`
+	External bool `protobuf:"varint,20,opt,name=external,proto3" json:"external,omitempty"`
+	// BLOCKED: every step that waits for an executor, with what it needs and
+	// why no connected executor takes it; empty when no step is blocked.
+	Blocked []*BlockedStep `protobuf:"bytes,21,rep,name=blocked,proto3" json:"blocked,omitempty"`
+	// Set with `blocked`: the executors connected to the control plane
+	// replica that answered, and what each offers, by id (at most 64). On a
+	// watch stream, as they were when the run last changed. (Executors
+	// connected to other replicas are not listed; a step is blocked only
+	// when none of theirs offers it either.)
+	Executors     []*ConnectedExecutor `protobuf:"bytes,22,rep,name=executors,proto3" json:"executors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -552,6 +561,199 @@ func (x *Run) GetExternal() bool {
 	return false
 }
 
+func (x *Run) GetBlocked() []*BlockedStep {
+	if x != nil {
+		return x.Blocked
+	}
+	return nil
+}
+
+func (x *Run) GetExecutors() []*ConnectedExecutor {
+	if x != nil {
+		return x.Executors
+	}
+	return nil
+}
+
+// BlockedStep is a runnable step no connected executor takes: it waits
+// for one that offers its tool (and carries its placement label), and
+// resumes by itself when one connects.
+type BlockedStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Step id in the plan.
+	StepId string `protobuf:"bytes,1,opt,name=step_id,json=stepId,proto3" json:"step_id,omitempty"`
+	// MCP server of the step's tool; empty for a prose step.
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// MCP tool; empty for a prose step.
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Placement label the step needs (`on LABEL`); empty when any executor
+	// will do.
+	Label string `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	// True for a prose step: it needs an executor that runs prose (a model).
+	Prose bool `protobuf:"varint,5,opt,name=prose,proto3" json:"prose,omitempty"`
+	// Set when the step is the freshness check an ask re-reads its facts
+	// with: the ask's id (the step id is then internal).
+	CheckOfAskId string `protobuf:"bytes,6,opt,name=check_of_ask_id,json=checkOfAskId,proto3" json:"check_of_ask_id,omitempty"`
+	// Why it waits, in plain language, from what the connected executors
+	// offer, e.g. "no connected executor offers mcp-monitor·get_cpu_info".
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockedStep) Reset() {
+	*x = BlockedStep{}
+	mi := &file_tollgate_v1_run_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockedStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockedStep) ProtoMessage() {}
+
+func (x *BlockedStep) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_run_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockedStep.ProtoReflect.Descriptor instead.
+func (*BlockedStep) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BlockedStep) GetStepId() string {
+	if x != nil {
+		return x.StepId
+	}
+	return ""
+}
+
+func (x *BlockedStep) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *BlockedStep) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *BlockedStep) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *BlockedStep) GetProse() bool {
+	if x != nil {
+		return x.Prose
+	}
+	return false
+}
+
+func (x *BlockedStep) GetCheckOfAskId() string {
+	if x != nil {
+		return x.CheckOfAskId
+	}
+	return ""
+}
+
+func (x *BlockedStep) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ConnectedExecutor is one executor connected to the control plane
+// replica, as its dispatcher knows it.
+type ConnectedExecutor struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Executor identity (its certificate's SPIFFE id's last segment).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Placement labels it carries.
+	Labels []string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	// Tools it offers, "server.tool", sorted.
+	Tools []string `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	// True when it runs prose steps.
+	Prose         bool `protobuf:"varint,4,opt,name=prose,proto3" json:"prose,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectedExecutor) Reset() {
+	*x = ConnectedExecutor{}
+	mi := &file_tollgate_v1_run_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectedExecutor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectedExecutor) ProtoMessage() {}
+
+func (x *ConnectedExecutor) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_run_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectedExecutor.ProtoReflect.Descriptor instead.
+func (*ConnectedExecutor) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConnectedExecutor) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConnectedExecutor) GetLabels() []string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ConnectedExecutor) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ConnectedExecutor) GetProse() bool {
+	if x != nil {
+		return x.Prose
+	}
+	return false
+}
+
 // RunSummary is a short view of a run for lists.
 type RunSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -581,7 +783,7 @@ type RunSummary struct {
 
 func (x *RunSummary) Reset() {
 	*x = RunSummary{}
-	mi := &file_tollgate_v1_run_proto_msgTypes[1]
+	mi := &file_tollgate_v1_run_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +795,7 @@ func (x *RunSummary) String() string {
 func (*RunSummary) ProtoMessage() {}
 
 func (x *RunSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_run_proto_msgTypes[1]
+	mi := &file_tollgate_v1_run_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +808,7 @@ func (x *RunSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSummary.ProtoReflect.Descriptor instead.
 func (*RunSummary) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{1}
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunSummary) GetId() string {
@@ -710,7 +912,7 @@ type StepState struct {
 
 func (x *StepState) Reset() {
 	*x = StepState{}
-	mi := &file_tollgate_v1_run_proto_msgTypes[2]
+	mi := &file_tollgate_v1_run_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +924,7 @@ func (x *StepState) String() string {
 func (*StepState) ProtoMessage() {}
 
 func (x *StepState) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_run_proto_msgTypes[2]
+	mi := &file_tollgate_v1_run_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +937,7 @@ func (x *StepState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepState.ProtoReflect.Descriptor instead.
 func (*StepState) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{2}
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StepState) GetStepId() string {
@@ -826,7 +1028,7 @@ type Attempt struct {
 
 func (x *Attempt) Reset() {
 	*x = Attempt{}
-	mi := &file_tollgate_v1_run_proto_msgTypes[3]
+	mi := &file_tollgate_v1_run_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1040,7 @@ func (x *Attempt) String() string {
 func (*Attempt) ProtoMessage() {}
 
 func (x *Attempt) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_run_proto_msgTypes[3]
+	mi := &file_tollgate_v1_run_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1053,7 @@ func (x *Attempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
 func (*Attempt) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{3}
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Attempt) GetN() int32 {
@@ -944,7 +1146,7 @@ type StepError struct {
 
 func (x *StepError) Reset() {
 	*x = StepError{}
-	mi := &file_tollgate_v1_run_proto_msgTypes[4]
+	mi := &file_tollgate_v1_run_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1158,7 @@ func (x *StepError) String() string {
 func (*StepError) ProtoMessage() {}
 
 func (x *StepError) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_run_proto_msgTypes[4]
+	mi := &file_tollgate_v1_run_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1171,7 @@ func (x *StepError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepError.ProtoReflect.Descriptor instead.
 func (*StepError) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{4}
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StepError) GetKind() StepErrorKind {
@@ -1015,7 +1217,7 @@ type FanTiming struct {
 
 func (x *FanTiming) Reset() {
 	*x = FanTiming{}
-	mi := &file_tollgate_v1_run_proto_msgTypes[5]
+	mi := &file_tollgate_v1_run_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1229,7 @@ func (x *FanTiming) String() string {
 func (*FanTiming) ProtoMessage() {}
 
 func (x *FanTiming) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_run_proto_msgTypes[5]
+	mi := &file_tollgate_v1_run_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1242,7 @@ func (x *FanTiming) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FanTiming.ProtoReflect.Descriptor instead.
 func (*FanTiming) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{5}
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FanTiming) GetGroup() string {
@@ -1140,7 +1342,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_tollgate_v1_run_proto_msgTypes[6]
+	mi := &file_tollgate_v1_run_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1354,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_run_proto_msgTypes[6]
+	mi := &file_tollgate_v1_run_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1367,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{6}
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunEvent) GetCursor() string {
@@ -1273,7 +1475,7 @@ type CancellationReport struct {
 
 func (x *CancellationReport) Reset() {
 	*x = CancellationReport{}
-	mi := &file_tollgate_v1_run_proto_msgTypes[7]
+	mi := &file_tollgate_v1_run_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1487,7 @@ func (x *CancellationReport) String() string {
 func (*CancellationReport) ProtoMessage() {}
 
 func (x *CancellationReport) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_run_proto_msgTypes[7]
+	mi := &file_tollgate_v1_run_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1500,7 @@ func (x *CancellationReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancellationReport.ProtoReflect.Descriptor instead.
 func (*CancellationReport) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{7}
+	return file_tollgate_v1_run_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancellationReport) GetRan() []string {
@@ -1340,7 +1542,7 @@ var File_tollgate_v1_run_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x15tollgate/v1/run.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tollgate/v1/ask.proto\x1a\x16tollgate/v1/plan.proto\"\xc0\x06\n" +
+	"\x15tollgate/v1/run.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tollgate/v1/ask.proto\x1a\x16tollgate/v1/plan.proto\"\xb2\a\n" +
 	"\x03Run\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vplan_digest\x18\x02 \x01(\tR\n" +
@@ -1367,10 +1569,25 @@ const file_tollgate_v1_run_proto_rawDesc = "" +
 	"request_id\x18\x11 \x01(\tR\trequestId\x12*\n" +
 	"\x04fans\x18\x12 \x03(\v2\x16.tollgate.v1.FanTimingR\x04fans\x12\x19\n" +
 	"\btrace_id\x18\x13 \x01(\tR\atraceId\x12\x1a\n" +
-	"\bexternal\x18\x14 \x01(\bR\bexternal\x1a9\n" +
+	"\bexternal\x18\x14 \x01(\bR\bexternal\x122\n" +
+	"\ablocked\x18\x15 \x03(\v2\x18.tollgate.v1.BlockedStepR\ablocked\x12<\n" +
+	"\texecutors\x18\x16 \x03(\v2\x1e.tollgate.v1.ConnectedExecutorR\texecutors\x1a9\n" +
 	"\vInputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbd\x01\n" +
+	"\vBlockedStep\x12\x17\n" +
+	"\astep_id\x18\x01 \x01(\tR\x06stepId\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\tR\x05label\x12\x14\n" +
+	"\x05prose\x18\x05 \x01(\bR\x05prose\x12%\n" +
+	"\x0fcheck_of_ask_id\x18\x06 \x01(\tR\fcheckOfAskId\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"g\n" +
+	"\x11ConnectedExecutor\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x14\n" +
+	"\x05tools\x18\x03 \x03(\tR\x05tools\x12\x14\n" +
+	"\x05prose\x18\x04 \x01(\bR\x05prose\"\xf1\x02\n" +
 	"\n" +
 	"RunSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -1503,64 +1720,68 @@ func file_tollgate_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_tollgate_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tollgate_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_tollgate_v1_run_proto_goTypes = []any{
 	(RunState)(0),                 // 0: tollgate.v1.RunState
 	(StepStatus)(0),               // 1: tollgate.v1.StepStatus
 	(StepErrorKind)(0),            // 2: tollgate.v1.StepErrorKind
 	(RunEventKind)(0),             // 3: tollgate.v1.RunEventKind
 	(*Run)(nil),                   // 4: tollgate.v1.Run
-	(*RunSummary)(nil),            // 5: tollgate.v1.RunSummary
-	(*StepState)(nil),             // 6: tollgate.v1.StepState
-	(*Attempt)(nil),               // 7: tollgate.v1.Attempt
-	(*StepError)(nil),             // 8: tollgate.v1.StepError
-	(*FanTiming)(nil),             // 9: tollgate.v1.FanTiming
-	(*RunEvent)(nil),              // 10: tollgate.v1.RunEvent
-	(*CancellationReport)(nil),    // 11: tollgate.v1.CancellationReport
-	nil,                           // 12: tollgate.v1.Run.InputsEntry
-	(*Plan)(nil),                  // 13: tollgate.v1.Plan
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*AskSummary)(nil),            // 15: tollgate.v1.AskSummary
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*BlockedStep)(nil),           // 5: tollgate.v1.BlockedStep
+	(*ConnectedExecutor)(nil),     // 6: tollgate.v1.ConnectedExecutor
+	(*RunSummary)(nil),            // 7: tollgate.v1.RunSummary
+	(*StepState)(nil),             // 8: tollgate.v1.StepState
+	(*Attempt)(nil),               // 9: tollgate.v1.Attempt
+	(*StepError)(nil),             // 10: tollgate.v1.StepError
+	(*FanTiming)(nil),             // 11: tollgate.v1.FanTiming
+	(*RunEvent)(nil),              // 12: tollgate.v1.RunEvent
+	(*CancellationReport)(nil),    // 13: tollgate.v1.CancellationReport
+	nil,                           // 14: tollgate.v1.Run.InputsEntry
+	(*Plan)(nil),                  // 15: tollgate.v1.Plan
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*AskSummary)(nil),            // 17: tollgate.v1.AskSummary
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
 }
 var file_tollgate_v1_run_proto_depIdxs = []int32{
-	13, // 0: tollgate.v1.Run.plan:type_name -> tollgate.v1.Plan
+	15, // 0: tollgate.v1.Run.plan:type_name -> tollgate.v1.Plan
 	0,  // 1: tollgate.v1.Run.state:type_name -> tollgate.v1.RunState
-	14, // 2: tollgate.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	14, // 3: tollgate.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 4: tollgate.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
-	6,  // 5: tollgate.v1.Run.steps:type_name -> tollgate.v1.StepState
-	15, // 6: tollgate.v1.Run.asks:type_name -> tollgate.v1.AskSummary
-	12, // 7: tollgate.v1.Run.inputs:type_name -> tollgate.v1.Run.InputsEntry
-	9,  // 8: tollgate.v1.Run.fans:type_name -> tollgate.v1.FanTiming
-	0,  // 9: tollgate.v1.RunSummary.state:type_name -> tollgate.v1.RunState
-	14, // 10: tollgate.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	14, // 11: tollgate.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 12: tollgate.v1.StepState.state:type_name -> tollgate.v1.StepStatus
-	7,  // 13: tollgate.v1.StepState.attempts:type_name -> tollgate.v1.Attempt
-	16, // 14: tollgate.v1.StepState.branch_time:type_name -> google.protobuf.Duration
-	14, // 15: tollgate.v1.Attempt.leased_at:type_name -> google.protobuf.Timestamp
-	14, // 16: tollgate.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	14, // 17: tollgate.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	8,  // 18: tollgate.v1.Attempt.error:type_name -> tollgate.v1.StepError
-	14, // 19: tollgate.v1.Attempt.queued_at:type_name -> google.protobuf.Timestamp
-	2,  // 20: tollgate.v1.StepError.kind:type_name -> tollgate.v1.StepErrorKind
-	16, // 21: tollgate.v1.FanTiming.wall:type_name -> google.protobuf.Duration
-	16, // 22: tollgate.v1.FanTiming.branch_sum:type_name -> google.protobuf.Duration
-	16, // 23: tollgate.v1.FanTiming.branch_max:type_name -> google.protobuf.Duration
-	14, // 24: tollgate.v1.FanTiming.start:type_name -> google.protobuf.Timestamp
-	14, // 25: tollgate.v1.FanTiming.end:type_name -> google.protobuf.Timestamp
-	3,  // 26: tollgate.v1.RunEvent.kind:type_name -> tollgate.v1.RunEventKind
-	14, // 27: tollgate.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 28: tollgate.v1.RunEvent.run_state:type_name -> tollgate.v1.RunState
-	4,  // 29: tollgate.v1.RunEvent.run:type_name -> tollgate.v1.Run
-	6,  // 30: tollgate.v1.RunEvent.step:type_name -> tollgate.v1.StepState
-	15, // 31: tollgate.v1.RunEvent.ask:type_name -> tollgate.v1.AskSummary
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	16, // 2: tollgate.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	16, // 3: tollgate.v1.Run.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 4: tollgate.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	8,  // 5: tollgate.v1.Run.steps:type_name -> tollgate.v1.StepState
+	17, // 6: tollgate.v1.Run.asks:type_name -> tollgate.v1.AskSummary
+	14, // 7: tollgate.v1.Run.inputs:type_name -> tollgate.v1.Run.InputsEntry
+	11, // 8: tollgate.v1.Run.fans:type_name -> tollgate.v1.FanTiming
+	5,  // 9: tollgate.v1.Run.blocked:type_name -> tollgate.v1.BlockedStep
+	6,  // 10: tollgate.v1.Run.executors:type_name -> tollgate.v1.ConnectedExecutor
+	0,  // 11: tollgate.v1.RunSummary.state:type_name -> tollgate.v1.RunState
+	16, // 12: tollgate.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	16, // 13: tollgate.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 14: tollgate.v1.StepState.state:type_name -> tollgate.v1.StepStatus
+	9,  // 15: tollgate.v1.StepState.attempts:type_name -> tollgate.v1.Attempt
+	18, // 16: tollgate.v1.StepState.branch_time:type_name -> google.protobuf.Duration
+	16, // 17: tollgate.v1.Attempt.leased_at:type_name -> google.protobuf.Timestamp
+	16, // 18: tollgate.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	16, // 19: tollgate.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	10, // 20: tollgate.v1.Attempt.error:type_name -> tollgate.v1.StepError
+	16, // 21: tollgate.v1.Attempt.queued_at:type_name -> google.protobuf.Timestamp
+	2,  // 22: tollgate.v1.StepError.kind:type_name -> tollgate.v1.StepErrorKind
+	18, // 23: tollgate.v1.FanTiming.wall:type_name -> google.protobuf.Duration
+	18, // 24: tollgate.v1.FanTiming.branch_sum:type_name -> google.protobuf.Duration
+	18, // 25: tollgate.v1.FanTiming.branch_max:type_name -> google.protobuf.Duration
+	16, // 26: tollgate.v1.FanTiming.start:type_name -> google.protobuf.Timestamp
+	16, // 27: tollgate.v1.FanTiming.end:type_name -> google.protobuf.Timestamp
+	3,  // 28: tollgate.v1.RunEvent.kind:type_name -> tollgate.v1.RunEventKind
+	16, // 29: tollgate.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 30: tollgate.v1.RunEvent.run_state:type_name -> tollgate.v1.RunState
+	4,  // 31: tollgate.v1.RunEvent.run:type_name -> tollgate.v1.Run
+	8,  // 32: tollgate.v1.RunEvent.step:type_name -> tollgate.v1.StepState
+	17, // 33: tollgate.v1.RunEvent.ask:type_name -> tollgate.v1.AskSummary
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_run_proto_init() }
@@ -1576,7 +1797,7 @@ func file_tollgate_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_run_proto_rawDesc), len(file_tollgate_v1_run_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

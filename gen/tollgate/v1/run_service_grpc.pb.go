@@ -34,7 +34,7 @@ const (
 // the one engine that reads gates (I2). Callers are authenticated people or
 // services; the requester and every recorded actor is the authenticated
 // caller, never a request field (a forged actor in a body is ignored).
-// Callers see only the runs visible to them (DESIGN.md §5 Visibility): runs
+// Callers see only the runs visible to them (docs/invariants.md, I9): runs
 // they requested, runs with an ask they may decide or decided, and, for
 // holders of the auditor or operator role by policy, every run. To anyone
 // else a run does not exist: every call naming it is NOT_FOUND exactly as for
@@ -147,7 +147,7 @@ func (c *runServiceClient) CancelRun(ctx context.Context, in *CancelRunRequest, 
 // the one engine that reads gates (I2). Callers are authenticated people or
 // services; the requester and every recorded actor is the authenticated
 // caller, never a request field (a forged actor in a body is ignored).
-// Callers see only the runs visible to them (DESIGN.md §5 Visibility): runs
+// Callers see only the runs visible to them (docs/invariants.md, I9): runs
 // they requested, runs with an ask they may decide or decided, and, for
 // holders of the auditor or operator role by policy, every run. To anyone
 // else a run does not exist: every call naming it is NOT_FOUND exactly as for

@@ -12,15 +12,14 @@ import (
 // effects acts on a committed transition: dispatch runnable steps (a step
 // nobody can take makes the run blocked) and cancel abandoned attempts.
 func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition) {
-	if tr.Run != nil {
-		r.notify(tr.Run)
-	}
 	var refused []engine.StepAttempt
 	for _, e := range tr.Effects {
 		switch e := e.(type) {
 		case engine.AskOpened:
 			if r.asks != nil {
+				r.settling.add(runID, 1)
 				r.asks.Opened(ctx, r, tr.Run, e.Ask)
+				r.settling.add(runID, -1)
 			}
 		case engine.AskNotice:
 			if r.asks != nil {
@@ -47,6 +46,13 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 		case engine.RunEnded:
 			r.log.LogAttrs(ctx, slog.LevelInfo, "run ended", slog.String("run", runID), slog.String("state", string(e.State)), slog.String("reason", e.Reason))
 		}
+	}
+	if tr.Run != nil {
+		// Watchers are woken once the ask hooks ran (settling.go): a
+		// standing approval decides an ask in the commit after the one
+		// that opened it, and a watcher woken by that first commit would
+		// read the run parked on an ask nobody is to answer (issue 16).
+		r.notify(tr.Run)
 	}
 	if len(refused) > 0 {
 		// Every refusal of this round in one transition: a fan of N steps

@@ -33,6 +33,8 @@ type Runner struct {
 
 	// asks hears of every ask this replica opens, after its commit.
 	asks AskHook
+	// settling are the runs whose ask hooks run now (settling.go).
+	settling settling
 	// outbox is the work each commit enqueues for its effects (notices).
 	outbox Outbox
 	// observers hear of every transition this replica commits.

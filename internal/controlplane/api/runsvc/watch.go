@@ -58,7 +58,10 @@ func (s *Service) WatchRun(req *tollgatev1.WatchRunRequest, stream tollgatev1.Ru
 			// (a role revoked) stops receiving it.
 			return api.NotVisible(req.GetRunId())
 		}
-		if run.Version > last {
+		if run.Version > last && !(run.State == engine.Parked && s.cfg.Runner.Settling(run.ID)) {
+			// (A run parked while its ask hook runs is sent once the hook
+			// is done, which wakes this watcher: it may not wait for a
+			// person at all, runner.Settling.)
 			last = run.Version
 			if err := api.SendEvent(stream, s.cfg.Watches.RunEvent(run, m, kind)); err != nil {
 				return err

@@ -1,4 +1,4 @@
-package main
+package notes
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func readNotes(t *testing.T, path string) []Note {
 func TestConcurrentStores(t *testing.T) {
 	ctx := t.Context()
 	file := filepath.Join(t.TempDir(), "sub", "notes.jsonl")
-	cs := mcptest.ConnectPipes(t, ctx, run, "--file", file)
+	cs := mcptest.ConnectPipes(t, ctx, Run, "--file", file)
 	mcptest.CheckCatalog(t, ctx, cs, ServerName)
 
 	const n = 32
@@ -105,7 +105,7 @@ func TestConcurrentStores(t *testing.T) {
 // second run appends to the same file, and bad input is a tool error.
 func TestBinaryStdio(t *testing.T) {
 	ctx := t.Context()
-	bin := mcptest.Build(t, ".")
+	bin := mcptest.Build(t, "../../notes")
 	file := filepath.Join(t.TempDir(), "notes.jsonl")
 
 	cs := mcptest.ConnectCommand(t, ctx, bin, "--file", file)
@@ -140,7 +140,7 @@ func TestDefaultFile(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("TOLLGATE_HOME", home)
 	ctx := t.Context()
-	cs := mcptest.ConnectPipes(t, ctx, run)
+	cs := mcptest.ConnectPipes(t, ctx, Run)
 	mcptest.Call(t, ctx, cs, "store", map[string]any{"text": "hello"}, nil)
 	if got := readNotes(t, filepath.Join(home, "notes.jsonl")); len(got) != 1 || got[0].Text != "hello" {
 		t.Errorf("notes = %+v", got)

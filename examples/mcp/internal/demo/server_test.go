@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -73,7 +73,7 @@ func skillCalls(t *testing.T) []skillCall {
 // idempotency key.
 func TestSkillsAgainstBinary(t *testing.T) {
 	ctx := t.Context()
-	bin := mcptest.Build(t, ".")
+	bin := mcptest.Build(t, "../../demo")
 	catalog := mcptest.Catalog(t)
 	calls := skillCalls(t)
 	logFile := filepath.Join(t.TempDir(), "effects.jsonl")
@@ -186,7 +186,7 @@ func decodeMap(t *testing.T, res *mcp.CallToolResult) map[string]any {
 func TestCannedData(t *testing.T) {
 	ctx := t.Context()
 	connect := func(server string) *mcp.ClientSession {
-		return mcptest.ConnectPipes(t, ctx, run, "--server", server, "--log", filepath.Join(t.TempDir(), "e.jsonl"))
+		return mcptest.ConnectPipes(t, ctx, Run, "--server", server, "--log", filepath.Join(t.TempDir(), "e.jsonl"))
 	}
 
 	erp := connect("erp")
@@ -295,7 +295,7 @@ func TestVendorsFileReread(t *testing.T) {
 		}
 	}
 	writeVendor("XXXX2048")
-	cs := mcptest.ConnectPipes(t, ctx, run, "--server", "erp", "--vendors", vendors, "--log", filepath.Join(dir, "e.jsonl"))
+	cs := mcptest.ConnectPipes(t, ctx, Run, "--server", "erp", "--vendors", vendors, "--log", filepath.Join(dir, "e.jsonl"))
 	get := func() any {
 		return decodeMap(t, mcptest.Call(t, ctx, cs, "get_vendor", map[string]any{"id": "V-1187"}, nil))["bank_account"]
 	}
@@ -320,7 +320,7 @@ func TestVendorsFileReread(t *testing.T) {
 func TestConcurrentPayments(t *testing.T) {
 	ctx := t.Context()
 	logFile := filepath.Join(t.TempDir(), "effects.jsonl")
-	cs := mcptest.ConnectPipes(t, ctx, run, "--server", "payments", "--log", logFile)
+	cs := mcptest.ConnectPipes(t, ctx, Run, "--server", "payments", "--log", logFile)
 	const n = 20
 	ids := make([]string, n)
 	var wg sync.WaitGroup
@@ -388,7 +388,7 @@ func TestFlags(t *testing.T) {
 		{"id": "e1", "summary": "Only event", "start": "2026-01-01T10:00:00Z", "end": "2026-01-01T11:00:00Z"}]}}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cs := mcptest.ConnectPipes(t, ctx, run, "--server", "google-calendar", "--data", data, "--log", filepath.Join(dir, "e.jsonl"))
+	cs := mcptest.ConnectPipes(t, ctx, Run, "--server", "google-calendar", "--data", data, "--log", filepath.Join(dir, "e.jsonl"))
 	events := decodeMap(t, mcptest.Call(t, ctx, cs, "list-events", map[string]any{"calendarId": "team"}, nil))
 	if items := events["items"].([]any); len(items) != 1 || items[0].(map[string]any)["summary"] != "Only event" {
 		t.Errorf("events = %v", items)
@@ -399,7 +399,7 @@ func TestFlags(t *testing.T) {
 
 	for _, args := range [][]string{{}, {"--server", "jira"}, {"--server", "erp", "--data", filepath.Join(dir, "missing.json")}} {
 		var stderr strings.Builder
-		if err := run(ctx, args, strings.NewReader(""), &strings.Builder{}, &stderr); err == nil {
+		if err := Run(ctx, args, strings.NewReader(""), &strings.Builder{}, &stderr); err == nil {
 			t.Errorf("run %q: no error", args)
 		}
 	}

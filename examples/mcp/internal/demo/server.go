@@ -1,4 +1,6 @@
-package main
+// Package demo is the demo stand-ins the example skills call (../../demo is
+// its command; servers builds it into Tollgate's binaries).
+package demo
 
 import (
 	"context"
@@ -24,8 +26,8 @@ var defaultData []byte
 // Servers are the names --server accepts, as catalog.yaml spells them.
 var Servers = []string{"google-calendar", "gmail", "slack", "github", "erp", "payments"}
 
-// run parses flags and serves until ctx ends or the client hangs up.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// Run parses flags and serves until ctx ends or the client hangs up.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("server", "", "which stand-in to serve: `NAME` is one of "+strings.Join(Servers, ", "))

@@ -1,4 +1,6 @@
-package main
+// Package monitor is the "mcp-monitor" example MCP server (../../monitor is
+// its command; servers builds it into Tollgate's binaries).
+package monitor
 
 import (
 	"bufio"
@@ -21,8 +23,8 @@ import (
 // ServerName is the name catalog.yaml knows this server by.
 const ServerName = "mcp-monitor"
 
-// run parses flags and serves until ctx ends or the client hangs up.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// Run parses flags and serves until ctx ends or the client hangs up.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(ServerName, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on `ADDR` (e.g. 127.0.0.1:8931) instead of stdio")

@@ -1,4 +1,4 @@
-package main
+package monitor
 
 import (
 	"net/http"
@@ -22,7 +22,7 @@ func TestBinaryStdio(t *testing.T) {
 		t.Skip("reads /proc")
 	}
 	ctx := t.Context()
-	cs := mcptest.ConnectCommand(t, ctx, mcptest.Build(t, "."))
+	cs := mcptest.ConnectCommand(t, ctx, mcptest.Build(t, "../../monitor"))
 	if got := cs.InitializeResult().ServerInfo.Name; got != ServerName {
 		t.Errorf("server name = %q, want %q", got, ServerName)
 	}
@@ -55,7 +55,7 @@ func TestParseFixedProc(t *testing.T) {
 	write("meminfo", "MemTotal:        8000000 kB\nMemFree:          100000 kB\nMemAvailable:    2000000 kB\n")
 
 	ctx := t.Context()
-	cs := mcptest.ConnectPipes(t, ctx, run, "--proc", proc)
+	cs := mcptest.ConnectPipes(t, ctx, Run, "--proc", proc)
 	mcptest.CheckCatalog(t, ctx, cs, ServerName)
 
 	var cpu CPUInfo
@@ -86,7 +86,7 @@ func TestHTTP(t *testing.T) {
 		t.Skip("reads /proc")
 	}
 	ctx := t.Context()
-	url, stop := mcptest.StartHTTP(t, ctx, run)
+	url, stop := mcptest.StartHTTP(t, ctx, Run)
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	cs, err := mcptest.Client().Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: tr}}, nil)

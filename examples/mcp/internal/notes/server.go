@@ -1,4 +1,6 @@
-package main
+// Package notes is the "notes" example MCP server (../../notes is its
+// command; servers builds it into Tollgate's binaries).
+package notes
 
 import (
 	"context"
@@ -19,8 +21,8 @@ import (
 // ServerName is the name catalog.yaml knows this server by.
 const ServerName = "notes"
 
-// run parses flags and serves until ctx ends or the client hangs up.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// Run parses flags and serves until ctx ends or the client hangs up.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(ServerName, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on `ADDR` (e.g. 127.0.0.1:8932) instead of stdio")
