@@ -234,6 +234,7 @@ func packetOf(resp *tollgatev1.GetAskResponse, now time.Time) packetJSON {
 // writePacket prints an ask's decision packet for the person who may
 // decide it; now is the clock its ladder is read against.
 func writePacket(w io.Writer, resp *tollgatev1.GetAskResponse, now time.Time) {
+	w = escaped{w} // the packet quotes others' words
 	a := resp.GetAsk()
 	fmt.Fprintf(w, "%s  %s\n  %s\n", a.GetId(), askWord(a.GetState()), a.GetTitle())
 	if s := a.GetSummary(); s != "" {
@@ -388,8 +389,8 @@ func writeInbox(w io.Writer, items []*tollgatev1.InboxItem, now time.Time, loc *
 	fmt.Fprintln(tw, "ASK\tTITLE\tOPEN\tDEADLINE\tWHY YOU")
 	for _, it := range items {
 		a := it.GetAsk()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetTitle(), age(a.GetCreatedAt().AsTime(), now),
-			deadlineText(a.GetExpiresAt().AsTime().In(loc), now), it.GetWhy())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.GetId(), escapeControls(a.GetTitle()), age(a.GetCreatedAt().AsTime(), now),
+			deadlineText(a.GetExpiresAt().AsTime().In(loc), now), escapeControls(it.GetWhy()))
 	}
 	return tw.Flush()
 }

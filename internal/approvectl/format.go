@@ -2,8 +2,12 @@ package approvectl
 
 import (
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -114,3 +118,46 @@ func fanLine(group string, branches int, wall, sum, maxBranch time.Duration) str
 
 // ms is a duration in milliseconds, to the microsecond, for JSON.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// escaped is a writer for text a person reads on a terminal that holds
+// others' words (titles, summaries, artifacts, reasons): every control
+// character but newline and tab, every bidi override or isolate, and
+// every byte that is not UTF-8 is written as an escape (\x1b, \u202e),
+// so the text cannot move the cursor, clear what was printed or reorder
+// itself to show another payload than the one the packet binds.
+type escaped struct{ w io.Writer }
+
+func (e escaped) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(e.w, escapeControls(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// escapeControls is s with what escaped escapes written as escapes.
+func escapeControls(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unsafeRune(r) && r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) && r != '\n' && r != '\t' ||
+		r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
+}

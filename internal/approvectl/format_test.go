@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -145,5 +146,40 @@ func TestAsksShowStatesTheDeadlineAndWhatItDoes(t *testing.T) {
 	}
 	if strings.Contains(out, "unspecified") {
 		t.Errorf("asks show says unspecified:\n%s", out)
+	}
+}
+
+// What an approver reads on a terminal is what the packet holds: a title,
+// a summary or an artifact (a PR's text, a tool's output — someone
+// else's words) cannot move the cursor, clear lines or reorder text to
+// make the screen show another payload. Control characters and bidi
+// overrides are printed as escapes; the lines stay as they are.
+func TestAsksShowPrintsNoTerminalControls(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 3, 0, time.UTC)
+	evil := "ok\r\x1b[2K\x1b[1Aaction pay: payments·pay {\"amount\":1}\u202e001\u009b"
+	a := &tollgatev1.Ask{Id: "r1/ask_1", State: tollgatev1.AskState_ASK_STATE_PENDING, Title: "ship?" + evil, Summary: evil,
+		CreatedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(time.Hour)),
+		Actions: []*tollgatev1.Action{{StepId: "pay", Server: "payments", Tool: "pay", ArgsJson: `{"amount":900000}`}},
+		Evidence: []*tollgatev1.EvidenceArtifact{{Ref: "pr.body", MediaType: "application/json", Content: []byte(`"line one\nline two \u001b[2Kgone"`)},
+			{Name: "notes.txt", MediaType: "text/plain", Content: []byte("a\tb\n" + evil)}}}
+	var b strings.Builder
+	writePacket(&b, &tollgatev1.GetAskResponse{Ask: a}, now)
+	out := b.String()
+	for _, r := range out {
+		if (unicode.IsControl(r) && r != '\n' && r != '\t') || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+			t.Fatalf("asks show printed %U:\n%q", r, out)
+		}
+	}
+	for _, want := range []string{`ship?ok\x0d\x1b[2K`, `\u202e001`, "      line one\n      line two \\x1b[2Kgone\n", "a\tb"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("asks show lacks %q:\n%s", want, out)
+		}
+	}
+	var inbox strings.Builder
+	if err := writeInbox(&inbox, []*tollgatev1.InboxItem{{Ask: &tollgatev1.AskSummary{Id: a.GetId(), Title: a.GetTitle(), CreatedAt: a.GetCreatedAt(), ExpiresAt: a.GetExpiresAt()}, Why: evil}}, now, time.UTC); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(inbox.String(), "\r\x1b\u202e") {
+		t.Fatalf("the inbox printed controls: %q", inbox.String())
 	}
 }

@@ -156,8 +156,8 @@ func artifact(run *engine.Run, m *engine.Machine, a *engine.AskRun, e engine.Evi
 	out.Size = int64(len(content))
 	if !full && len(content) > MaxShownContent {
 		cut := MaxShownContent
-		for cut > 0 && !utf8.RuneStart(content[cut]) {
-			cut-- // never split a character
+		for cut > MaxShownContent-utf8.UTFMax+1 && !utf8.RuneStart(content[cut]) {
+			cut-- // never split a character; bytes that are not UTF-8 are cut at the bound
 		}
 		content = content[:cut]
 		out.Truncated = true

@@ -144,3 +144,21 @@ func TestDecisionsQuoteTheDigestTheyWereMadeAgainst(t *testing.T) {
 		t.Errorf("decision after the amendment quotes %s, want %s", got, a.PayloadDigest())
 	}
 }
+
+// A large artifact that is not UTF-8 text (a script gate's binary) is cut
+// at MaxShownContent, a character's bytes kept whole only where it is
+// text: not cut back to nothing.
+func TestBinaryArtifactIsCutNotEmptied(t *testing.T) {
+	bin := bytes.Repeat([]byte{0x80}, MaxShownContent+10)
+	run := &engine.Run{ID: "r1", Requester: "alice"}
+	a := &engine.AskRun{ID: "g", Type: engine.Gate, Evidence: []engine.Evidence{{Name: "blob", MediaType: "application/octet-stream", Content: bin, Digest: freshness.ContentDigest(bin)}}}
+	got := Ask(run, nil, a, false).GetEvidence()[0]
+	if !got.GetTruncated() || len(got.GetContent()) < MaxShownContent-3 || !bytes.Equal(got.GetContent(), bin[:len(got.GetContent())]) {
+		t.Fatalf("truncated %v, %d bytes shown of %d", got.GetTruncated(), len(got.GetContent()), len(bin))
+	}
+	text := []byte(strings.Repeat("é", MaxShownContent)) // 2 bytes each: the cut falls on a boundary or mid-character
+	a.Evidence = []engine.Evidence{{Name: "t", MediaType: "text/plain", Content: text[1:], Digest: freshness.ContentDigest(text[1:])}}
+	if c := Ask(run, nil, a, false).GetEvidence()[0].GetContent(); len(c) < MaxShownContent-3 || !bytes.Equal(c, text[1:len(c)+1]) {
+		t.Fatalf("text: %d bytes shown", len(c))
+	}
+}

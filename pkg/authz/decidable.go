@@ -177,6 +177,9 @@ func (s *snapshot) unjudgeable(m Matter) *Gap {
 	return nil
 }
 
+// maxKeptOut is how many people a shortfall says why of.
+const maxKeptOut = 10
+
 // shortfall is the Gap of a matter policy alone lets only n of the
 // route's quorum decide: who is kept out and why, and the rows that would
 // let enough people decide.
@@ -200,6 +203,11 @@ func (s *snapshot) shortfall(m Matter, f floorRow, r Route, n int) *Gap {
 			continue
 		}
 		why = append(why, s.whyNot(p, m, f))
+	}
+	if len(why) > maxKeptOut {
+		// A reason must not grow with the policy: it is sent in a refusal
+		// and stored with a run that fails for it.
+		why = append(why[:maxKeptOut], fmt.Sprintf("and %d more", len(why)-maxKeptOut))
 	}
 	if len(why) > 0 {
 		fmt.Fprintf(&b, ": %s", strings.Join(why, "; "))

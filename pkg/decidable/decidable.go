@@ -232,13 +232,23 @@ func others(ds []authz.Decision, self string) []authz.Decision {
 	return slices.DeleteFunc(slices.Clone(ds), func(x authz.Decision) bool { return x.Actor == self || x.Via == self })
 }
 
+// maxNamed is how many people a reason names: it is stored with a run
+// that fails for it and sent in a refusal, so it must not grow with the
+// policy.
+const maxNamed = 10
+
+// names lists the people of ds, the first maxNamed of them and how many
+// more.
 func names(ds []authz.Decision) string {
 	if len(ds) == 0 {
 		return "nobody"
 	}
 	var out []string
-	for _, x := range ds {
+	for _, x := range ds[:min(len(ds), maxNamed)] {
 		out = append(out, x.Actor)
+	}
+	if len(ds) > maxNamed {
+		out = append(out, fmt.Sprintf("and %d more", len(ds)-maxNamed))
 	}
 	return strings.Join(out, ", ")
 }

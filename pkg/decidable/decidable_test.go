@@ -2,6 +2,9 @@ package decidable
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,5 +83,54 @@ func TestMatter(t *testing.T) {
 	}
 	if _, err := c.Matter("alice", plan.Step{ID: "pay", Server: "payments", Tool: "pay", Args: plan.Object(`{"amount":"400000.5"}`)}); err == nil || !strings.HasPrefix(err.Error(), "amount of pay: ") {
 		t.Errorf("fractional amount: %v, want refused naming the step", err)
+	}
+}
+
+// A refusal names whom policy lets decide, but not all of them: a role
+// thousands hold would make a run's failure reason (stored with the run
+// and its journal) and a refusal as long as the policy.
+func TestUndecidableNamesFewDeciders(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("p, role:finance, acme, payments.pay, unlimited\np2, acme, payments.pay, 1, requester, INR\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "g, person%04d, role:finance, acme, _, _\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "policy.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := authz.New(authz.Config{PolicyPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(Config{Policy: pol, Domain: "acme"})
+	m, err := c.Matter("alice", plan.Step{ID: "pay", Server: "payments", Tool: "pay", Args: plan.Object(`{"amount":10,"currency":"INR"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.Judge(context.Background(), []authz.Matter{m}, authz.RecipeAsk{Audience: plan.AudienceRequester}, "", "")
+	if err != nil || j.Problem == nil {
+		t.Fatalf("asking the requester, who may not: %+v %v", j, err)
+	}
+	text := j.Problem.Text()
+	if len(text) > 1000 || !strings.Contains(text, "person0000") || !strings.Contains(text, "2990 more") {
+		t.Fatalf("%d bytes: %.400s…", len(text), text)
+	}
+	// Over every one's limit: each is kept out for a reason, and the
+	// reason says so for a few.
+	m.Amount = new(int64)
+	*m.Amount = 1 << 62
+	if err := os.WriteFile(path, []byte(strings.Replace(b.String(), "unlimited", "5", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := pol.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	j, err = c.Judge(context.Background(), []authz.Matter{m}, authz.RecipeAsk{Audience: "finance"}, "", "")
+	if err != nil || j.Problem == nil {
+		t.Fatalf("over every limit: %+v %v", j, err)
+	}
+	if text := j.Problem.Text(); len(text) > 2000 || !strings.Contains(text, "person0000") || !strings.Contains(text, "2990 more") {
+		t.Fatalf("over every limit, %d bytes: %.600s…", len(text), text)
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -326,11 +327,22 @@ func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
 // payload other than the one approved. Where the title quotes an old
 // value more than once, or not at all, which mention is the field is not
 // known: the title then ends "(FIELD now TO)", so it still never reads as
-// the old payload, and a later amendment rewrites that suffix.
+// the old payload, and a later amendment rewrites that suffix. Another
+// field's suffix is never taken for a mention of this one.
 func retitle(title, field string, from []string, to string) string {
 	replaced := false
+	// What an earlier amendment of another field appended, "(fee now
+	// 70)", quotes that field, never this one.
+	var others [][]int
+	for _, sp := range nowSuffix.FindAllStringSubmatchIndex(title, -1) {
+		if title[sp[2]:sp[3]] != field {
+			others = append(others, sp[:2])
+		}
+	}
 	for _, old := range slices.Compact(slices.Sorted(slices.Values(from))) {
-		at := wholeNumberAt(title, old)
+		at := slices.DeleteFunc(wholeNumberAt(title, old), func(i int) bool {
+			return slices.ContainsFunc(others, func(sp []int) bool { return sp[0] <= i && i < sp[1] })
+		})
 		if len(at) != 1 {
 			continue
 		}
@@ -342,6 +354,9 @@ func retitle(title, field string, from []string, to string) string {
 	}
 	return title
 }
+
+// nowSuffix is what retitle appends for a field it found no mention of.
+var nowSuffix = regexp.MustCompile(`\(([^()\s]+) now [^()]*\)`)
 
 // wholeNumberAt is where s quotes n as a whole number: not preceded or
 // followed by a digit, a letter, '-', '_' or '.' followed by a digit.

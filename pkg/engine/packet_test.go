@@ -37,6 +37,9 @@ func TestRetitle(t *testing.T) {
 		{"pay the vendor?", "485000", "pay the vendor? (amount now 9)"},
 		{"pay the vendor? (amount now 485000)", "485000", "pay the vendor? (amount now 9)"}, // a second amendment
 		{"pay the vendor?", "9", "pay the vendor?"},                                         // amended to what it was
+		// Another field's amendment is not this one's mention.
+		{"pay the vendor? (fee now 485000)", "485000", "pay the vendor? (fee now 485000) (amount now 9)"},
+		{"pay 485000 INR? (fee now 485000)", "485000", "pay 9 INR? (fee now 485000)"},
 	} {
 		if got := retitle(tc.title, "amount", []string{tc.from}, "9"); got != tc.want {
 			t.Errorf("retitle(%q, %s → 9) = %q, want %q", tc.title, tc.from, got, tc.want)

@@ -16,11 +16,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // Schema is one tool's input schema, parsed and resolved. It is immutable
@@ -85,6 +89,9 @@ func Parse(raw []byte) (*Schema, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fmt.Errorf("input schema is not a JSON object: %w", err)
+	}
+	if err := bounded(raw); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
 	}
 	full, root, err := resolve(raw)
 	if err != nil {
@@ -190,4 +197,153 @@ func innermost(err error) string {
 		}
 		err = next
 	}
+}
+
+// MaxSchemaBytes bounds an input schema's JSON text. An executor's hello
+// carries it, and every compile and run checks args against it.
+const MaxSchemaBytes = 256 << 10
+
+// maxExpanded bounds the schema nodes one validation can visit with every
+// $ref followed (bounded). Real tool schemas are far below it.
+const maxExpanded = 20_000
+
+// bounded refuses a schema whose validation would not end, or not soon:
+// jsonschema-go follows $ref with neither a cycle guard (a schema that
+// reaches itself through $ref recurses until the goroutine stack
+// overflows, which kills the process) nor memo (a chain of allOf pairs
+// doubles the work per link). It counts the schema's nodes with each $ref
+// replaced by its target, and refuses a cycle, a count over maxExpanded,
+// and any reference it cannot follow itself: only "#" and "#/json/pointer"
+// into the document, with no nested $id changing what they are relative
+// to, and no $dynamicRef or $recursiveRef (whose target depends on the
+// path taken). The schema's server still checks its own input.
+func bounded(raw []byte) error {
+	if len(raw) > MaxSchemaBytes {
+		return fmt.Errorf("%d bytes, over the %d taken", len(raw), MaxSchemaBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var root any
+	if err := dec.Decode(&root); err != nil {
+		return err
+	}
+	w := &refWalk{root: root, memo: map[string]int{}, visiting: map[string]bool{}}
+	_, err := w.cost(root, true)
+	return err
+}
+
+type refWalk struct {
+	root     any
+	memo     map[string]int // a $ref target's cost, refs followed
+	visiting map[string]bool
+}
+
+func (w *refWalk) cost(v any, isRoot bool) (int, error) {
+	n := 1
+	add := func(c int) error {
+		if n += c; n > maxExpanded {
+			return fmt.Errorf("with its $refs followed it has more than %d subschemas", maxExpanded)
+		}
+		return nil
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			e := x[k]
+			ref, isStr := e.(string)
+			switch {
+			case (k == "$dynamicRef" || k == "$recursiveRef") && isStr:
+				return 0, fmt.Errorf("%s %q is not followed here", k, limits.Short(ref))
+			case k == "$id" && isStr && !isRoot:
+				return 0, fmt.Errorf("a nested $id (%q) is not followed here", limits.Short(ref))
+			case k == "$ref" && isStr:
+				c, err := w.ref(ref)
+				if err != nil {
+					return 0, err
+				}
+				if err := add(c); err != nil {
+					return 0, err
+				}
+			default:
+				c, err := w.cost(e, false)
+				if err != nil {
+					return 0, err
+				}
+				if err := add(c); err != nil {
+					return 0, err
+				}
+			}
+		}
+	case []any:
+		for _, e := range x {
+			c, err := w.cost(e, false)
+			if err != nil {
+				return 0, err
+			}
+			if err := add(c); err != nil {
+				return 0, err
+			}
+		}
+	default:
+		return 0, nil
+	}
+	return n, nil
+}
+
+// ref is the cost of the $ref target ref.
+func (w *refWalk) ref(ref string) (int, error) {
+	frag, ok := strings.CutPrefix(ref, "#")
+	if !ok || (frag != "" && !strings.HasPrefix(frag, "/")) {
+		return 0, fmt.Errorf("$ref %q is not followed here (only #/json/pointer into the schema)", limits.Short(ref))
+	}
+	ptr, err := url.PathUnescape(frag)
+	if err != nil {
+		return 0, fmt.Errorf("$ref %q: %w", limits.Short(ref), err)
+	}
+	if c, ok := w.memo[ptr]; ok {
+		return c, nil
+	}
+	if w.visiting[ptr] {
+		return 0, fmt.Errorf("$ref %q refers to itself, directly or through others", limits.Short(ref))
+	}
+	target, ok := pointer(w.root, ptr)
+	if !ok {
+		return 0, fmt.Errorf("$ref %q names nothing in the schema", limits.Short(ref))
+	}
+	w.visiting[ptr] = true
+	c, err := w.cost(target, ptr == "")
+	delete(w.visiting, ptr)
+	if err != nil {
+		return 0, err
+	}
+	w.memo[ptr] = c
+	return c, nil
+}
+
+// pointer follows a JSON pointer (RFC 6901) from root.
+func pointer(root any, ptr string) (any, bool) {
+	v := root
+	if ptr == "" {
+		return v, true
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := v.(type) {
+		case map[string]any:
+			e, ok := x[tok]
+			if !ok {
+				return nil, false
+			}
+			v = e
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) || strconv.Itoa(i) != tok {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
 }

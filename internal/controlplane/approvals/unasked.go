@@ -3,23 +3,34 @@ package approvals
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
-// MayStartUnasked decides whether starting the run may approve a
-// `without asking` step (I1): only where policy lets the starter approve
-// that action themselves, as if the recipe asked them, and one person is
-// enough. Args that depend on earlier steps cannot be judged before they
-// run, so they are refused. It returns why not.
-func (d *Desk) MayStartUnasked(ctx context.Context, who string, st plan.Step) (string, bool) {
+// MayStartUnasked decides whether starting a run of p with inputs may
+// approve its `without asking` step st (I1): only where policy lets the
+// starter approve that action themselves, as if the recipe asked them,
+// and one person is enough. It is judged on the args the step will run
+// with, the run's inputs put in (engine.ResolveInputs). Args that read
+// anything else (an earlier step, an answer) cannot be judged before they
+// run, so they are refused; what an input's value holds is data, braces
+// and all. It returns why not.
+func (d *Desk) MayStartUnasked(ctx context.Context, who string, p *plan.Plan, st plan.Step, inputs map[string]string) (string, bool) {
 	if d.cfg.Policy == nil {
 		return "no policy is loaded", false
 	}
-	if refs, _ := plan.ObjectRefs(st.Args); len(refs) > 0 {
-		return "its args depend on earlier steps, so what it would do is not known at the start", false
+	refs, err := plan.ObjectRefs(st.Args)
+	if err != nil {
+		return fmt.Sprintf("its args cannot be read (%v)", err), false
 	}
+	for _, r := range refs {
+		if !slices.Contains(p.Inputs, r.ID) {
+			return "its args depend on earlier steps, so what it would do is not known at the start", false
+		}
+	}
+	st.Args = engine.ResolveInputs(p, st.Args, inputs)
 	// Judged as an approval the recipe asked of the starter (`ask me`).
 	run := &engine.Run{Requester: who}
 	a := &engine.AskRun{Type: plan.StopMenu, Audience: plan.AudienceRequester, Payload: []engine.Payload{{Step: st.ID, Server: st.Server, Tool: st.Tool, Args: st.Args}}}

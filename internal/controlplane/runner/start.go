@@ -37,16 +37,9 @@ type StartRequest struct {
 // already verified and stored — the same *plan.Plan, as a compile cache
 // hands out — is not verified or stored again.
 func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Machine, error) {
-	if req.Digest != "" {
-		if m, ok := r.machines.Get(req.Digest); ok && m.Plan() == req.Plan {
-			return m, nil
-		}
-	}
-	m, err := engine.New(req.Plan, r.engine)
-	if err != nil {
-		// The plan came from our compiler: a plan it built that fails
-		// Verify is our bug, not the caller's.
-		return nil, fmt.Errorf("start: %w", err)
+	m, cached, err := r.verified(req)
+	if err != nil || cached {
+		return m, err
 	}
 	b, err := plan.Canonical(req.Plan)
 	if err != nil {
@@ -57,6 +50,24 @@ func (r *Runner) startMachine(ctx context.Context, req StartRequest) (*engine.Ma
 	}
 	r.machines.Add(m.Digest(), m)
 	return m, nil
+}
+
+// verified is the engine for the plan to start, verified (engine.New),
+// without storing anything: the one this replica already built (and
+// stored) from this very *plan.Plan, cached, else a new one.
+func (r *Runner) verified(req StartRequest) (m *engine.Machine, cached bool, err error) {
+	if req.Digest != "" {
+		if m, ok := r.machines.Get(req.Digest); ok && m.Plan() == req.Plan {
+			return m, true, nil
+		}
+	}
+	m, err = engine.New(req.Plan, r.engine)
+	if err != nil {
+		// The plan came from our compiler: a plan it built that fails
+		// Verify is our bug, not the caller's.
+		return nil, false, fmt.Errorf("start: %w", err)
+	}
+	return m, false, nil
 }
 
 // Start verifies the plan (engine.New), stores it, and creates the run.
@@ -76,12 +87,18 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 			return nil, false, err
 		}
 	}
+	if repeat != "" {
+		// Its digest only: the run it names stored its own plan, and a
+		// different request refused here must store nothing.
+		m, _, err := r.verified(req)
+		if err != nil {
+			return nil, false, err
+		}
+		return r.repeated(ctx, repeat, m.Digest(), req)
+	}
 	m, err := r.startMachine(ctx, req)
 	if err != nil {
 		return nil, false, err
-	}
-	if repeat != "" {
-		return r.repeated(ctx, repeat, m.Digest(), req)
 	}
 	now, err := r.clock(ctx)
 	if err != nil {

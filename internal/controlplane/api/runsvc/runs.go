@@ -3,6 +3,7 @@ package runsvc
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,8 +64,7 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 			if st.SideEffect && st.WithoutAsking {
 				// Judged on the args it will run with: the compiler lets its
 				// args read only the run's inputs, which are known now.
-				st.Args = engine.ResolveInputs(res.Plan, st.Args, req.GetInputs())
-				if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, st); !ok {
+				if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, res.Plan, st, req.GetInputs()); !ok {
 					return fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
 				}
 			}
@@ -101,13 +101,15 @@ func (s *Service) checkInputArgs(p *plan.Plan, inputs map[string]string) error {
 		if st.Kind != plan.KindTool {
 			continue
 		}
-		if refs, _ := plan.ObjectRefs(st.Args); len(refs) == 0 {
+		refs, _ := plan.ObjectRefs(st.Args)
+		if len(refs) == 0 {
 			continue // literal only: the compiler checked it
 		}
-		args := engine.ResolveInputs(p, st.Args, inputs)
-		if refs, _ := plan.ObjectRefs(args); len(refs) > 0 {
-			continue
+		if slices.ContainsFunc(refs, func(r plan.Ref) bool { return !slices.Contains(p.Inputs, r.ID) }) {
+			continue // reads an earlier step: checked before its ask opens
 		}
+		// An input's value is data, braces and all.
+		args := engine.ResolveInputs(p, st.Args, inputs)
 		if err := cat.CheckArgs(st.Server, st.Tool, args); err != nil {
 			return fmt.Errorf("`%s` (%s·%s) cannot run with the inputs given (%v), so no run was started: %w", st.ID, st.Server, st.Tool, err, errkind.Invalid)
 		}
