@@ -73,7 +73,18 @@ func (d *Desk) policyOver(ctx context.Context, who string, run *engine.Run, a *e
 		}
 		return Verdict{Why: "the ask is for the role " + a.Audience + ", which you do not hold"}, nil
 	}
-	return d.judge(ctx, who, d.matters(run, a), recipeAsk(a))
+	self := ""
+	if a.Type == engine.Gate {
+		// A gate from code is someone else's check on a script: its
+		// requester never decides it, nor anyone acting for her, whatever
+		// separation a policy row sets (RouteGate refuses to open one
+		// only she could decide; this holds it at decision time).
+		self = run.Requester
+		if who == self {
+			return Verdict{Why: fmt.Sprintf("separation of duties: %s opened this gate, and a gate from code is decided by someone else", who)}, nil
+		}
+	}
+	return d.judge(ctx, who, d.matters(run, a), recipeAsk(a), self)
 }
 
 // recipeAsk is whom the recipe (or the gate's requester) asked.
@@ -84,7 +95,10 @@ func recipeAsk(a *engine.AskRun) authz.RecipeAsk {
 // judge is the one place policy is asked to decide (pkg/authz): who must
 // be allowed every matter, within what the recipe asked; the first
 // refusal or unreadable matter denies.
-func (d *Desk) judge(ctx context.Context, who string, matters []matterOrErr, ask authz.RecipeAsk) (Verdict, error) {
+//
+// self, when set, is a gate's requester: authority that comes through a
+// delegation from her does not count.
+func (d *Desk) judge(ctx context.Context, who string, matters []matterOrErr, ask authz.RecipeAsk, self string) (Verdict, error) {
 	var whys []string
 	policy, delegated, quorum := "", false, 0
 	for _, m := range matters {
@@ -98,6 +112,9 @@ func (d *Desk) judge(ctx context.Context, who string, matters []matterOrErr, ask
 		}
 		if !dec.Allowed {
 			return Verdict{Why: dec.Reason, Policy: dec.PolicyVersion}, nil
+		}
+		if self != "" && dec.Via == self {
+			return Verdict{Why: fmt.Sprintf("separation of duties: you act for %s, who opened this gate, and a gate from code is decided by someone else", self), Policy: dec.PolicyVersion}, nil
 		}
 		whys = append(whys, dec.Reason)
 		policy = dec.PolicyVersion
