@@ -19,7 +19,8 @@
 // every gate; the '*' never matches a dot): an action without rows of its
 // own falls under the longest pattern covering it, whose roles decide it,
 // while every broader pattern's separation of duties and quorum still
-// hold. casbin compares the row as written (no keyMatch).
+// hold, at every level below it (gate.*'s reach gate.deploy.prod under a
+// gate.deploy.* row). casbin compares the row as written (no keyMatch).
 //
 // Every error denies: a decision that could not be evaluated is
 // Allowed=false together with the error. Decisions read memory only; files

@@ -323,18 +323,28 @@ func covers(pat, name string) bool {
 	return ok && !strings.Contains(rest, ".")
 }
 
-// inherit raises each floor's bars by every broader pattern covering it:
+// below reports whether name (an action or a pattern) lies anywhere under
+// the pattern pat, at any depth: gate.deploy.prod and gate.deploy.* lie
+// below gate.*. Which row decides reaches one level only (covers); the
+// bars a broader pattern sets reach every level below it, so a name with
+// more dots never escapes them.
+func below(name, pat string) bool {
+	pre, ok := strings.CutSuffix(pat, "*")
+	return ok && pat != name && strings.HasPrefix(strings.TrimSuffix(name, "*"), pre)
+}
+
+// inherit raises each floor's bars by every broader pattern above it:
 // separation of duties is the union of theirs, the quorum the largest. A
 // narrower row (an exact action, a longer pattern) says which roles decide
 // and up to what limits — it wins that — but it cannot take away an
 // exclusion or a quorum a broader row set: `p2, acme, gate.*, 1,
 // requester, -` keeps the requester off every gate, whatever a row for
-// gate.scratch-* says.
+// gate.scratch-* or gate.deploy.* says.
 func (p *policy) inherit() {
 	raised := map[floorKey]floorRow{}
 	for k, f := range p.floors {
 		for qk, q := range p.floors {
-			if qk.domain != k.domain || !covers(qk.action, k.action) {
+			if qk.domain != k.domain || !below(k.action, qk.action) {
 				continue
 			}
 			f.quorum = max(f.quorum, q.quorum)
