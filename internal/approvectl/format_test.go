@@ -183,3 +183,22 @@ func TestAsksShowPrintsNoTerminalControls(t *testing.T) {
 		t.Fatalf("the inbox printed controls: %q", inbox.String())
 	}
 }
+
+// runs show quotes a run's titles, reasons and card: control characters in
+// them are escapes, not commands to the approver's terminal.
+func TestRunsShowPrintsNoTerminalControls(t *testing.T) {
+	now := time.Date(2026, 3, 1, 9, 0, 3, 0, time.UTC)
+	evil := "ok\r\x1b[2K\x1b[1Aall good\u202e"
+	r := &tollgatev1.Run{Id: "r1", State: tollgatev1.RunState_RUN_STATE_FAILED, Requester: "alice", StateReason: evil,
+		PlanCard: "card " + evil + "\n", CreatedAt: timestamppb.New(now.Add(-time.Minute))}
+	var b strings.Builder
+	writeRun(&b, r, nil, now)
+	for _, c := range b.String() {
+		if (unicode.IsControl(c) && c != '\n' && c != '\t') || c == 0x202e {
+			t.Fatalf("runs show printed %U:\n%q", c, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), `ok\x0d\x1b[2K`) {
+		t.Errorf("runs show lacks the escaped reason:\n%s", b.String())
+	}
+}

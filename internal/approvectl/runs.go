@@ -149,6 +149,7 @@ func getRunPackets(ctx context.Context, c *client, id string) (runPackets, error
 // writeRun prints a run for people: its header, its plan card and its
 // timeline.
 func writeRun(w io.Writer, r *tollgatev1.Run, packets map[string]*tollgatev1.Ask, now time.Time) {
+	w = escaped{w} // a run's record quotes others' words: titles, reasons, outputs
 	created := r.GetCreatedAt().AsTime()
 	fmt.Fprintf(w, "run %s  %s  requested by %s  %s\n", r.GetId(), stateWord(r.GetState()), r.GetRequester(), created.Format(time.RFC3339))
 	if r.GetStateReason() != "" {
