@@ -166,7 +166,7 @@ func TestItem5_EvidenceDigestIsChecked(t *testing.T) {
 	if g.Outcome != "pending" {
 		t.Fatalf("the gate is %s after refused approvals", g.Outcome)
 	}
-	if res := p.ctl(t, "", "--as", "bob", "approve", run+"/claims", "--evidence", zero); res.code != 1 || !strings.Contains(res.stderr, "you reviewed") {
+	if res := p.ctl(t, "", "--as", "bob", "approve", run+"/claims", "--evidence", zero); res.code != 1 || !strings.Contains(res.stderr, "does not match the ask's") {
 		t.Fatalf("approvectl approve --evidence ZERO: %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	if res := p.ctl(t, "", "--as", "bob", "approve", run+"/claims"); res.code != 0 {
