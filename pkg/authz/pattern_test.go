@@ -93,7 +93,7 @@ g, dave, alice, acme, _, _
 		{"bob", "gate.deploy", "gate.*", true, 2},
 		{"alice", "gate.deploy.prod", "gate.deploy.*", false, 2}, // gate.deploy.* decides, but gate.*'s bars reach every level below it
 		{"bob", "gate.deploy.prod", "gate.deploy.*", true, 2},
-		{"bob", "gate.deployer.x", "", false, 0},                // no pattern covers two levels down from gate.
+		{"bob", "gate.deployer.x", "", false, 0}, // no pattern covers two levels down from gate.
 	} {
 		d, err := a.Authorize(context.Background(), Request{Actor: c.actor, Matter: Matter{Domain: "acme", Action: c.action, Requester: "alice", AgentOwner: "alice"}})
 		if err != nil || d.Allowed != c.ok || d.Quorum != c.quorum {
