@@ -105,7 +105,11 @@ func New(cfg Config) *Desk {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	check := decidable.New(decidable.Config{Policy: cfg.Policy, Domain: cfg.Domain, Owners: cfg.Owners, PolicyFile: cfg.PolicyFile, EscalateTo: cfg.EscalateTo})
+	var pol decidable.Policy // nil without a policy (an interface holding no Policy)
+	if cfg.Policy != nil {
+		pol = newCachedDeciders(cfg.Policy, time.Now)
+	}
+	check := decidable.New(decidable.Config{Policy: pol, Domain: cfg.Domain, Owners: cfg.Owners, PolicyFile: cfg.PolicyFile, EscalateTo: cfg.EscalateTo})
 	return &Desk{cfg: cfg, check: check}
 }
 
