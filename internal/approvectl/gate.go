@@ -74,9 +74,12 @@ artifacts' digests); --grant-out FILE writes it for the service that acts,
 which checks it with 'approvectl grant verify'.
 
 Policy decides who may approve, as for any ask, under the action gate.NAME
-(a gate no policy rule names is refused); --action SERVER.TOOL adds a bar
-(that action's policy must hold too) and --approvers names roles or people
-within it.
+(rows may name gate.* for every gate); never the gate's own requester, nor
+anyone acting for her. A gate nobody else could decide is refused when it
+opens, with the policy rows to add and the file to edit (in dev mode,
+$TOLLGATE_HOME/dev/policy.csv, where alice and bob review each other's
+gates). --action SERVER.TOOL adds a bar (that action's policy must hold
+too) and --approvers names roles or people within it.
 
 Exit codes: 0 approved; 5 rejected; 6 expired; 7 cancelled; 8 --no-wait and
 still waiting; 1 refused (another gate waits, the run ended, no policy rule

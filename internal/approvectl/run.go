@@ -165,7 +165,7 @@ func (g *globals) follow(ctx context.Context, c *client, id string) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(g.cfg.Stdout, "run %s: %s %s\n", last.GetId(), stateWord(last.GetState()), last.GetStateReason())
+		fmt.Fprintln(g.cfg.Stdout, strings.TrimSpace(fmt.Sprintf("run %s: %s %s", last.GetId(), stateWord(last.GetState()), last.GetStateReason())))
 		writeBlocked(g.cfg.Stdout, last)
 		printResume(g.cfg.Stdout, last)
 	}
