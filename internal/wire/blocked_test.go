@@ -6,21 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/examples"
-	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
 // Issue 16: a blocked run says which steps wait, for which server·tool,
 // and which executors are connected with what they offer.
 func TestBlockedRunSaysWhy(t *testing.T) {
-	src, _ := examples.Skills.ReadFile("skills/graph-ask-demo/SKILL.md")
-	cat, _ := compiler.ParseCatalog(examples.Catalog)
-	res := compiler.Compile(string(src), compiler.Options{Catalog: cat})
-	m, err := engine.New(res.Plan, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := exampleMachine(t, "graph-ask-demo")
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	run := m.Start("r1", "alice", t0).Run
 	if pr := NewViews(1).Run(run, m, ""); len(pr.GetBlocked()) != 0 || len(pr.GetExecutors()) != 0 {

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/examples"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/freshness"
 )
@@ -18,16 +16,7 @@ import (
 // match notes large enough to be cut.
 func vendorPayment(t *testing.T, notes string) (*engine.Machine, *engine.Run) {
 	t.Helper()
-	src, _ := examples.Skills.ReadFile("skills/vendor-payment/SKILL.md")
-	cat, _ := compiler.ParseCatalog(examples.Catalog)
-	res := compiler.Compile(string(src), compiler.Options{Catalog: cat})
-	if res.Plan == nil {
-		t.Fatalf("vendor-payment does not compile: %v", res.Diagnostics)
-	}
-	m, err := engine.New(res.Plan, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := exampleMachine(t, "vendor-payment")
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	run := m.Start("r1", "alice", t0).Run
 	at := t0

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/examples"
-	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -15,13 +13,7 @@ import (
 // their place, queue and branch times, and the fan's figures as the
 // engine computes them (not a second computation here).
 func TestRunCarriesTimings(t *testing.T) {
-	src, _ := examples.Skills.ReadFile("skills/graph-ask-demo/SKILL.md")
-	cat, _ := compiler.ParseCatalog(examples.Catalog)
-	res := compiler.Compile(string(src), compiler.Options{Catalog: cat})
-	m, err := engine.New(res.Plan, engine.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := exampleMachine(t, "graph-ask-demo")
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	run := m.Start("r1", "alice", t0).Run
 	views := NewViews(1)
@@ -78,20 +70,7 @@ func TestRunCarriesTimings(t *testing.T) {
 // A plan's view is built once and shared by every run of the plan that a
 // Views renders; the bound holds however many plans are shown.
 func TestViewsShareThePlanView(t *testing.T) {
-	cat, _ := compiler.ParseCatalog(examples.Catalog)
-	machine := func(skill string) *engine.Machine {
-		t.Helper()
-		src, err := examples.Skills.ReadFile("skills/" + skill + "/SKILL.md")
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := compiler.Compile(string(src), compiler.Options{Catalog: cat})
-		m, err := engine.New(res.Plan, engine.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	machine := func(skill string) *engine.Machine { return exampleMachine(t, skill) }
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	views := NewViews(1)
 	m := machine("graph-ask-demo")
