@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/internal/store"
 )
 
 // A `without asking` step may read the run's inputs: they are known at
@@ -58,27 +56,4 @@ func TestInputWithBracesIsCheckedAtStart(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "currency") || !strings.Contains(err.Error(), "pattern") {
 		t.Fatalf("want the start refused for currency %q: %v", "{p}", err)
 	}
-}
-
-// A start refused for reusing a request_id with another request stores
-// nothing, its plan included: as any refused start (Runner.Start).
-func TestReusedRequestIDStoresNoPlan(t *testing.T) {
-	e := newEnv(t, nil, echoTools())
-	alice := e.runs("alice")
-	const a = "cpu: mcp-monitor.get_cpu_info {}\n"
-	const b = "mem: mcp-monitor.get_memory_info {}\n"
-	if _, err := alice.StartRun(bg, recipeReq("rid-1", a, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := alice.StartRun(bg, recipeReq("rid-1", b, nil)); status.Code(err) != codes.AlreadyExists {
-		t.Fatalf("another recipe under a used request_id: %v", err)
-	}
-	c, err := tollgatev1.NewPlanServiceClient(e.conn("alice")).Compile(bg, &tollgatev1.CompileRequest{Source: b})
-	if err != nil || c.GetPlanDigest() == "" {
-		t.Fatalf("compile: %v %v", c, err)
-	}
-	if _, err := e.store.GetPlan(bg, c.GetPlanDigest()); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("the refused start's plan was stored: %v", err)
-	}
-	e.settle()
 }

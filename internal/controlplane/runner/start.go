@@ -75,26 +75,29 @@ func (r *Runner) verified(req StartRequest) (m *engine.Machine, cached bool, err
 // false, when the request is the same one (sameRequest); a different
 // request under a used RequestID is errkind.RequestReused, naming that run.
 func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, created bool, err error) {
-	repeat := ""
-	if req.RequestID != "" {
-		if repeat, err = r.store.RequestedRun(ctx, req.Requester+"\x00"+req.RequestID); err != nil {
-			return nil, false, err
-		}
-	}
-	if repeat == "" && req.Admit != nil {
-		// Before the plan is stored: a refused start leaves nothing.
+	if req.Admit != nil {
+		// Before the plan is stored: a refused start leaves nothing. A
+		// refused retry of a run already started is answered with that
+		// run: it was admitted when it started, and policy may have
+		// changed since. Only a refusal looks the request up, so a start
+		// that is admitted costs no extra round trip (a retry admitted
+		// again is found by its commit, DuplicateError below).
 		if err := req.Admit(ctx); err != nil {
-			return nil, false, err
+			if req.RequestID == "" {
+				return nil, false, err
+			}
+			repeat, lerr := r.store.RequestedRun(ctx, req.Requester+"\x00"+req.RequestID)
+			if lerr != nil || repeat == "" {
+				return nil, false, err
+			}
+			// Its digest only: the run it names stored its own plan, and
+			// a different request refused here must store nothing.
+			m, _, verr := r.verified(req)
+			if verr != nil {
+				return nil, false, verr
+			}
+			return r.repeated(ctx, repeat, m.Digest(), req)
 		}
-	}
-	if repeat != "" {
-		// Its digest only: the run it names stored its own plan, and a
-		// different request refused here must store nothing.
-		m, _, err := r.verified(req)
-		if err != nil {
-			return nil, false, err
-		}
-		return r.repeated(ctx, repeat, m.Digest(), req)
 	}
 	m, err := r.startMachine(ctx, req)
 	if err != nil {
