@@ -117,7 +117,7 @@ func fakeRunOf(id string, state tollgatev1.RunState, version uint64) *tollgatev1
 		r.StateReason, r.ResumeCommand, r.Asks = "waiting for an executor that offers payments·pay (label bank)", "", nil
 		r.Blocked = []*tollgatev1.BlockedStep{
 			{StepId: "pay", Server: "payments", Tool: "pay", Label: "bank", Reason: "no connected executor labelled bank offers payments·pay (x1 offers it without the label)"},
-			{StepId: "check~ask_1", Server: "erp", Tool: "get_vendor", CheckOfAskId: id + "/ask_1", Reason: "no connected executor offers erp·get_vendor (connected: x1, x2)"}}
+			{StepId: "check~ask_1", Server: "erp", Tool: "get_vendor", CheckOfAskId: id + "/ask_1", Reason: "no connected executor offers erp·get_vendor (connected to this replica: x1, x2)"}}
 		r.Executors = []*tollgatev1.ConnectedExecutor{{Id: "x1", Labels: []string{"edge"}, Tools: []string{"payments.pay"}}, {Id: "x2", Prose: true}}
 	case strings.Contains(id, "standing") && state != tollgatev1.RunState_RUN_STATE_PARKED:
 		r.ResumeCommand = ""

@@ -70,7 +70,7 @@ func blockedReason(t engine.Target, execs []Executor) string {
 		what += " on an executor labelled " + t.On
 	}
 	if len(execs) == 0 {
-		return "waits for an executor that offers " + what + "; none is connected"
+		return "waits for an executor that offers " + what + "; none is connected to this replica"
 	}
 	var offer, fit, ids []string
 	for _, e := range execs {
@@ -90,7 +90,7 @@ func blockedReason(t engine.Target, execs []Executor) string {
 	case len(offer) > 0:
 		return fmt.Sprintf("no connected executor labelled %s offers %s (%s offers it without the label)", t.On, need(t), names(offer))
 	}
-	return fmt.Sprintf("no connected executor offers %s (connected: %s)", what, names(ids))
+	return fmt.Sprintf("no connected executor offers %s (connected to this replica: %s)", what, names(ids))
 }
 
 // names lists executor ids, the first few of many with how many more.

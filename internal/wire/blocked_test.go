@@ -45,7 +45,7 @@ func TestBlockedRunSaysWhy(t *testing.T) {
 		return []Executor{{ID: "edge-1", Labels: []string{"edge"}, Tools: []string{"notes.search", "notes.store"}, Prose: true}}
 	}
 	pr = some.Run(run, m, "")
-	if r := pr.GetBlocked()[1].GetReason(); r != "no connected executor offers mcp-monitor·get_memory_info (connected: edge-1)" {
+	if r := pr.GetBlocked()[1].GetReason(); r != "no connected executor offers mcp-monitor·get_memory_info (connected to this replica: edge-1)" {
 		t.Errorf("reason with edge-1 connected: %q", r)
 	}
 	if ex := pr.GetExecutors(); len(ex) != 1 || ex[0].GetId() != "edge-1" || len(ex[0].GetTools()) != 2 || !ex[0].GetProse() || ex[0].GetLabels()[0] != "edge" {
