@@ -2,10 +2,10 @@ package controlplane
 
 import (
 	"context"
-	"fmt"
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
