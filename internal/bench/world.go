@@ -282,8 +282,8 @@ func (w *world) startPlane(ctx context.Context, args []string) (*plane, error) {
 }
 
 // openRedis is the control plane binary's store opener (cmd/controlplane).
-func openRedis(ctx context.Context, url string, allowVolatile bool, _ *slog.Logger) (store.Store, error) {
-	return redisstore.New(ctx, redisstore.Config{URL: url, AllowVolatile: allowVolatile})
+func openRedis(ctx context.Context, c controlplane.RedisConfig, _ *slog.Logger) (store.Store, error) {
+	return redisstore.New(ctx, redisstore.Config{URL: c.URL, AllowVolatile: c.AllowVolatile, Password: c.Password, RootCAs: c.RootCAs})
 }
 
 // startExecutors connects the executors, executor i to replica i mod

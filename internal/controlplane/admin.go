@@ -18,14 +18,28 @@ type AdminConfig struct {
 	// costs CPU and shows what the process is doing to whoever can reach
 	// the port.
 	PProf bool
+	// Ready, when set, serves /readyz: 200 while it returns nil, else 503
+	// with its reason (the gRPC health status, for probes that cannot
+	// speak gRPC over TLS).
+	Ready func() error
 }
 
-// AdminMux is the admin listener's handler. The pprof handlers are
+// AdminMux is the admin listener's handler: /healthz (alive: 200 as long
+// as the process serves HTTP), /readyz, /metrics and pprof as configured. The pprof handlers are
 // registered on it explicitly; the process never serves
 // http.DefaultServeMux (where importing net/http/pprof also puts them).
 func AdminMux(cfg AdminConfig) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	if cfg.Ready != nil {
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if err := cfg.Ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+	}
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.Metrics)
 	}

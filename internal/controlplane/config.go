@@ -29,6 +29,8 @@ type Options struct {
 	OTLPEndpoint  string  // OTLP gRPC collector for traces; empty: off
 	TraceSample   float64 // share of runs traced
 	Redis         string
+	RedisPassword string // a file holding the password (a mounted Secret)
+	RedisCA       string // CA bundle (PEM) a rediss:// server's certificate must chain to
 	AllowVolatile bool
 	Dev           bool
 	Home          string
@@ -50,6 +52,9 @@ type Options struct {
 	AskExpiry        time.Duration
 	Reflection       bool
 	DrainTimeout     time.Duration
+	DrainDelay       time.Duration // NOT_SERVING this long before the drain begins
+	TLSCert          string        // the API listener's certificate (PEM); empty: plain TCP
+	TLSKey           string
 	GrantKey         string // PEM (PKCS#8) Ed25519 private key that signs grants
 	LeaseTTL         time.Duration
 	GateGrantTTL     time.Duration
@@ -97,6 +102,8 @@ func (o *Options) settings() []setting {
 		{&o.TraceSample, "trace-sample", "trace_sample", 1.0, "share of runs traced, 0 < S ≤ 1; executors follow the decision through each lease"},
 		{&o.PProf, "pprof", "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin listener (needs --admin-listen)"},
 		{&o.Redis, "redis", "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock; a Redis Cluster: redis+cluster://[USER:PASS@]HOST:PORT[?addr=HOST2:PORT2&addr=…] (rediss+cluster:// for TLS; one reachable node is enough)"},
+		{&o.RedisPassword, "redis-password-file", "redis_password_file", "", "file holding the Redis password (a mounted Secret), so it is on no command line; the --redis URL then carries none"},
+		{&o.RedisCA, "redis-ca", "redis_ca", "", "CA bundle (PEM) a rediss:// server's certificate must chain to (default: the system roots)"},
 		{&o.AllowVolatile, "allow-volatile-store", "allow_volatile_store", false, "accept a Redis that keeps nothing on disk (appendonly no)"},
 		{&o.Dev, "dev", "dev", false, "development mode: memory store, dev key and tokens, loopback only"},
 		{&o.Home, "home", "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)"},
@@ -117,6 +124,9 @@ func (o *Options) settings() []setting {
 		{&o.Reflection, "reflection", "reflection", false, "serve gRPC reflection"},
 		{&o.GrantKey, "grant-key", "grant_key", "", "Ed25519 private key (PEM) that signs grants; executors trust its public half (--dev: created in the dev folder)"},
 		{&o.DrainTimeout, "drain-timeout", "drain_timeout", 10 * time.Second, "how long shutdown waits for in-flight RPCs"},
+		{&o.DrainDelay, "drain-delay", "drain_delay", time.Duration(0), "on shutdown, report NOT_SERVING (gRPC health, /readyz) and keep serving this long before draining, so load balancers stop sending first (Kubernetes: a few readiness periods)"},
+		{&o.TLSCert, "tls-cert", "tls_cert", "", "certificate (PEM) of the API listener; read again when the file changes (a rotated Secret). Without it the API is plain TCP: for loopback, or behind a proxy or mesh that terminates TLS"},
+		{&o.TLSKey, "tls-key", "tls_key", "", "private key (PEM) of --tls-cert"},
 		{&o.LeaseTTL, "lease-ttl", "lease_ttl", 10 * time.Second, "a lease whose executor sends no heartbeat for this long is lost; a replica renews its liveness every quarter of it"},
 		{&o.Replica, "replica", "replica", "", "this replica's name, recorded in its leases, unique among the replicas on one store: letters, digits, . _ - (default: cp- and a fresh token per process)"},
 		{&o.GateGrantTTL, "gate-grant-ttl", "gate_grant_ttl", gatesvc.DefaultGateGrantTTL, "how long the grant of an approved gate (approvectl gate) stays valid after the approval"},

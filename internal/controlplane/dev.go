@@ -41,8 +41,13 @@ func setUpDev(mc MainConfig, o *Options, dev devConfig) (store.Store, identity.D
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:7443"
 	}
-	if !identity.Loopback(o.Listen) || (o.AdminListen != "" && !identity.Loopback(o.AdminListen)) {
+	if !identity.Loopback(o.Listen) {
 		return nil, identity.DevBundle{}, fmt.Errorf("--dev listens on loopback only; %s is not", o.Listen)
+	}
+	// The admin listener may face a probe (a kubelet): it serves health
+	// and metrics, no decision and no run. Profiles stay on loopback.
+	if o.PProf && !identity.Loopback(o.AdminListen) {
+		return nil, identity.DevBundle{}, fmt.Errorf("--dev serves --pprof on loopback only; %s is not", o.AdminListen)
 	}
 	if o.ExecutorListen == "" {
 		o.ExecutorListen = "127.0.0.1:7444"

@@ -37,7 +37,15 @@ import (
 
 // StoreOpener opens the production store for a --redis URL; it is a
 // field so the binary wires the Redis store in and tests can substitute.
-type StoreOpener func(ctx context.Context, url string, allowVolatile bool, log *slog.Logger) (store.Store, error)
+type StoreOpener func(ctx context.Context, c RedisConfig, log *slog.Logger) (store.Store, error)
+
+// RedisConfig is what the --redis flags say, the files they name read.
+type RedisConfig struct {
+	URL           string
+	AllowVolatile bool
+	Password      string         // from --redis-password-file; "" when none
+	RootCAs       *x509.CertPool // from --redis-ca; nil: the system roots
+}
 
 // MainConfig carries what the binary needs from its process.
 type MainConfig struct {
@@ -156,11 +164,29 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		if o.Listen == "" {
 			return errors.New("--listen is required with --redis")
 		}
-		if st, err = mc.OpenRedis(ctx, o.Redis, o.AllowVolatile, log); err != nil {
+		rc, err := o.redisConfig()
+		if err != nil {
+			return err
+		}
+		if st, err = mc.OpenRedis(ctx, rc, log); err != nil {
 			return err
 		}
 	default:
 		return errors.New("choose a store: --dev (embedded, for trying it out) or --redis URL")
+	}
+	if o.Dev && (o.TLSCert != "" || o.TLSKey != "") {
+		return errors.New("--dev serves its API as plain TCP on loopback: drop --tls-cert and --tls-key, or drop --dev")
+	}
+	var apiTLS *tls.Config
+	switch {
+	case (o.TLSCert == "") != (o.TLSKey == ""):
+		return errors.New("give --tls-cert and --tls-key together")
+	case o.TLSCert != "":
+		if apiTLS, err = identity.APITLS(o.TLSCert, o.TLSKey, func(err error) { log.Error("API certificate not reloaded", "error", err) }); err != nil {
+			return fmt.Errorf("API listener: %w", err)
+		}
+	case !o.Dev && !identity.Loopback(o.Listen):
+		log.Warn("the API listens on plain TCP off loopback: bearer tokens cross the network in the clear unless a proxy or mesh ends TLS in front (give --tls-cert and --tls-key)", "listen", o.Listen)
 	}
 	defer st.Close()
 	for _, path := range o.JWTKeys {
@@ -218,7 +244,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	var execTLS *tls.Config
 	if o.ExecutorListen != "" {
-		if execTLS, err = identity.ServerTLS(o.ExecutorCert, o.ExecutorKey, o.ExecutorCA); err != nil {
+		if execTLS, err = identity.ServerTLS(o.ExecutorCert, o.ExecutorKey, o.ExecutorCA, func(err error) { log.Error("executor listener certificate not reloaded", "error", err) }); err != nil {
 			return fmt.Errorf("executor listener: %w (give --executor-cert, --executor-key and --executor-ca)", err)
 		}
 	}
@@ -247,7 +273,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, Replica: o.Replica, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller,
-		SweepEvery: max(o.DeadlinePass, time.Second), DrainTimeout: max(o.DrainTimeout, time.Nanosecond), Background: background})
+		SweepEvery: max(o.DeadlinePass, time.Second), DrainTimeout: max(o.DrainTimeout, time.Nanosecond), DrainDelay: o.DrainDelay,
+		APITLS: apiTLS, Background: background})
 	if met != nil {
 		// Its caches and watch streams, read at scrape time.
 		if err := met.Report(srv); err != nil {
@@ -275,7 +302,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var admin *http.Server
 	adminAddr := ""
 	if o.AdminListen != "" {
-		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf}), adminFailed); err != nil {
+		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: srv.Ready}), adminFailed); err != nil {
 			lis.Close()
 			if execLis != nil {
 				execLis.Close()
@@ -342,6 +369,31 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		failed = err // a cut drain is logged, not a failed run
 	}
 	return failed
+}
+
+// redisConfig reads the files the --redis flags name.
+func (o *Options) redisConfig() (RedisConfig, error) {
+	rc := RedisConfig{URL: o.Redis, AllowVolatile: o.AllowVolatile}
+	if o.RedisPassword != "" {
+		b, err := os.ReadFile(o.RedisPassword)
+		if err != nil {
+			return rc, fmt.Errorf("--redis-password-file: %w", err)
+		}
+		if rc.Password = strings.TrimRight(string(b), "\r\n"); rc.Password == "" {
+			return rc, fmt.Errorf("--redis-password-file %s is empty", o.RedisPassword)
+		}
+	}
+	if o.RedisCA != "" {
+		b, err := os.ReadFile(o.RedisCA)
+		if err != nil {
+			return rc, fmt.Errorf("--redis-ca: %w", err)
+		}
+		rc.RootCAs = x509.NewCertPool()
+		if !rc.RootCAs.AppendCertsFromPEM(b) {
+			return rc, fmt.Errorf("--redis-ca %s holds no PEM certificate", o.RedisCA)
+		}
+	}
+	return rc, nil
 }
 
 // flushSpans exports the spans still queued at shutdown.

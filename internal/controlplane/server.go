@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
@@ -116,6 +117,13 @@ type Config struct {
 	Replica string
 	// DrainTimeout bounds the drain when Run stops (0: 10s).
 	DrainTimeout time.Duration
+	// DrainDelay is how long Run reports NOT_SERVING, still serving,
+	// before the drain begins: a load balancer that polls health (a
+	// Kubernetes readiness probe) stops sending new calls first.
+	DrainDelay time.Duration
+	// APITLS, if set, is the API listener's TLS config ([identity.APITLS]);
+	// nil: plain TCP (loopback, or TLS ended by a proxy or mesh).
+	APITLS *tls.Config
 	// Background is more long-lived work Run owns, started with it and
 	// stopped after the servers (the policy watch).
 	Background []func(context.Context) error
@@ -255,10 +263,14 @@ func NewServer(cfg Config) *Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 	}
-	gs := grpc.NewServer(append([]grpc.ServerOption{
+	apiOpts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(api.UnaryErrors(cfg.Log), identity.UnaryServerInterceptor(cfg.Verifier, skip), api.ValueLimits()),
 		grpc.ChainStreamInterceptor(api.StreamErrors(cfg.Log), identity.StreamServerInterceptor(cfg.Verifier, skip), api.StreamValueLimits()),
-	}, limits...)...)
+	}, limits...)
+	if cfg.APITLS != nil {
+		apiOpts = append(apiOpts, grpc.Creds(credentials.NewTLS(cfg.APITLS)))
+	}
+	gs := grpc.NewServer(apiOpts...)
 	// What the services share: who may see a run, the plan views runs are
 	// drawn with, and the watch streams' limit and events.
 	readers := api.Readers{Runner: run, Desk: desk}
@@ -276,6 +288,8 @@ func NewServer(cfg Config) *Server {
 		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL, Log: cfg.Log}).Register(gs)
 	plansvc.New(plansvc.Config{Catalog: catalog}).Register(gs)
 	hs := health.NewServer()
+	// Not serving until Run serves (health.NewServer starts as SERVING).
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	if cfg.Reflection {
 		reflection.Register(gs)
@@ -448,6 +462,18 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	case <-ctx.Done():
 	case err = <-failed:
 	}
+	if err == nil && s.cfg.DrainDelay > 0 {
+		// Still serving while load balancers see NOT_SERVING and stop
+		// sending; the drain's own timeout starts after.
+		s.health.Shutdown()
+		s.log.Info("NOT_SERVING; draining after the delay", "delay", s.cfg.DrainDelay)
+		delay := time.NewTimer(s.cfg.DrainDelay)
+		select {
+		case <-delay.C:
+		case err = <-failed:
+			delay.Stop()
+		}
+	}
 	drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
 	defer cancel()
 	if !s.drain(drain) && err == nil {
@@ -457,6 +483,21 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	stopBG()
 	work.Wait()
 	return err
+}
+
+// Ready is nil while the API serves, else why not: not yet serving, or
+// draining (NOT_SERVING on the gRPC health service). The admin listener's
+// /readyz says the same over HTTP, for probes that cannot speak gRPC over
+// TLS (a Kubernetes kubelet).
+func (s *Server) Ready() error {
+	r, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	if st := r.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("gRPC health is %s (starting, or draining)", st)
+	}
+	return nil
 }
 
 // leaseClaims bounds the in-flight entries of replicas gone one claim

@@ -108,15 +108,32 @@ func ExecutorUnaryInterceptor(trustDomain string) grpc.UnaryServerInterceptor {
 }
 
 // ServerTLS is the TLS config of an executor listener: the server's
-// certificate, TLS 1.3, and a client certificate required and verified
-// against the CA bundle in caFile.
-func ServerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, pool, err := loadPair(certFile, keyFile, caFile)
+// certificate (read again when its files change: KeyPair; failed hears of
+// a new pair that does not load, nil: nobody), TLS 1.3, and a client
+// certificate required and verified against the CA bundle in caFile
+// (read once).
+func ServerTLS(certFile, keyFile, caFile string, failed func(error)) (*tls.Config, error) {
+	pair, err := NewKeyPair(KeyPairConfig{CertFile: certFile, KeyFile: keyFile, Failed: failed})
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+	pool, err := loadCAPool(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{GetCertificate: pair.GetCertificate, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}, nil
+}
+
+// APITLS is the API listener's TLS config: server authentication only
+// (callers prove who they are with bearer tokens), the pair read again
+// when its files change (KeyPair), TLS 1.2 or later.
+func APITLS(certFile, keyFile string, failed func(error)) (*tls.Config, error) {
+	pair, err := NewKeyPair(KeyPairConfig{CertFile: certFile, KeyFile: keyFile, Failed: failed})
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{GetCertificate: pair.GetCertificate, MinVersion: tls.VersionTLS12}, nil
 }
 
 // ClientTLS is an executor's TLS config: its client certificate, and the
@@ -139,13 +156,21 @@ func loadPair(certFile, keyFile, caFile string) (tls.Certificate, *x509.CertPool
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("%w: load certificate %s: %v", ErrInvalidConfig, certFile, err)
 	}
+	pool, err := loadCAPool(caFile)
+	return cert, pool, err
+}
+
+func loadCAPool(caFile string) (*x509.CertPool, error) {
+	if caFile == "" {
+		return nil, fmt.Errorf("%w: tls needs a ca file", ErrInvalidConfig)
+	}
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("%w: read ca: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: read ca: %v", ErrInvalidConfig, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return tls.Certificate{}, nil, fmt.Errorf("%w: ca %s holds no pem certificate", ErrInvalidConfig, caFile)
+		return nil, fmt.Errorf("%w: ca %s holds no pem certificate", ErrInvalidConfig, caFile)
 	}
-	return cert, pool, nil
+	return pool, nil
 }

@@ -24,7 +24,7 @@ import (
 // service.
 func serveMTLS(t *testing.T, pki DevPKI, trustDomain string, clock ...func() time.Time) (string, *recordingHealth) {
 	t.Helper()
-	cfg, err := ServerTLS(pki.Server.Cert, pki.Server.Key, pki.CA)
+	cfg, err := ServerTLS(pki.Server.Cert, pki.Server.Key, pki.CA, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

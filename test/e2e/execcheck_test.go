@@ -162,7 +162,7 @@ func TestItem4_ExecutorRefusesAnUngrantedSideEffectFromABuggyPlane(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serverTLS, err := identity.ServerTLS(pki.Server.Cert, pki.Server.Key, pki.CA)
+	serverTLS, err := identity.ServerTLS(pki.Server.Cert, pki.Server.Key, pki.CA, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

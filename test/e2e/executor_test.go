@@ -62,7 +62,7 @@ func newWorldOn(t testing.TB, catalogExtra string, st store.Store) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serverTLS, err := identity.ServerTLS(w.pki.Server.Cert, w.pki.Server.Key, w.pki.CA)
+	serverTLS, err := identity.ServerTLS(w.pki.Server.Cert, w.pki.Server.Key, w.pki.CA, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -40,6 +42,13 @@ type Config struct {
 	Shards int
 	// KeyPrefix starts every key (default "tg").
 	KeyPrefix string
+	// Password, if set, authenticates to Redis (and every Cluster node);
+	// a URL must not carry one too. It is kept out of the URL so it can
+	// come from a file (a mounted Secret) rather than a command line.
+	Password string
+	// RootCAs, if set, are the only roots the server's certificate may
+	// chain to; it needs a rediss:// (or rediss+cluster://) URL.
+	RootCAs *x509.CertPool
 }
 
 // Durability levels, as Durability reports them.
@@ -104,6 +113,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 	opt.DisableIdentity = true
+	if err := secure(cfg, &opt.Password, &opt.TLSConfig); err != nil {
+		return nil, err
+	}
 	return open(ctx, cfg, redis.NewClient(opt), nil, opt.Network+":"+opt.Addr)
 }
 
@@ -132,8 +144,28 @@ func newCluster(ctx context.Context, cfg Config) (*Store, error) {
 		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 	opt.DisableIdentity = true
+	if err := secure(cfg, &opt.Password, &opt.TLSConfig); err != nil {
+		return nil, err
+	}
 	c := redis.NewClusterClient(opt)
 	return open(ctx, cfg, c, c, "cluster:"+strings.Join(opt.Addrs, ","))
+}
+
+// secure applies cfg's password and roots to a client's options.
+func secure(cfg Config, password *string, tlsCfg **tls.Config) error {
+	if cfg.Password != "" {
+		if *password != "" {
+			return errors.New("redisstore: the URL carries a password and one is given apart: give it once")
+		}
+		*password = cfg.Password
+	}
+	if cfg.RootCAs != nil {
+		if *tlsCfg == nil {
+			return errors.New("redisstore: a CA bundle is given but the URL is not rediss:// (TLS)")
+		}
+		(*tlsCfg).RootCAs = cfg.RootCAs
+	}
+	return nil
 }
 
 // open finishes New on a client of either kind (cluster is rdb when it is
