@@ -11,7 +11,7 @@ import (
 
 // AdminMux is the executor's admin handler (--admin-listen), for an
 // orchestrator's probes: GET /healthz answers 200 "ok" while the process
-// serves (liveness); GET /readyz answers 200 "ready" while st says the
+// serves (liveness); GET /readyz answers 200 "ok" while st says the
 // executor has a welcomed stream to a control plane and is not leaving,
 // else 503 with the one-line reason (st.Ready). The process never serves
 // http.DefaultServeMux.
@@ -24,7 +24,7 @@ func AdminMux(st *Status) *http.ServeMux {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		fmt.Fprintln(w, "ok")
 	})
 	return mux
 }
