@@ -27,6 +27,7 @@ type Options struct {
 	AdminListen   string
 	PProf         bool    // net/http/pprof on the admin listener
 	OTLPEndpoint  string  // OTLP gRPC collector for traces; empty: off
+	OTLPInsecure  bool    // no TLS to the collector (always so on loopback)
 	TraceSample   float64 // share of runs traced
 	Redis         string
 	RedisPassword string // a file holding the password (a mounted Secret)
@@ -99,6 +100,7 @@ func (o *Options) settings() []setting {
 		{&o.Listen, "listen", "listen", "", "gRPC listen address (default 127.0.0.1:7443 with --dev)"},
 		{&o.AdminListen, "admin-listen", "admin_listen", "", "admin HTTP address for /healthz and /metrics (Prometheus) (empty: off)"},
 		{&o.OTLPEndpoint, "otlp-endpoint", "otlp_endpoint", "", "send traces by OTLP gRPC to this HOST:PORT (Jaeger, a collector); empty: no tracing"},
+		{&o.OTLPInsecure, "otlp-insecure", "otlp_insecure", false, "send traces without TLS (a collector in the same cluster; a loopback endpoint is always plain)"},
 		{&o.TraceSample, "trace-sample", "trace_sample", 1.0, "share of runs traced, 0 < S ≤ 1; executors follow the decision through each lease"},
 		{&o.PProf, "pprof", "pprof", false, "serve net/http/pprof under /debug/pprof/ on the admin listener (needs --admin-listen)"},
 		{&o.Redis, "redis", "redis", "", "Redis URL, e.g. redis://127.0.0.1:6379/0 or unix:///run/redis.sock; a Redis Cluster: redis+cluster://[USER:PASS@]HOST:PORT[?addr=HOST2:PORT2&addr=…] (rediss+cluster:// for TLS; one reachable node is enough)"},

@@ -74,6 +74,7 @@ type DevExecutor struct {
 	// OTLPEndpoint is where the control plane sends spans; the executor
 	// sends its own there too (empty: off).
 	OTLPEndpoint string
+	OTLPInsecure bool
 }
 
 const usage = `controlplane serves the Tollgate API: plans, runs, approvals and audit.
@@ -251,7 +252,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if o.TraceSample <= 0 || o.TraceSample > 1 {
 		return fmt.Errorf("--trace-sample %v: give a share of runs, 0 < S ≤ 1", o.TraceSample)
 	}
-	tracing, err := telemetry.New(ctx, telemetry.Config{Endpoint: o.OTLPEndpoint, Sample: o.TraceSample, Service: "tollgate-controlplane", Log: log})
+	tracing, err := telemetry.New(ctx, telemetry.Config{Endpoint: o.OTLPEndpoint, Insecure: o.OTLPInsecure, Sample: o.TraceSample, Service: "tollgate-controlplane", Log: log})
 	if err != nil {
 		return err
 	}
@@ -335,7 +336,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		}
 		go func() {
 			defer close(execDone)
-			d := DevExecutor{Addr: execLis.Addr().String(), TLS: clientTLS, GrantKey: gpriv.Public().(ed25519.PublicKey), Home: o.Home, Log: log, OTLPEndpoint: o.OTLPEndpoint}
+			d := DevExecutor{Addr: execLis.Addr().String(), TLS: clientTLS, GrantKey: gpriv.Public().(ed25519.PublicKey), Home: o.Home, Log: log, OTLPEndpoint: o.OTLPEndpoint, OTLPInsecure: o.OTLPInsecure}
 			if err := mc.DevExecutor(execCtx, d); err != nil && execCtx.Err() == nil {
 				log.Error("dev executor stopped", "error", err)
 			}

@@ -26,7 +26,7 @@ func Executor(ctx context.Context, d controlplane.DevExecutor) error {
 	if err != nil {
 		return fmt.Errorf("find this executable to start the example MCP servers from: %w", err)
 	}
-	tracing, err := telemetry.New(ctx, telemetry.Config{Endpoint: d.OTLPEndpoint, Service: "tollgate-executor", Instance: "dev-executor", Log: d.Log})
+	tracing, err := telemetry.New(ctx, telemetry.Config{Endpoint: d.OTLPEndpoint, Insecure: d.OTLPInsecure, Service: "tollgate-executor", Instance: "dev-executor", Log: d.Log})
 	if err != nil {
 		return err
 	}
