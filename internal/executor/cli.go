@@ -42,7 +42,19 @@ type FileConfig struct {
 	MCPServers    []MCPServer       `yaml:"mcp_servers"`
 	Model         ModelConfig       `yaml:"model"` // prose steps; none: the template provider
 	Telemetry     TelemetryConfig   `yaml:"telemetry"`
+	// AdminListen is where /healthz and /readyz are served over plain
+	// HTTP (HOST:PORT); empty: nowhere. --admin-listen overrides it.
+	AdminListen string `yaml:"admin_listen"`
+	// DrainTimeout is how long the leases being run may finish once the
+	// process is told to stop (SIGTERM); nil: DefaultDrainTimeout, 0: stop
+	// at once. --drain-timeout overrides it.
+	DrainTimeout *time.Duration `yaml:"drain_timeout"`
 }
+
+// DefaultDrainTimeout is how long an executor process lets its running
+// leases finish after SIGTERM unless configured: inside Kubernetes'
+// default 30s grace period, with room for the drain's tail (leaveGrace).
+const DefaultDrainTimeout = 20 * time.Second
 
 // TelemetryConfig is where the executor sends its spans. Whether a lease
 // is traced is the control plane's decision (the lease's traceparent).
@@ -81,8 +93,25 @@ func Main(ctx context.Context, args []string, o Options) error {
 	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
 	path := fs.String("config", "", "YAML config file (required)")
+	adminListen := fs.String("admin-listen", "", "serve plain-HTTP probes on `HOST:PORT`: GET /healthz (200 while the process runs) and GET /readyz\n"+
+		"(200 while connected to a control plane and not stopping, else 503 and why); empty: none (config: admin_listen)")
+	drainTimeout := fs.Duration("drain-timeout", DefaultDrainTimeout, "on SIGTERM or interrupt, how long running leases may finish (no new lease is taken)\n"+
+		"before the rest are cancelled and reported abandoned; 0: stop at once (config: drain_timeout)")
 	fs.Usage = func() {
-		fmt.Fprintln(o.Stderr, "executor runs Tollgate steps: it connects to a control plane, hosts MCP servers, and runs leased steps.\n\nUsage: executor --config FILE")
+		fmt.Fprintln(o.Stderr, `executor runs Tollgate steps: it connects to a control plane, hosts MCP servers, and runs leased steps.
+
+Usage: executor --config FILE [--admin-listen HOST:PORT] [--drain-timeout DURATION]
+
+On SIGTERM (or interrupt) it stops gracefully: it tells the control plane
+to send it no new lease, lets the leases it runs finish for up to
+--drain-timeout, cancels and reports the rest abandoned, and exits within
+about 5s more. Give it a grace period longer than that (Kubernetes:
+terminationGracePeriodSeconds of at least drain timeout + 10s).
+/readyz answers 503 "draining" from the moment it starts stopping.
+
+A flag set on the command line wins over its config key.
+
+Flags:`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +127,17 @@ func Main(ctx context.Context, args []string, o Options) error {
 	fc, err := LoadConfig(*path, os.Getenv)
 	if err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["admin-listen"] {
+		*adminListen = fc.AdminListen
+	}
+	if !set["drain-timeout"] && fc.DrainTimeout != nil {
+		*drainTimeout = *fc.DrainTimeout
+	}
+	if *drainTimeout < 0 {
+		return fmt.Errorf("drain timeout %s is negative: give 0 (stop at once) or more", *drainTimeout)
 	}
 	addrs := slices.DeleteFunc(append([]string{fc.ControlPlane}, fc.ControlPlanes...), func(a string) bool { return a == "" })
 	if len(addrs) == 0 {
@@ -116,6 +156,21 @@ func Main(ctx context.Context, args []string, o Options) error {
 		keys[id] = k
 	}
 	log := slog.New(slog.NewTextHandler(o.Stderr, nil))
+	status := &Status{}
+	if *adminListen != "" {
+		// Up before the MCP servers start, so liveness answers meanwhile;
+		// down only after Serve returned, so probes answer while it drains.
+		adm, err := startAdmin(*adminListen, AdminMux(status))
+		if err != nil {
+			return err
+		}
+		log.Info("admin listener", "addr", adm.addr)
+		defer func() {
+			if err := adm.Close(); err != nil {
+				log.Error("admin listener failed", "error", err)
+			}
+		}()
+	}
 	var prose Prose = Template{}
 	if fc.Model.BaseURL != "" {
 		prose = ChatCompletions{BaseURL: fc.Model.BaseURL, Model: fc.Model.Model, APIKey: os.Getenv(fc.Model.APIKeyEnv)}
@@ -133,7 +188,8 @@ func Main(ctx context.Context, args []string, o Options) error {
 		}
 	}()
 	return Serve(ctx, ServeConfig{ID: fc.ID, Addrs: addrs, TLS: tlsCfg, GrantKeys: keys,
-		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Prose: prose, Log: log, Tracing: tracing})
+		Labels: fc.Labels, Capacity: fc.Capacity, MCPServers: fc.MCPServers, Prose: prose, Log: log, Tracing: tracing,
+		Status: status, DrainTimeout: *drainTimeout})
 }
 
 // ServeConfig is everything an executor process needs.
@@ -151,6 +207,9 @@ type ServeConfig struct {
 	Prose      Prose // nil: the template provider
 	Log        *slog.Logger
 	Tracing    *telemetry.Tracing // nil: off
+	Status     *Status            // nil: none (Config.Status)
+	// DrainTimeout: see Config.DrainTimeout (0: ctx's end stops at once).
+	DrainTimeout time.Duration
 }
 
 // Serve starts the MCP servers and runs the executor until ctx ends. It is
@@ -188,7 +247,7 @@ func Serve(ctx context.Context, c ServeConfig) error {
 	provider, model := c.Prose.Name()
 	c.Log.Info("executor starting", "id", c.ID, "control_plane", strings.Join(addrs, ","), "tools", len(host.Tools()), "prose", provider, "model", model)
 	return Run(ctx, Config{ID: c.ID, Labels: c.Labels, Capacity: c.Capacity, Host: host, Prose: c.Prose,
-		Grants: grant.NewVerifier(c.GrantKeys), Log: c.Log, Tracing: c.Tracing,
+		Grants: grant.NewVerifier(c.GrantKeys), Log: c.Log, Tracing: c.Tracing, Status: c.Status, DrainTimeout: c.DrainTimeout,
 		Connect: (&rotation{clients: clients, addrs: addrs, log: c.Log}).connect})
 }
 

@@ -25,4 +25,20 @@
 //     it with its fence (held_leases) and its start and result are sent
 //     again on that stream (sendOn); only a lease the control plane calls
 //     stale is cancelled.
+//
+// Stopping (Config.DrainTimeout; the binary's --drain-timeout, default
+// 20s): when Run's context ends (SIGTERM), the executor leaves instead of
+// dropping its work (leave, drain.go). It says Leaving, so the control
+// plane sends it no new lease; a lease already on its way is handed back
+// in another Leaving, never acked or run, and is offered elsewhere at the
+// same fence. The leases it runs finish and report as usual (a started
+// side effect's result is recorded, not put in doubt) until the timeout;
+// the rest are cancelled and reported abandoned, as after the control
+// plane's Drain, and it sends Drained. With no drain timeout the end of
+// the context stops everything at once.
+//
+// Probes (--admin-listen, admin.go): plain HTTP, /healthz (200 while the
+// process runs) and /readyz (200 while a stream's hello is welcomed and
+// the executor is not leaving; else 503 with the reason). Run reports its
+// state through Config.Status; the handler reads only that.
 package executor

@@ -90,10 +90,22 @@ type Config struct {
 	// Tracing draws each lease as a span inside its step's span (joined
 	// through the lease's traceparent); nil: off.
 	Tracing *telemetry.Tracing
+	// Status, when set, is kept up to date with whether the executor is
+	// connected and whether it is leaving (readiness, admin.go).
+	Status *Status
+	// DrainTimeout is how long, once ctx ends, the leases being run may go
+	// on before those still running are cancelled and reported abandoned
+	// (leave, drain.go); the control plane sends no new lease meanwhile.
+	// 0: ctx's end stops everything at once (leases in flight end
+	// abruptly, so started side effects become in doubt).
+	DrainTimeout time.Duration
 }
 
 // Run connects, serves leases, and reconnects with backoff until ctx ends.
-// It returns when ctx is done and every lease goroutine has returned.
+// With a DrainTimeout it then leaves gracefully (leave, drain.go): no new
+// lease, the running ones finish (or are abandoned at the timeout), and
+// it says Drained before it hangs up. It returns once every lease
+// goroutine, and every other it started, has returned.
 //
 // Work outlives its stream: a lease being run when the stream breaks
 // (its replica died, or the network did) runs on; the next session's
@@ -117,24 +129,54 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
 	}
+	// life outlives ctx by the drain: leases, sessions and deliveries live
+	// until leave (or, with no drain, ctx's end) kills it.
+	life, kill := context.WithCancel(context.WithoutCancel(ctx))
+	defer kill()
 	c := &conn{cfg: cfg, held: map[string]*work{}, starts: map[string]chan *tollgatev1.ControlMessage{},
-		answers: map[string]chan *tollgatev1.ControlMessage{}, life: ctx, answerWait: 10 * time.Second, next: make(chan struct{}),
+		answers: map[string]chan *tollgatev1.ControlMessage{}, life: life, answerWait: 10 * time.Second, next: make(chan struct{}),
 		tracer: cfg.Tracing.Tracer("github.com/tollgate-dev/tollgate/internal/executor")}
-	defer c.running.Wait()
+	var leaver sync.WaitGroup
+	leaver.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-life.Done():
+			return
+		}
+		cfg.Status.leaving()
+		if cfg.DrainTimeout > 0 {
+			c.leave(cfg.DrainTimeout, kill)
+		}
+		kill()
+	})
+	c.loop(life)
+	leaver.Wait()
+	c.running.Wait()
+	return nil
+}
+
+// loop runs sessions, reconnecting with backoff, until life ends.
+func (c *conn) loop(life context.Context) {
+	cfg := c.cfg
 	backoff := cfg.MinBackoff
 	for {
 		start := cfg.Now()
-		err := c.session(ctx)
-		if ctx.Err() != nil {
-			return nil
+		err := c.session(life)
+		cfg.Status.ended(err)
+		if life.Err() != nil {
+			return
+		}
+		if c.leftAll() {
+			<-life.Done() // leaving, with nothing left to deliver: no new stream
+			return
 		}
 		if cfg.Now().Sub(start) > 30*time.Second {
 			backoff = cfg.MinBackoff
 		}
 		cfg.Log.Warn("control plane stream ended; reconnecting", "error", err, "in", backoff, "running", c.heldCount())
 		select {
-		case <-ctx.Done():
-			return nil
+		case <-life.Done():
+			return
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, cfg.MaxBackoff)
@@ -165,6 +207,10 @@ type conn struct {
 	// answerWait is how long a result waits for an answer before it is
 	// sent again (the lease TTL).
 	answerWait time.Duration
+	// leaving is set once the executor leaves (leave, drain.go): a lease
+	// that arrives after it is returned, not run, and c.running gets no
+	// new lease (it is added to under mu, so leave may Wait on it).
+	leaving bool
 
 	running sync.WaitGroup // one per lease being run
 }
@@ -173,13 +219,34 @@ type conn struct {
 type link struct {
 	stream tollgatev1.ExecutorService_ConnectClient
 	sendMu sync.Mutex
+	closed bool          // under sendMu: Drained was sent and the send side closed
 	done   chan struct{} // closed when the session ends
 }
+
+// errSendClosed: Drained was sent on this stream; nothing follows it.
+var errSendClosed = errors.New("the stream's send side is closed (drained)")
 
 func (l *link) send(m *tollgatev1.ExecutorMessage) error {
 	l.sendMu.Lock()
 	defer l.sendMu.Unlock()
+	if l.closed {
+		return errSendClosed
+	}
 	return l.stream.Send(m)
+}
+
+// drained sends Drained and closes the send side, once per stream
+// (whether the control plane asked to drain, or the executor leaves).
+func (l *link) drained(d *tollgatev1.Drained) {
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	if err := l.stream.Send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Drained{Drained: d}}); err == nil {
+		_ = l.stream.CloseSend()
+	}
 }
 
 type work struct {
@@ -243,7 +310,14 @@ func (c *conn) session(ctx context.Context) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	l := &link{stream: stream, done: make(chan struct{})}
-	hello := &tollgatev1.Hello{ExecutorId: cfg.ID, Labels: cfg.Labels, CapacityCredits: uint32(cfg.Capacity), Version: "dev"}
+	c.mu.Lock()
+	leaving := c.leaving
+	c.mu.Unlock()
+	credits := uint32(cfg.Capacity)
+	if leaving {
+		credits = 0 // a stream opened to deliver what runs: no lease is wanted
+	}
+	hello := &tollgatev1.Hello{ExecutorId: cfg.ID, Labels: cfg.Labels, CapacityCredits: credits, Version: "dev"}
 	if cfg.Host != nil {
 		for _, t := range cfg.Host.Tools() {
 			hello.Tools = append(hello.Tools, &tollgatev1.Tool{Server: t.Server, Tool: t.Name, Description: t.Description,
@@ -272,14 +346,29 @@ func (c *conn) session(ctx context.Context) error {
 		return errors.New("the control plane did not welcome us")
 	}
 	cfg.Log.Info("connected", "session", w.GetSessionId(), "tools", len(hello.Tools), "held_leases", len(hello.HeldLeases))
+	// Leaving, say so before anything else goes out on this stream. One
+	// Leaving per stream: leave sends it on the stream it finds published,
+	// this session on one published before it left.
+	if leaving {
+		if err := l.send(leavingMsg()); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	if ttl := w.GetLeaseTtl().AsDuration(); ttl > 0 {
 		c.answerWait = ttl
 	}
+	leftSince := c.leaving && !leaving
 	c.cur = l
 	close(c.next)
 	c.next = make(chan struct{})
 	c.mu.Unlock()
+	cfg.Status.welcomed()
+	if leftSince {
+		if err := l.send(leavingMsg()); err != nil {
+			return err
+		}
+	}
 
 	var workers sync.WaitGroup
 	defer workers.Wait()
@@ -310,10 +399,20 @@ func (c *conn) session(ctx context.Context) error {
 		switch x := m.GetMessage().(type) {
 		case *tollgatev1.ControlMessage_Lease:
 			c.mu.Lock()
+			if c.leaving {
+				c.mu.Unlock()
+				// Sent before our Leaving reached the control plane:
+				// not run, not acked, handed back to be offered again.
+				cfg.Log.Info("a lease came while leaving; returned", "lease", limits.Short(x.Lease.GetLeaseId()))
+				if err := l.send(leavingMsg(&tollgatev1.LeaseRef{LeaseId: x.Lease.GetLeaseId(), Fence: x.Lease.GetFence()})); err != nil {
+					return err
+				}
+				continue
+			}
 			lctx, lcancel := context.WithCancel(c.life)
 			c.held[x.Lease.GetLeaseId()] = &work{lease: x.Lease, cancel: lcancel}
-			c.mu.Unlock()
 			c.running.Add(1)
+			c.mu.Unlock()
 			go func() {
 				defer c.running.Done()
 				defer lcancel()
@@ -377,12 +476,7 @@ func (c *conn) drain(ctx context.Context, l *link, deadline time.Time) {
 	case <-ctx.Done():
 		return
 	case <-timer.C:
-		c.mu.Lock()
-		for id, w := range c.held {
-			drained.Abandoned = append(drained.Abandoned, &tollgatev1.LeaseRef{LeaseId: id, Fence: w.lease.GetFence()})
-			w.cancel()
-		}
-		c.mu.Unlock()
+		drained.Abandoned = c.abandon()
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -390,11 +484,7 @@ func (c *conn) drain(ctx context.Context, l *link, deadline time.Time) {
 		}
 	}
 	c.cfg.Log.Info("drained", "abandoned", len(drained.Abandoned))
-	l.sendMu.Lock()
-	defer l.sendMu.Unlock()
-	if err := l.stream.Send(&tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Drained{Drained: drained}}); err == nil {
-		_ = l.stream.CloseSend()
-	}
+	l.drained(drained)
 }
 
 // stop cancels the work of lease id; false when none runs.

@@ -29,6 +29,14 @@ type fakeStream struct {
 	ctx  context.Context
 	down chan *tollgatev1.ControlMessage
 	up   chan *tollgatev1.ExecutorMessage
+	// sendClosed, when set, is closed by CloseSend (once: a second
+	// CloseSend panics, and the executor must not send one).
+	sendClosed chan struct{}
+}
+
+func (f *fakeStream) CloseSend() error {
+	close(f.sendClosed)
+	return nil
 }
 
 func (f *fakeStream) Send(m *tollgatev1.ExecutorMessage) error {

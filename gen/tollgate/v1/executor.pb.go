@@ -276,6 +276,7 @@ type ExecutorMessage struct {
 	//	*ExecutorMessage_Heartbeat
 	//	*ExecutorMessage_Result
 	//	*ExecutorMessage_Drained
+	//	*ExecutorMessage_Leaving
 	Message       isExecutorMessage_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -381,6 +382,15 @@ func (x *ExecutorMessage) GetDrained() *Drained {
 	return nil
 }
 
+func (x *ExecutorMessage) GetLeaving() *Leaving {
+	if x != nil {
+		if x, ok := x.Message.(*ExecutorMessage_Leaving); ok {
+			return x.Leaving
+		}
+	}
+	return nil
+}
+
 type isExecutorMessage_Message interface {
 	isExecutorMessage_Message()
 }
@@ -423,6 +433,12 @@ type ExecutorMessage_Drained struct {
 	Drained *Drained `protobuf:"bytes,7,opt,name=drained,proto3,oneof"`
 }
 
+type ExecutorMessage_Leaving struct {
+	// The executor is stopping: send it no new lease. Also returns leases
+	// that reached it after it said so (it runs none of them).
+	Leaving *Leaving `protobuf:"bytes,8,opt,name=leaving,proto3,oneof"`
+}
+
 func (*ExecutorMessage_Hello) isExecutorMessage_Message() {}
 
 func (*ExecutorMessage_Credit) isExecutorMessage_Message() {}
@@ -436,6 +452,8 @@ func (*ExecutorMessage_Heartbeat) isExecutorMessage_Message() {}
 func (*ExecutorMessage_Result) isExecutorMessage_Message() {}
 
 func (*ExecutorMessage_Drained) isExecutorMessage_Message() {}
+
+func (*ExecutorMessage_Leaving) isExecutorMessage_Message() {}
 
 // ControlMessage is one frame from the control plane to an executor on an
 // ExecutorService.Connect stream. The first frame is `welcome` (sent after a
@@ -1435,6 +1453,63 @@ func (x *Drained) GetAbandoned() []*LeaseRef {
 	return nil
 }
 
+// Leaving is an executor-initiated drain (its process is stopping, e.g. on
+// SIGTERM). From the first Leaving on a session, the control plane sends no
+// new lease on it; the executor finishes the leases it runs (their acks,
+// starts and results go on as usual), reports those still unfinished at its
+// own deadline abandoned, and sends Drained and closes its send side, as
+// after a Drain. A lease that was on its way when the executor said so
+// reaches an executor that will not run it: the executor neither acks nor
+// starts it and names it in another Leaving's `returned`, and the control
+// plane offers it again elsewhere at the same fence (as a lease never acked
+// whose stream ended). An executor whose stream breaks while it leaves opens
+// the next with capacity_credits 0 and sends Leaving right after the welcome.
+type Leaving struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Leases sent to this executor after it said it was leaving, at their
+	// fences: never acked, never run. Empty in the first Leaving.
+	Returned      []*LeaseRef `protobuf:"bytes,1,rep,name=returned,proto3" json:"returned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Leaving) Reset() {
+	*x = Leaving{}
+	mi := &file_tollgate_v1_executor_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Leaving) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Leaving) ProtoMessage() {}
+
+func (x *Leaving) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_executor_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Leaving.ProtoReflect.Descriptor instead.
+func (*Leaving) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Leaving) GetReturned() []*LeaseRef {
+	if x != nil {
+		return x.Returned
+	}
+	return nil
+}
+
 // Welcome answers a valid hello and fixes the session's parameters.
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1451,7 +1526,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[14]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1538,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[14]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1551,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Welcome) GetSessionId() string {
@@ -1554,7 +1629,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[15]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1641,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[15]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1654,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Lease) GetLeaseId() string {
@@ -1764,7 +1839,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[16]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1851,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[16]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1864,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{16}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Grant) GetRunId() string {
@@ -1873,7 +1948,7 @@ type StartAck struct {
 
 func (x *StartAck) Reset() {
 	*x = StartAck{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[17]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +1960,7 @@ func (x *StartAck) String() string {
 func (*StartAck) ProtoMessage() {}
 
 func (x *StartAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[17]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +1973,7 @@ func (x *StartAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAck.ProtoReflect.Descriptor instead.
 func (*StartAck) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{17}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StartAck) GetLeaseId() string {
@@ -1936,7 +2011,7 @@ type ResultAck struct {
 
 func (x *ResultAck) Reset() {
 	*x = ResultAck{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[18]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2023,7 @@ func (x *ResultAck) String() string {
 func (*ResultAck) ProtoMessage() {}
 
 func (x *ResultAck) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[18]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2036,7 @@ func (x *ResultAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultAck.ProtoReflect.Descriptor instead.
 func (*ResultAck) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResultAck) GetLeaseId() string {
@@ -1993,7 +2068,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[19]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2080,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[19]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2093,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Cancel) GetLeaseId() string {
@@ -2047,7 +2122,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[20]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2134,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[20]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2147,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Drain) GetDeadline() *timestamppb.Timestamp {
@@ -2099,7 +2174,7 @@ type Refused struct {
 
 func (x *Refused) Reset() {
 	*x = Refused{}
-	mi := &file_tollgate_v1_executor_proto_msgTypes[21]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2186,7 @@ func (x *Refused) String() string {
 func (*Refused) ProtoMessage() {}
 
 func (x *Refused) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_executor_proto_msgTypes[21]
+	mi := &file_tollgate_v1_executor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2199,7 @@ func (x *Refused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refused.ProtoReflect.Descriptor instead.
 func (*Refused) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{21}
+	return file_tollgate_v1_executor_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Refused) GetLeaseId() string {
@@ -2159,7 +2234,7 @@ var File_tollgate_v1_executor_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_executor_proto_rawDesc = "" +
 	"\n" +
-	"\x1atollgate/v1/executor.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tollgate/v1/plan.proto\x1a\x16tollgate/v1/tool.proto\"\xe2\x02\n" +
+	"\x1atollgate/v1/executor.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16tollgate/v1/plan.proto\x1a\x16tollgate/v1/tool.proto\"\x94\x03\n" +
 	"\x0fExecutorMessage\x12*\n" +
 	"\x05hello\x18\x01 \x01(\v2\x12.tollgate.v1.HelloH\x00R\x05hello\x12-\n" +
 	"\x06credit\x18\x02 \x01(\v2\x13.tollgate.v1.CreditH\x00R\x06credit\x12$\n" +
@@ -2167,7 +2242,8 @@ const file_tollgate_v1_executor_proto_rawDesc = "" +
 	"\x05start\x18\x04 \x01(\v2\x12.tollgate.v1.StartH\x00R\x05start\x126\n" +
 	"\theartbeat\x18\x05 \x01(\v2\x16.tollgate.v1.HeartbeatH\x00R\theartbeat\x12-\n" +
 	"\x06result\x18\x06 \x01(\v2\x13.tollgate.v1.ResultH\x00R\x06result\x120\n" +
-	"\adrained\x18\a \x01(\v2\x14.tollgate.v1.DrainedH\x00R\adrainedB\t\n" +
+	"\adrained\x18\a \x01(\v2\x14.tollgate.v1.DrainedH\x00R\adrained\x120\n" +
+	"\aleaving\x18\b \x01(\v2\x14.tollgate.v1.LeavingH\x00R\aleavingB\t\n" +
 	"\amessage\"\xf5\x02\n" +
 	"\x0eControlMessage\x120\n" +
 	"\awelcome\x18\x01 \x01(\v2\x14.tollgate.v1.WelcomeH\x00R\awelcome\x12*\n" +
@@ -2231,7 +2307,9 @@ const file_tollgate_v1_executor_proto_rawDesc = "" +
 	"\x06reason\x18\x01 \x01(\x0e2\x1a.tollgate.v1.RefusalReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\">\n" +
 	"\aDrained\x123\n" +
-	"\tabandoned\x18\x01 \x03(\v2\x15.tollgate.v1.LeaseRefR\tabandoned\"\xaa\x01\n" +
+	"\tabandoned\x18\x01 \x03(\v2\x15.tollgate.v1.LeaseRefR\tabandoned\"<\n" +
+	"\aLeaving\x121\n" +
+	"\breturned\x18\x01 \x03(\v2\x15.tollgate.v1.LeaseRefR\breturned\"\xaa\x01\n" +
 	"\aWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12H\n" +
@@ -2335,7 +2413,7 @@ func file_tollgate_v1_executor_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_v1_executor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tollgate_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_tollgate_v1_executor_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_tollgate_v1_executor_proto_goTypes = []any{
 	(TransportErrorKind)(0),       // 0: tollgate.v1.TransportErrorKind
 	(RefusalReason)(0),            // 1: tollgate.v1.RefusalReason
@@ -2354,18 +2432,19 @@ var file_tollgate_v1_executor_proto_goTypes = []any{
 	(*TransportError)(nil),        // 14: tollgate.v1.TransportError
 	(*Refusal)(nil),               // 15: tollgate.v1.Refusal
 	(*Drained)(nil),               // 16: tollgate.v1.Drained
-	(*Welcome)(nil),               // 17: tollgate.v1.Welcome
-	(*Lease)(nil),                 // 18: tollgate.v1.Lease
-	(*Grant)(nil),                 // 19: tollgate.v1.Grant
-	(*StartAck)(nil),              // 20: tollgate.v1.StartAck
-	(*ResultAck)(nil),             // 21: tollgate.v1.ResultAck
-	(*Cancel)(nil),                // 22: tollgate.v1.Cancel
-	(*Drain)(nil),                 // 23: tollgate.v1.Drain
-	(*Refused)(nil),               // 24: tollgate.v1.Refused
-	(*Tool)(nil),                  // 25: tollgate.v1.Tool
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
-	(StepKind)(0),                 // 28: tollgate.v1.StepKind
+	(*Leaving)(nil),               // 17: tollgate.v1.Leaving
+	(*Welcome)(nil),               // 18: tollgate.v1.Welcome
+	(*Lease)(nil),                 // 19: tollgate.v1.Lease
+	(*Grant)(nil),                 // 20: tollgate.v1.Grant
+	(*StartAck)(nil),              // 21: tollgate.v1.StartAck
+	(*ResultAck)(nil),             // 22: tollgate.v1.ResultAck
+	(*Cancel)(nil),                // 23: tollgate.v1.Cancel
+	(*Drain)(nil),                 // 24: tollgate.v1.Drain
+	(*Refused)(nil),               // 25: tollgate.v1.Refused
+	(*Tool)(nil),                  // 26: tollgate.v1.Tool
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(StepKind)(0),                 // 29: tollgate.v1.StepKind
 }
 var file_tollgate_v1_executor_proto_depIdxs = []int32{
 	5,  // 0: tollgate.v1.ExecutorMessage.hello:type_name -> tollgate.v1.Hello
@@ -2375,38 +2454,40 @@ var file_tollgate_v1_executor_proto_depIdxs = []int32{
 	11, // 4: tollgate.v1.ExecutorMessage.heartbeat:type_name -> tollgate.v1.Heartbeat
 	12, // 5: tollgate.v1.ExecutorMessage.result:type_name -> tollgate.v1.Result
 	16, // 6: tollgate.v1.ExecutorMessage.drained:type_name -> tollgate.v1.Drained
-	17, // 7: tollgate.v1.ControlMessage.welcome:type_name -> tollgate.v1.Welcome
-	18, // 8: tollgate.v1.ControlMessage.lease:type_name -> tollgate.v1.Lease
-	20, // 9: tollgate.v1.ControlMessage.start_ack:type_name -> tollgate.v1.StartAck
-	22, // 10: tollgate.v1.ControlMessage.cancel:type_name -> tollgate.v1.Cancel
-	23, // 11: tollgate.v1.ControlMessage.drain:type_name -> tollgate.v1.Drain
-	24, // 12: tollgate.v1.ControlMessage.refused:type_name -> tollgate.v1.Refused
-	21, // 13: tollgate.v1.ControlMessage.result_ack:type_name -> tollgate.v1.ResultAck
-	25, // 14: tollgate.v1.Hello.tools:type_name -> tollgate.v1.Tool
-	6,  // 15: tollgate.v1.Hello.prose:type_name -> tollgate.v1.ProseProvider
-	8,  // 16: tollgate.v1.Hello.held_leases:type_name -> tollgate.v1.LeaseRef
-	8,  // 17: tollgate.v1.Heartbeat.leases:type_name -> tollgate.v1.LeaseRef
-	13, // 18: tollgate.v1.Result.tool_error:type_name -> tollgate.v1.ToolError
-	14, // 19: tollgate.v1.Result.transport_error:type_name -> tollgate.v1.TransportError
-	15, // 20: tollgate.v1.Result.refusal:type_name -> tollgate.v1.Refusal
-	26, // 21: tollgate.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	26, // 22: tollgate.v1.Result.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 23: tollgate.v1.TransportError.kind:type_name -> tollgate.v1.TransportErrorKind
-	1,  // 24: tollgate.v1.Refusal.reason:type_name -> tollgate.v1.RefusalReason
-	8,  // 25: tollgate.v1.Drained.abandoned:type_name -> tollgate.v1.LeaseRef
-	27, // 26: tollgate.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
-	27, // 27: tollgate.v1.Welcome.lease_ttl:type_name -> google.protobuf.Duration
-	28, // 28: tollgate.v1.Lease.kind:type_name -> tollgate.v1.StepKind
-	26, // 29: tollgate.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
-	19, // 30: tollgate.v1.Lease.grant:type_name -> tollgate.v1.Grant
-	26, // 31: tollgate.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 32: tollgate.v1.Drain.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 33: tollgate.v1.Refused.reason:type_name -> tollgate.v1.RefusedReason
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	17, // 7: tollgate.v1.ExecutorMessage.leaving:type_name -> tollgate.v1.Leaving
+	18, // 8: tollgate.v1.ControlMessage.welcome:type_name -> tollgate.v1.Welcome
+	19, // 9: tollgate.v1.ControlMessage.lease:type_name -> tollgate.v1.Lease
+	21, // 10: tollgate.v1.ControlMessage.start_ack:type_name -> tollgate.v1.StartAck
+	23, // 11: tollgate.v1.ControlMessage.cancel:type_name -> tollgate.v1.Cancel
+	24, // 12: tollgate.v1.ControlMessage.drain:type_name -> tollgate.v1.Drain
+	25, // 13: tollgate.v1.ControlMessage.refused:type_name -> tollgate.v1.Refused
+	22, // 14: tollgate.v1.ControlMessage.result_ack:type_name -> tollgate.v1.ResultAck
+	26, // 15: tollgate.v1.Hello.tools:type_name -> tollgate.v1.Tool
+	6,  // 16: tollgate.v1.Hello.prose:type_name -> tollgate.v1.ProseProvider
+	8,  // 17: tollgate.v1.Hello.held_leases:type_name -> tollgate.v1.LeaseRef
+	8,  // 18: tollgate.v1.Heartbeat.leases:type_name -> tollgate.v1.LeaseRef
+	13, // 19: tollgate.v1.Result.tool_error:type_name -> tollgate.v1.ToolError
+	14, // 20: tollgate.v1.Result.transport_error:type_name -> tollgate.v1.TransportError
+	15, // 21: tollgate.v1.Result.refusal:type_name -> tollgate.v1.Refusal
+	27, // 22: tollgate.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	27, // 23: tollgate.v1.Result.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 24: tollgate.v1.TransportError.kind:type_name -> tollgate.v1.TransportErrorKind
+	1,  // 25: tollgate.v1.Refusal.reason:type_name -> tollgate.v1.RefusalReason
+	8,  // 26: tollgate.v1.Drained.abandoned:type_name -> tollgate.v1.LeaseRef
+	8,  // 27: tollgate.v1.Leaving.returned:type_name -> tollgate.v1.LeaseRef
+	28, // 28: tollgate.v1.Welcome.heartbeat_interval:type_name -> google.protobuf.Duration
+	28, // 29: tollgate.v1.Welcome.lease_ttl:type_name -> google.protobuf.Duration
+	29, // 30: tollgate.v1.Lease.kind:type_name -> tollgate.v1.StepKind
+	27, // 31: tollgate.v1.Lease.deadline:type_name -> google.protobuf.Timestamp
+	20, // 32: tollgate.v1.Lease.grant:type_name -> tollgate.v1.Grant
+	27, // 33: tollgate.v1.Grant.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 34: tollgate.v1.Drain.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 35: tollgate.v1.Refused.reason:type_name -> tollgate.v1.RefusedReason
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_executor_proto_init() }
@@ -2424,6 +2505,7 @@ func file_tollgate_v1_executor_proto_init() {
 		(*ExecutorMessage_Heartbeat)(nil),
 		(*ExecutorMessage_Result)(nil),
 		(*ExecutorMessage_Drained)(nil),
+		(*ExecutorMessage_Leaving)(nil),
 	}
 	file_tollgate_v1_executor_proto_msgTypes[1].OneofWrappers = []any{
 		(*ControlMessage_Welcome)(nil),
@@ -2446,7 +2528,7 @@ func file_tollgate_v1_executor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_executor_proto_rawDesc), len(file_tollgate_v1_executor_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

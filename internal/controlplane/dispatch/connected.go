@@ -10,7 +10,8 @@ import (
 // Connected lists the executors connected here and what each offers, by
 // id (an executor with two streams open is one entry, offering what
 // either does): what a blocked run's view names (wire.Views.Connected).
-// Draining, it lists none: nothing here takes work.
+// Draining, it lists none: nothing here takes work; nor does it list a
+// session whose executor is leaving.
 func (d *Dispatcher) Connected() []wire.Executor {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -19,6 +20,9 @@ func (d *Dispatcher) Connected() []wire.Executor {
 	}
 	byID := map[string]*wire.Executor{}
 	for s := range d.sessions {
+		if s.leaving {
+			continue
+		}
 		e := byID[s.executor]
 		if e == nil {
 			e = &wire.Executor{ID: s.executor}

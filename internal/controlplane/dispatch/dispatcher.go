@@ -236,7 +236,7 @@ func (d *Dispatcher) Wants() map[string]int {
 	}
 	out := map[string]int{}
 	for s := range d.sessions {
-		if s.credits <= 0 || s.silent {
+		if s.credits <= 0 || s.silent || s.leaving {
 			continue
 		}
 		for _, q := range s.queues() {
@@ -262,6 +262,9 @@ func (d *Dispatcher) Queues() []string {
 	}
 	set := map[string]bool{}
 	for s := range d.sessions {
+		if s.leaving {
+			continue
+		}
 		for _, q := range s.queues() {
 			set[q] = true
 		}

@@ -39,4 +39,8 @@
 // spends one, returned when it ends, expires or is refused (assign, drop,
 // reap.go). Drain asks every executor to finish and close its stream and
 // stops new leases; handOut gives waiting offers to sessions with credits.
+// An executor that is stopping says so itself (Leaving, leaving.go): its
+// session gets no new lease and serves nothing, and a lease it hands back
+// (on its way when it said so, never acked) is offered again at the same
+// fence; its leases in hand run on and report as usual.
 package dispatch

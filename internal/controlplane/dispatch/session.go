@@ -34,12 +34,21 @@ type session struct {
 	// heartbeat: the executor may be stopped or cut off, so it gets no new
 	// lease until it is heard from again.
 	silent bool
+	// leaving is set when the executor said it is stopping (Leaving): it
+	// gets no new lease on this session, and serves nothing here (its
+	// queues are not announced; offers it alone could take go back to the
+	// store). Its leases run on and report as usual.
+	leaving bool
 }
 
 func (s *session) takes(o offer) bool { return s.serves(o.d.Target()) }
 
-// serves reports whether this executor offers what t needs.
+// serves reports whether this executor offers what t needs; a leaving
+// one serves nothing. Dispatcher.mu is held.
 func (s *session) serves(t engine.Target) bool {
+	if s.leaving {
+		return false
+	}
 	if t.On != "" && !slices.Contains(s.labels, t.On) {
 		return false
 	}
@@ -213,6 +222,8 @@ func (d *Dispatcher) serve(ctx context.Context, stream tollgatev1.ExecutorServic
 			d.handOut()
 			d.mu.Unlock()
 			d.freed()
+		case *tollgatev1.ExecutorMessage_Leaving:
+			d.leaving(rec, s, x.Leaving)
 		case *tollgatev1.ExecutorMessage_Drained:
 			return nil
 		}
