@@ -96,6 +96,7 @@ func TestReview_ReadOnlyLeaseAbandonedAtDrainTimeoutIsLeasedAgain(t *testing.T) 
 	}
 	fs2, end2 := rep.connectAs(t, "edge-2", 1) // somewhere for the step to go
 	defer end2()
+	waitFor(t, "edge-2 registered", func() bool { return len(connectedIDs(rep.d)) == 2 })
 
 	sigterm()
 	select {
@@ -117,5 +118,114 @@ func TestReview_ReadOnlyLeaseAbandonedAtDrainTimeoutIsLeasedAgain(t *testing.T) 
 	if s.Status == engine.StatusFailed || again == nil || again.GetAttempt() != 2 {
 		t.Fatalf("the read abandoned at the drain timeout is %s at attempt %d (run %s), lease to edge-2: %v; want it leased again at attempt 2",
 			s.Status, s.Attempt, r.State, again)
+	}
+}
+
+// A leaving executor's Leaving takes back only its own never-acked
+// leases at their fences: not another executor's, not one at a stale or
+// future fence, not an unknown id; duplicates and repeated Leavings change
+// nothing; and once a lease is handed back, what the executor still says
+// about it (heartbeat, ack, start, result) is refused, not recorded, while
+// the lease runs elsewhere.
+func TestReview_LeavingReturnsOnlyItsOwnUnackedLeases(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rep, stop := oneReplica(t, Config{LeaseTTL: time.Hour})
+	defer stop()
+	ctx := context.Background()
+	p := &plan.Plan{Name: "one", InitialSteps: []plan.Step{{ID: "s", Kind: plan.KindTool, Server: "x", Tool: "read", Args: plan.Object(`{}`), OnFail: plan.OnFailStop}}}
+	start := func() {
+		if _, _, err := rep.r.Start(ctx, runner.StartRequest{Plan: p, Requester: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// connectAs returns at the welcome; the session serves a moment
+	// later (and a step offered before then waits in the store).
+	registered := func(n int) {
+		waitFor(t, "the session registered", func() bool { return len(connectedIDs(rep.d)) == n })
+	}
+	fs1, end1 := rep.connectAs(t, "edge-1", 4)
+	defer end1()
+	registered(1)
+	start()
+	mine := nextLease(t, fs1) // edge-1's, never acked
+	fs2, end2 := rep.connectAs(t, "mallory", 4)
+	defer end2()
+	registered(2)
+	start()
+	theirs := nextLease(t, fs2) // mallory has the most credits now
+	holder := func(id string) string {
+		rep.d.mu.Lock()
+		defer rep.d.mu.Unlock()
+		if l := rep.d.leases[id]; l != nil {
+			return l.s.executor
+		}
+		return ""
+	}
+	ref := func(l *tollgatev1.Lease, fence uint64) *tollgatev1.LeaseRef {
+		return &tollgatev1.LeaseRef{LeaseId: l.GetLeaseId(), Fence: fence}
+	}
+	leaving := func(fs *fakeStream, refs ...*tollgatev1.LeaseRef) {
+		fs.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Leaving{Leaving: &tollgatev1.Leaving{Returned: refs}}}
+	}
+	f1, f2 := mine.GetFence(), theirs.GetFence()
+	leaving(fs2, ref(mine, f1), ref(mine, f1), ref(theirs, f2-1), ref(theirs, f2+1), ref(theirs, 1<<63), &tollgatev1.LeaseRef{})
+	leaving(fs2, ref(mine, f1))
+	leaving(fs1, ref(theirs, f2), ref(theirs, f2), ref(mine, f1-1), ref(mine, f1+1), &tollgatev1.LeaseRef{LeaseId: "no/such/1", Fence: 1})
+	waitFor(t, "both leaving", func() bool { return len(connectedIDs(rep.d)) == 0 })
+	// A heartbeat after the Leavings: handled once they are.
+	fs1.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Heartbeat{Heartbeat: &tollgatev1.Heartbeat{}}}
+	fs2.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Heartbeat{Heartbeat: &tollgatev1.Heartbeat{}}}
+	waitFor(t, "the streams read", func() bool { return len(fs1.in) == 0 && len(fs2.in) == 0 })
+	if got := holder(mine.GetLeaseId()); got != "edge-1" {
+		t.Fatalf("edge-1's lease is held by %q after others' Leavings named it", got)
+	}
+	if got := holder(theirs.GetLeaseId()); got != "mallory" {
+		t.Fatalf("mallory's lease is held by %q after others' Leavings named it", got)
+	}
+
+	// edge-1 hands back its own lease (twice); a third executor gets it.
+	fs3, end3 := rep.connectAs(t, "edge-3", 1)
+	defer end3()
+	registered(1)
+	leaving(fs1, ref(mine, f1), ref(mine, f1))
+	if again := nextLease(t, fs3); again.GetLeaseId() != mine.GetLeaseId() || again.GetFence() != f1 {
+		t.Fatalf("edge-3 got %s@%d, want the returned %s@%d", again.GetLeaseId(), again.GetFence(), mine.GetLeaseId(), f1)
+	}
+	// What edge-1 says about it now is refused; it stays edge-3's.
+	id := mine.GetLeaseId()
+	fs1.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Heartbeat{Heartbeat: &tollgatev1.Heartbeat{Leases: []*tollgatev1.LeaseRef{ref(mine, f1)}}}}
+	fs1.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Ack{Ack: &tollgatev1.Ack{LeaseId: id, Fence: f1}}}
+	fs1.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Start{Start: &tollgatev1.Start{LeaseId: id, Fence: f1}}}
+	fs1.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Result{Result: &tollgatev1.Result{LeaseId: id, Fence: f1,
+		Outcome: &tollgatev1.Result_OutputJson{OutputJson: `{"forged":true}`}}}}
+	refused, startAnswered := 0, false
+	for refused < 2 || !startAnswered {
+		select {
+		case m := <-fs1.out:
+			switch {
+			case m.GetRefused() != nil:
+				refused++
+			case m.GetStartAck() != nil:
+				if m.GetStartAck().GetDurable() {
+					t.Fatal("a start for a lease edge-1 handed back was recorded durable")
+				}
+				startAnswered = true
+			case m.GetLease() != nil:
+				t.Fatalf("a lease went to a leaving executor: %v", m)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("timed out: %d refusals, start answered %v", refused, startAnswered)
+		}
+	}
+	if got := holder(id); got != "edge-3" {
+		t.Fatalf("after edge-1's messages the lease is held by %q, want edge-3", got)
+	}
+	runID, _, _, _ := runner.ParseWorkID(id)
+	r, _, err := rep.r.Get(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Steps["s"]; s.Status != engine.StatusQueued && s.Status != engine.StatusLeased {
+		t.Fatalf("a forged result of a handed-back lease was recorded: step %s", s.Status)
 	}
 }
