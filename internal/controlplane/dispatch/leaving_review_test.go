@@ -229,3 +229,51 @@ func TestReview_LeavingReturnsOnlyItsOwnUnackedLeases(t *testing.T) {
 		t.Fatalf("a forged result of a handed-back lease was recorded: step %s", s.Status)
 	}
 }
+
+// A lease cancelled on its way to an executor that is leaving (its run
+// ended, or its step was cancelled while queued) and then handed back is
+// not offered to anyone else: the engine no longer wants that attempt,
+// and a read-only step's tool would run on the next executor before its
+// ack is refused.
+func TestReview_ReturnedLeaseWhoseCancelWasSentIsNotOfferedAgain(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	rep, stop := oneReplica(t, Config{LeaseTTL: time.Hour})
+	defer stop()
+	ctx := context.Background()
+	fs1, end1 := rep.connectAs(t, "edge-1", 4)
+	defer end1()
+	waitFor(t, "edge-1 registered", func() bool { return len(connectedIDs(rep.d)) == 1 })
+	p := &plan.Plan{Name: "one", InitialSteps: []plan.Step{{ID: "s", Kind: plan.KindTool, Server: "x", Tool: "read", Args: plan.Object(`{}`), OnFail: plan.OnFailStop}}}
+	run, _, err := rep.r.Start(ctx, runner.StartRequest{Plan: p, Requester: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := nextLease(t, fs1)
+	_, end2 := rep.connectAs(t, "edge-2", 1)
+	defer end2()
+	waitFor(t, "edge-2 registered", func() bool { return len(connectedIDs(rep.d)) == 2 })
+
+	// edge-1 says Leaving as alice cancels the run; the lease crossed
+	// both, so edge-1 hands it back.
+	fs1.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Leaving{Leaving: &tollgatev1.Leaving{}}}
+	if _, err := rep.r.Event(ctx, run.ID, func(now time.Time) engine.Event { return engine.Cancel{Actor: "alice", Reason: "not needed", At: now} }); err != nil {
+		t.Fatal(err)
+	}
+	fs1.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Leaving{Leaving: &tollgatev1.Leaving{
+		Returned: []*tollgatev1.LeaseRef{{LeaseId: l.GetLeaseId(), Fence: l.GetFence()}}}}}
+	fs1.in <- &tollgatev1.ExecutorMessage{Message: &tollgatev1.ExecutorMessage_Heartbeat{Heartbeat: &tollgatev1.Heartbeat{}}}
+	waitFor(t, "the Leavings handled", func() bool { return len(fs1.in) == 0 })
+	rep.d.mu.Lock()
+	again := rep.d.leases[l.GetLeaseId()]
+	rep.d.mu.Unlock()
+	if again != nil {
+		t.Fatalf("the lease of a cancelled run, handed back, was leased again to %s", again.s.executor)
+	}
+	r, _, err := rep.r.Get(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.State.Terminal() {
+		t.Fatalf("the run is %s, want it cancelled", r.State)
+	}
+}
