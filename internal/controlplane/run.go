@@ -303,7 +303,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var admin *http.Server
 	adminAddr := ""
 	if o.AdminListen != "" {
-		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: srv.Ready}), adminFailed); err != nil {
+		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: readiness(srv, o.Dev && mc.DevExecutor != nil)}), adminFailed); err != nil {
 			lis.Close()
 			if execLis != nil {
 				execLis.Close()
@@ -358,18 +358,36 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	stopExec()
 	<-execDone
-	// The admin listener and the server drain together, within the one
-	// drain timeout.
 	stopSrv()
+	err = <-ran
+	// The admin listener stays up through the drain: probes see /readyz
+	// fail (NOT_SERVING) rather than a refused connection, /healthz still
+	// passes, and metrics are scraped to the end.
 	if admin != nil {
-		drain, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
+		drain, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = admin.Shutdown(drain)
 	}
-	if err := <-ran; failed == nil && !errors.Is(err, ErrDrainCut) {
+	if failed == nil && !errors.Is(err, ErrDrainCut) {
 		failed = err // a cut drain is logged, not a failed run
 	}
 	return failed
+}
+
+// readiness is what /readyz reports: the API serving and, in dev mode,
+// the dev executor connected too — a dev plane's runs would otherwise
+// block until it is (a probe, a script waiting for the plane, must not see
+// it ready before).
+func readiness(srv *Server, devExecutor bool) func() error {
+	return func() error {
+		if err := srv.Ready(); err != nil {
+			return err
+		}
+		if devExecutor && srv.ExecutorsConnected() == 0 {
+			return errors.New("the dev executor has not connected yet")
+		}
+		return nil
+	}
 }
 
 // redisConfig reads the files the --redis flags name.

@@ -500,6 +500,14 @@ func (s *Server) Ready() error {
 	return nil
 }
 
+// ExecutorsConnected is how many executor streams this replica serves.
+func (s *Server) ExecutorsConnected() int {
+	if s.execs == nil {
+		return 0
+	}
+	return len(s.execs.Connected())
+}
+
 // leaseClaims bounds the in-flight entries of replicas gone one claim
 // takes.
 const leaseClaims = 64

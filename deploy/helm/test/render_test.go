@@ -55,7 +55,8 @@ func helm(t *testing.T) string {
 }
 
 // render runs helm template on the chart with a value set and more
-// --set arguments, and decodes every document strictly.
+// --set arguments ("file:KEY=PATH" is a --set-file), and decodes every
+// document strictly.
 func render(t *testing.T, valuesFile string, set ...string) *manifest {
 	t.Helper()
 	out, err := renderRaw(t, valuesFile, set...)
@@ -77,6 +78,10 @@ func renderRaw(t *testing.T, valuesFile string, set ...string) ([]byte, error) {
 		args = append(args, "-f", valuesFile)
 	}
 	for _, s := range set {
+		if f, ok := strings.CutPrefix(s, "file:"); ok {
+			args = append(args, "--set-file", f)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	home := t.TempDir()
