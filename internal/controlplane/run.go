@@ -16,11 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/examples"
 	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
@@ -134,7 +132,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		o.Home = filepath.Join(home, ".tollgate")
 	}
 
-	cat, err := loadCatalogs(o.Catalogs)
+	cat, catSum, err := readCatalogs(o.Catalogs)
 	if err != nil {
 		return err
 	}
@@ -269,7 +267,14 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	// The notifier only prepares and sends: pending deliveries live in
 	// the store, and the server's deliverer sends them (approvals).
 	background := []func(context.Context) error{az.Watch}
-	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, PolicyFile: o.Policy, Domain: o.Domain, Owners: owners,
+	var srv *Server
+	if len(o.Catalogs) > 0 {
+		// Read again as the policy is: a ConfigMap edit takes effect
+		// without a restart.
+		reload := newCatalogReloader(o.Catalogs, catSum, func(c *compiler.Catalog) bool { return srv.SetCatalog(c) }, log)
+		background = append(background, reload.Watch)
+	}
+	srv = NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, PolicyFile: o.Policy, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, Replica: o.Replica, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
@@ -422,31 +427,6 @@ func flushSpans(t *telemetry.Tracing, log *slog.Logger) {
 	if err := t.Shutdown(ctx); err != nil {
 		log.Warn("spans not flushed", "error", err)
 	}
-}
-
-// loadCatalogs merges catalog files; none means the built-in one.
-func loadCatalogs(paths []string) (*compiler.Catalog, error) {
-	if len(paths) == 0 {
-		return compiler.ParseCatalog(examples.Catalog)
-	}
-	var tools []compiler.ToolInfo
-	for _, p := range slices.Compact(slices.Sorted(slices.Values(paths))) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("read catalog: %w", err)
-		}
-		c, err := compiler.ParseCatalog(b)
-		if err != nil {
-			return nil, fmt.Errorf("catalog %s: %w", p, err)
-		}
-		for _, s := range c.Servers() {
-			for _, n := range c.Tools(s) {
-				t, _ := c.Lookup(s, n)
-				tools = append(tools, t)
-			}
-		}
-	}
-	return compiler.NewCatalog(tools), nil
 }
 
 // loadOrCreateKey reads an Ed25519 private key (PKCS#8 PEM); when create
