@@ -23,11 +23,13 @@ import (
 
 // globals are the flags every verb shares.
 type globals struct {
-	server string
-	token  string
-	as     string
-	output string
-	cfg    Config
+	server     string
+	token      string
+	as         string
+	output     string
+	ca         string // --ca: TLS with these roots, loopback too
+	serverName string // --tls-server-name
+	cfg        Config
 }
 
 // DefaultServer is where a --dev control plane listens.
@@ -88,7 +90,14 @@ func (g *globals) dial() (*client, error) {
 	if server == "" {
 		server = DefaultServer
 	}
-	opts, err := identity.DialOptions(server, tok)
+	tr := identity.Transport{CAFile: g.ca, ServerName: g.serverName}
+	if tr.CAFile == "" {
+		tr.CAFile = g.cfg.Getenv("TOLLGATE_CA")
+	}
+	if tr.ServerName == "" {
+		tr.ServerName = g.cfg.Getenv("TOLLGATE_TLS_SERVER_NAME")
+	}
+	opts, err := identity.DialOptions(server, tok, tr)
 	if err != nil {
 		return nil, usageErr("--server: %v", err)
 	}

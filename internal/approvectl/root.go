@@ -112,7 +112,7 @@ their plan card, and (with a control plane) starts runs, lists the asks you may
 decide, decides them and reads the journal.
 
 Global flags choose the server (--server, $TOLLGATE_SERVER, default
-127.0.0.1:7443) and who you are (--token, $TOLLGATE_TOKEN, or --as NAME for
+127.0.0.1:7443; --ca for a private CA) and who you are (--token, $TOLLGATE_TOKEN, or --as NAME for
 the tokens a --dev control plane mints). -o json prints JSON for scripts.
 
 Exit codes: 0 success; 1 refused (the recipe does not compile, the server
@@ -143,6 +143,8 @@ steps need (runs show RUN says which).`,
 	g := &globals{cfg: cfg}
 	root.PersistentFlags().StringVar(&g.server, "server", "", "control plane address (default $TOLLGATE_SERVER or "+DefaultServer+")")
 	root.PersistentFlags().StringVar(&g.token, "token", "", "bearer token (default $TOLLGATE_TOKEN)")
+	root.PersistentFlags().StringVar(&g.ca, "ca", "", "CA bundle (PEM) of the server's certificate: TLS with these roots, loopback too — a kubectl port-forward (default $TOLLGATE_CA; without it: TLS with the system roots off loopback, plain TCP on it)")
+	root.PersistentFlags().StringVar(&g.serverName, "tls-server-name", "", "name to check the server's certificate against instead of the --server host (default $TOLLGATE_TLS_SERVER_NAME)")
 	root.PersistentFlags().StringVar(&g.as, "as", "", "use the dev token of this user (alice, bob, carol, dave)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {

@@ -109,7 +109,7 @@ func (o *Options) settings() []setting {
 		{&o.AllowVolatile, "allow-volatile-store", "allow_volatile_store", false, "accept a Redis that keeps nothing on disk (appendonly no)"},
 		{&o.Dev, "dev", "dev", false, "development mode: memory store, dev key and tokens, loopback only"},
 		{&o.Home, "home", "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)"},
-		{&o.Catalogs, "catalog", "catalogs", nil, "tool catalog file (repeatable; default: the built-in example catalog); executors' advertised annotations make it stricter, never laxer"},
+		{&o.Catalogs, "catalog", "catalogs", nil, "tool catalog file (repeatable; default: the built-in example catalog); read again when it changes; executors' advertised annotations make it stricter, never laxer"},
 		{&o.Issuer, "jwt-issuer", "jwt_issuer", "tollgate-dev", "required JWT issuer"},
 		{&o.Audience, "jwt-audience", "jwt_audience", "tollgate", "required JWT audience"},
 		{&o.JWTKeys, "jwt-key", "jwt_keys", nil, "Ed25519 public key PEM that signs tokens (repeatable)"},

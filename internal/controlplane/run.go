@@ -16,11 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/examples"
 	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
@@ -134,7 +132,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		o.Home = filepath.Join(home, ".tollgate")
 	}
 
-	cat, err := loadCatalogs(o.Catalogs)
+	cat, catSum, err := readCatalogs(o.Catalogs)
 	if err != nil {
 		return err
 	}
@@ -269,7 +267,14 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	// The notifier only prepares and sends: pending deliveries live in
 	// the store, and the server's deliverer sends them (approvals).
 	background := []func(context.Context) error{az.Watch}
-	srv := NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, PolicyFile: o.Policy, Domain: o.Domain, Owners: owners,
+	var srv *Server
+	if len(o.Catalogs) > 0 {
+		// Read again as the policy is: a ConfigMap edit takes effect
+		// without a restart.
+		reload := newCatalogReloader(o.Catalogs, catSum, func(c *compiler.Catalog) bool { return srv.SetCatalog(c) }, log)
+		background = append(background, reload.Watch)
+	}
+	srv = NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, PolicyFile: o.Policy, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, Replica: o.Replica, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
@@ -303,7 +308,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var admin *http.Server
 	adminAddr := ""
 	if o.AdminListen != "" {
-		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: srv.Ready}), adminFailed); err != nil {
+		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: readiness(srv, o.Dev && mc.DevExecutor != nil)}), adminFailed); err != nil {
 			lis.Close()
 			if execLis != nil {
 				execLis.Close()
@@ -358,18 +363,36 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	stopExec()
 	<-execDone
-	// The admin listener and the server drain together, within the one
-	// drain timeout.
 	stopSrv()
+	err = <-ran
+	// The admin listener stays up through the drain: probes see /readyz
+	// fail (NOT_SERVING) rather than a refused connection, /healthz still
+	// passes, and metrics are scraped to the end.
 	if admin != nil {
-		drain, cancel := context.WithTimeout(context.Background(), o.DrainTimeout)
+		drain, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = admin.Shutdown(drain)
 	}
-	if err := <-ran; failed == nil && !errors.Is(err, ErrDrainCut) {
+	if failed == nil && !errors.Is(err, ErrDrainCut) {
 		failed = err // a cut drain is logged, not a failed run
 	}
 	return failed
+}
+
+// readiness is what /readyz reports: the API serving and, in dev mode,
+// the dev executor connected too — a dev plane's runs would otherwise
+// block until it is (a probe, a script waiting for the plane, must not see
+// it ready before).
+func readiness(srv *Server, devExecutor bool) func() error {
+	return func() error {
+		if err := srv.Ready(); err != nil {
+			return err
+		}
+		if devExecutor && srv.ExecutorsConnected() == 0 {
+			return errors.New("the dev executor has not connected yet")
+		}
+		return nil
+	}
 }
 
 // redisConfig reads the files the --redis flags name.
@@ -404,31 +427,6 @@ func flushSpans(t *telemetry.Tracing, log *slog.Logger) {
 	if err := t.Shutdown(ctx); err != nil {
 		log.Warn("spans not flushed", "error", err)
 	}
-}
-
-// loadCatalogs merges catalog files; none means the built-in one.
-func loadCatalogs(paths []string) (*compiler.Catalog, error) {
-	if len(paths) == 0 {
-		return compiler.ParseCatalog(examples.Catalog)
-	}
-	var tools []compiler.ToolInfo
-	for _, p := range slices.Compact(slices.Sorted(slices.Values(paths))) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("read catalog: %w", err)
-		}
-		c, err := compiler.ParseCatalog(b)
-		if err != nil {
-			return nil, fmt.Errorf("catalog %s: %w", p, err)
-		}
-		for _, s := range c.Servers() {
-			for _, n := range c.Tools(s) {
-				t, _ := c.Lookup(s, n)
-				tools = append(tools, t)
-			}
-		}
-	}
-	return compiler.NewCatalog(tools), nil
 }
 
 // loadOrCreateKey reads an Ed25519 private key (PKCS#8 PEM); when create

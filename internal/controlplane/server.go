@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -142,6 +143,7 @@ type Server struct {
 	Executors *grpc.Server
 	Runner    *runner.Runner
 	health    *health.Server
+	catalog   *atomic.Pointer[compiler.Catalog] // the configured catalog, with no built-in dispatcher
 	log       *slog.Logger
 	cfg       Config
 	execs     *dispatch.Dispatcher
@@ -235,8 +237,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.Engine.QuorumFloor == nil && cfg.Policy != nil {
 		cfg.Engine.QuorumFloor = desk.QuorumFloor
 	}
-	cat := cfg.Catalog
-	catalog := func() *compiler.Catalog { return cat }
+	cat := &atomic.Pointer[compiler.Catalog]{}
+	cat.Store(cfg.Catalog)
+	catalog := cat.Load
 	if execs != nil {
 		// What connected executors advertise makes the catalog stricter
 		// (I2): a tool an executor calls side-effecting is gated, and the
@@ -294,7 +297,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	srv := &Server{GRPC: gs, Runner: run, health: hs, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns()}
+	srv := &Server{GRPC: gs, Runner: run, health: hs, catalog: cat, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns()}
 	if cfg.Notifier != nil {
 		srv.notices = approvals.NewDeliverer(approvals.DelivererConfig{Store: cfg.Store, Sender: cfg.Notifier, Recorder: run, Replica: cfg.Replica, Held: desk, Log: cfg.Log})
 	}
@@ -498,6 +501,26 @@ func (s *Server) Ready() error {
 		return fmt.Errorf("gRPC health is %s (starting, or draining)", st)
 	}
 	return nil
+}
+
+// SetCatalog puts a reloaded tool catalog in place of the configured one:
+// recipes compile against it from now on (executors' advertised views
+// still make it stricter), and a step of an earlier plan that took a tool
+// as read-only which it calls side-effecting is refused rather than run
+// without a grant. It reports whether what recipes compile against changed.
+func (s *Server) SetCatalog(c *compiler.Catalog) bool {
+	if s.execs != nil {
+		return s.execs.SetCatalog(c)
+	}
+	return s.catalog.Swap(c) != c
+}
+
+// ExecutorsConnected is how many executor streams this replica serves.
+func (s *Server) ExecutorsConnected() int {
+	if s.execs == nil {
+		return 0
+	}
+	return len(s.execs.Connected())
 }
 
 // leaseClaims bounds the in-flight entries of replicas gone one claim

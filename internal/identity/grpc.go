@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -220,20 +221,40 @@ func Loopback(addr string) bool {
 	return err == nil && loopbackHost(host)
 }
 
+// Transport says how a client reaches a server beyond the default rule.
+type Transport struct {
+	// CAFile, if set, is a CA bundle (PEM): the client speaks TLS to any
+	// address, loopback too (a kubectl port-forward to a TLS listener),
+	// and trusts only these roots.
+	CAFile string
+	// ServerName, if set, is the name checked against the server's
+	// certificate instead of the dialled host (localhost through a
+	// port-forward, a Service's name on the certificate).
+	ServerName string
+}
+
 // DialOptions are how every Tollgate client reaches a server at addr with
 // a bearer token: TLS (system roots) to anything but loopback; on loopback,
-// plain TCP, which only --dev servers listen on.
-func DialOptions(addr, token string) ([]grpc.DialOption, error) {
+// plain TCP, which only --dev servers listen on — unless t names a CA,
+// then TLS with those roots everywhere.
+func DialOptions(addr, token string, t Transport) ([]grpc.DialOption, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("address %q: want HOST:PORT", addr)
 	}
-	local := Loopback(addr)
+	plain := Loopback(addr) && t.CAFile == ""
 	creds := insecure.NewCredentials()
-	if !local {
-		creds = credentials.NewClientTLSFromCert(nil, "")
+	switch {
+	case t.CAFile != "":
+		pool, err := loadCAPool(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: t.ServerName, MinVersion: tls.VersionTLS12})
+	case !plain:
+		creds = credentials.NewClientTLSFromCert(nil, t.ServerName)
 	}
 	return []grpc.DialOption{grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(PerRPCCredentials{Token: token, Insecure: local}),
+		grpc.WithPerRPCCredentials(PerRPCCredentials{Token: token, Insecure: plain}),
 		// The one message limit every Tollgate sender and receiver shares.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes), grpc.MaxCallSendMsgSize(limits.MaxMessageBytes))}, nil
 }

@@ -224,3 +224,41 @@ func TestItem4_ExecutorRefusesAnUngrantedSideEffectFromABuggyPlane(t *testing.T)
 		t.Fatalf("I2: test.mark ran %d times", counts["buggy"])
 	}
 }
+
+// The catalog is read again while the plane runs (a ConfigMap edit): a run
+// compiled under the lax catalog, before the reload, is not leased once
+// the reloaded catalog calls test.mark side-effecting — the step fails with
+// the reason and mark never happens. The same recipe started again
+// compiles behind an approval; the audit is clean.
+func TestReloadedCatalogCannotSkipTheGate(t *testing.T) {
+	c := newClusterSpec(t, clusterSpec{testCatalog: laxTestCatalog, later: []string{"edge-1"}})
+	const recipe = "m: test.mark {\"name\": \"reloaded\"}\n"
+	first := c.start(recipe)
+	c.until(first, "blocked with no executor", func(r runOut) bool { return r.State == "blocked" })
+
+	cat, err := os.ReadFile("../../examples/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.home, "catalog.yaml"), append(cat, testCatalog...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the plane reloaded: %s", waitLog(t, "the plane reloads the catalog", c.plane.stderr, "tool catalog reloaded", "compiles_differently=true"))
+
+	c.startExecutor("edge-1", os.Stderr)
+	r := c.until(first, "failed", func(r runOut) bool { return r.State == "failed" || r.State == "complete" })
+	if n := c.mark("reloaded"); n != 0 || r.State != "failed" {
+		t.Fatalf("I2: with no approval, test.mark ran %d times (run %s)", n, r.State)
+	}
+	if e := c.stepErrors(first)["m"]; !strings.Contains(e, "tool catalog, reloaded since") || !strings.Contains(e, "no approval governs") {
+		t.Fatalf("the step's error says why: %q", e)
+	}
+	second := c.start(recipe)
+	r = c.until(second, "parked at a gate", func(r runOut) bool { return r.State == "parked" || r.State == "complete" })
+	if r.State != "parked" || c.mark("reloaded") != 0 {
+		t.Fatalf("I1: the new run compiles mark behind a gate and waits: %+v, mark %d", r, c.mark("reloaded"))
+	}
+	if res := c.plane.ctl(t, "", "--as", "alice", "audit"); res.code != 0 {
+		t.Fatalf("audit: %d %s %s", res.code, res.stdout, res.stderr)
+	}
+}

@@ -23,7 +23,7 @@ func (p *plane) devConn(t *testing.T, user string) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err := identity.DialOptions(p.addr, strings.TrimSpace(string(tok)))
+	opts, err := identity.DialOptions(p.addr, strings.TrimSpace(string(tok)), identity.Transport{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,14 +97,41 @@ func (v *toolViews) advertised(executor string, tools []*tollgatev1.Tool) {
 	if !changed {
 		return
 	}
+	v.remerge()
+}
+
+// remerge is base with what executors said applied; v.mu is held. The
+// merged catalog is a new pointer only when a view changed.
+func (v *toolViews) remerge() bool {
 	views := make([]compiler.ToolInfo, 0, len(v.heard))
 	for _, h := range v.heard {
 		views = append(views, h.info)
 	}
 	next := v.base.WithStricter(views)
-	if !sameViews(v.merged, next) {
-		v.merged = next
+	if sameViews(v.merged, next) {
+		return false
 	}
+	v.merged = next
+	return true
+}
+
+// rebase puts a reloaded catalog in the configured one's place; what
+// executors advertised still makes it stricter. It reports whether the
+// catalog recipes compile against changed.
+func (v *toolViews) rebase(base *compiler.Catalog) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.base = base
+	return v.remerge()
+}
+
+// catalogSideEffecting reports whether the configured catalog (as
+// reloaded) calls server.tool side-effecting.
+func (v *toolViews) catalogSideEffecting(server, tool string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	c, ok := v.base.Lookup(server, tool)
+	return ok && !c.ReadOnly
 }
 
 // sameViews reports whether two catalogs list the same tools with the
@@ -130,6 +157,12 @@ func sameViews(a, b *compiler.Catalog) bool {
 // each tool as strict as any executor has advertised it (toolViews).
 func (d *Dispatcher) Catalog() *compiler.Catalog { return d.views.catalog() }
 
+// SetCatalog puts a reloaded configured catalog in place (executors'
+// views still apply on top). A step whose plan took a tool as read-only
+// that the new catalog calls side-effecting is refused, not leased
+// without a grant (refuseUngoverned).
+func (d *Dispatcher) SetCatalog(c *compiler.Catalog) bool { return d.views.rebase(c) }
+
 // refuseUngoverned keeps a tool step that its plan took as read-only from
 // every executor once some executor has advertised the tool as
 // side-effecting: the plan was compiled under the laxer view, so no
@@ -140,15 +173,22 @@ func (d *Dispatcher) refuseUngoverned(o offer) bool {
 	if o.d.Kind != plan.KindTool || o.d.SideEffect {
 		return false
 	}
-	who, ok := d.views.sideEffecting(o.d.Server, o.d.Tool)
-	if !ok {
+	tool := o.d.Server + "." + o.d.Tool
+	var who, says string
+	switch executor, ok := d.views.sideEffecting(o.d.Server, o.d.Tool); {
+	case d.views.catalogSideEffecting(o.d.Server, o.d.Tool):
+		// The catalog was reloaded since the plan was compiled (or
+		// another replica compiled it against an older one).
+		says = "the control plane's tool catalog, reloaded since,"
+	case ok:
+		who, says = executor, "executor "+executor
+	default:
 		return false
 	}
-	tool := o.d.Server + "." + o.d.Tool
-	why := fmt.Sprintf("not run: executor %s says %s is side-effecting, but this run's plan was compiled while the control plane's catalog called it read-only, "+
-		"so no approval governs the step and it would run without a grant; start the run again: %s now compiles behind an approval", who, tool, tool)
+	why := fmt.Sprintf("not run: %s says %s is side-effecting, but this run's plan was compiled while the control plane's catalog called it read-only, "+
+		"so no approval governs the step and it would run without a grant; start the run again: %s now compiles behind an approval", says, tool, tool)
 	d.cfg.Log.Warn("refused to lease a side effect the plan took as read-only", "run", o.runID, "step", o.d.Step, "tool", tool,
-		"plan_says", "read-only", "executor", who, "executor_says", "side-effecting")
+		"plan_says", "read-only", "executor", who, "now_says", "side-effecting", "by", says)
 	d.refuseStep(o, why)
 	return true
 }

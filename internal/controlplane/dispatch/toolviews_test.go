@@ -103,3 +103,40 @@ func TestToolViewsCarryAdvertisedInputSchemas(t *testing.T) {
 		t.Fatalf("the newer schema is checked: %q", info.InputSchema.JSON())
 	}
 }
+
+// A reloaded catalog takes the configured one's place, stricter or laxer,
+// while what executors advertised still applies on top of it; the
+// catalog's own view is what refuseUngoverned consults for a plan
+// compiled before the reload.
+func TestToolViewsRebase(t *testing.T) {
+	base := compiler.NewCatalog([]compiler.ToolInfo{{Server: "test", Name: "mark", ReadOnly: true}, {Server: "test", Name: "sleep", ReadOnly: true}})
+	v := newToolViews(base, slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)))
+	v.advertised("edge-1", hello(tool("test", "sleep", false)))
+	effect := func(name string) string {
+		t.Helper()
+		info, ok := v.catalog().Lookup("test", name)
+		if !ok {
+			t.Fatalf("test.%s left the catalog", name)
+		}
+		return info.Effect()
+	}
+	if v.catalogSideEffecting("test", "mark") {
+		t.Fatal("the configured catalog calls mark read-only")
+	}
+	if !v.rebase(compiler.NewCatalog([]compiler.ToolInfo{{Server: "test", Name: "mark"}, {Server: "test", Name: "sleep", ReadOnly: true}})) {
+		t.Fatal("a stricter catalog did not change the views")
+	}
+	if effect("mark") != "side-effecting" || !v.catalogSideEffecting("test", "mark") {
+		t.Fatalf("after the reload mark is %s", effect("mark"))
+	}
+	if effect("sleep") != "side-effecting" {
+		t.Fatal("a reload dropped what an executor advertised")
+	}
+	if v.rebase(compiler.NewCatalog([]compiler.ToolInfo{{Server: "test", Name: "mark"}, {Server: "test", Name: "sleep", ReadOnly: true}})) {
+		t.Fatal("the same catalog again changed the views")
+	}
+	v.rebase(base)
+	if effect("mark") != "read-only" || effect("sleep") != "side-effecting" {
+		t.Fatalf("back to the first catalog: mark %s, sleep %s", effect("mark"), effect("sleep"))
+	}
+}

@@ -123,7 +123,9 @@ against each other.
 {{- $need := add (include "tollgate.seconds" $v.controlPlane.drainDelay | int) (include "tollgate.seconds" $v.controlPlane.drainTimeout | int) -}}
 {{- if le $grace (int $need) -}}{{ fail (printf "controlPlane.terminationGracePeriodSeconds (%d) must exceed drainDelay + drainTimeout (%ds): the kubelet would kill a replica mid-drain" $grace (int $need)) }}{{- end -}}
 {{- $egrace := $v.executor.terminationGracePeriodSeconds | int -}}
-{{- if le $egrace (include "tollgate.seconds" $v.executor.drainTimeout | int) -}}{{ fail (printf "executor.terminationGracePeriodSeconds (%d) must exceed executor.drainTimeout: the kubelet would kill steps mid-run" $egrace) }}{{- end -}}
+{{- /* The executor waits up to 5 s more after its drain timeout to report; 10 s of margin. */ -}}
+{{- $eneed := add (include "tollgate.seconds" $v.executor.drainTimeout | int) 10 -}}
+{{- if lt $egrace (int $eneed) -}}{{ fail (printf "executor.terminationGracePeriodSeconds (%d) must be at least executor.drainTimeout + 10 s (%ds): the kubelet would kill steps mid-run" $egrace (int $eneed)) }}{{- end -}}
 {{- end -}}
 
 {{/* The hardened security contexts every pod and container gets. */}}
