@@ -81,6 +81,7 @@ func (c *conn) abandon() []*tollgatev1.LeaseRef {
 	var out []*tollgatev1.LeaseRef
 	for id, w := range c.held {
 		out = append(out, &tollgatev1.LeaseRef{LeaseId: id, Fence: w.lease.GetFence()})
+		w.abandoned = true
 		w.cancel()
 	}
 	return out

@@ -252,6 +252,9 @@ func (l *link) drained(d *tollgatev1.Drained) {
 type work struct {
 	lease  *tollgatev1.Lease
 	cancel context.CancelFunc
+	// abandoned is set (under conn.mu) when a drain's deadline cancelled
+	// the lease (abandon): it did not fail, it was cut short.
+	abandoned bool
 }
 
 // errNoSession: no stream is open right now.
@@ -410,13 +413,14 @@ func (c *conn) session(ctx context.Context) error {
 				continue
 			}
 			lctx, lcancel := context.WithCancel(c.life)
-			c.held[x.Lease.GetLeaseId()] = &work{lease: x.Lease, cancel: lcancel}
+			w := &work{lease: x.Lease, cancel: lcancel}
+			c.held[x.Lease.GetLeaseId()] = w
 			c.running.Add(1)
 			c.mu.Unlock()
 			go func() {
 				defer c.running.Done()
 				defer lcancel()
-				c.run(lctx, x.Lease)
+				c.run(lctx, w)
 			}()
 		case *tollgatev1.ControlMessage_StartAck:
 			c.mu.Lock()
@@ -531,7 +535,8 @@ var grantReasons = map[error]tollgatev1.RefusalReason{
 }
 
 // run executes one lease and reports its result.
-func (c *conn) run(ctx context.Context, l *tollgatev1.Lease) {
+func (c *conn) run(ctx context.Context, w *work) {
+	l := w.lease
 	defer func() {
 		c.mu.Lock()
 		delete(c.held, l.GetLeaseId())
@@ -540,6 +545,17 @@ func (c *conn) run(ctx context.Context, l *tollgatev1.Lease) {
 	}()
 	ctx, span := c.leaseSpan(ctx, l)
 	res := boundResult(c.execute(ctx, l))
+	c.mu.Lock()
+	abandoned := w.abandoned
+	c.mu.Unlock()
+	if te := res.GetTransportError(); te != nil && abandoned {
+		// The executor cut the call short at its drain deadline, not the
+		// tool or its transport: say its outcome is unknown, so the
+		// control plane reports the lease lost and the engine decides
+		// (a read-only step is leased again, a started side effect is
+		// put in doubt, I7) instead of failing the step.
+		te.OutcomeUnknown = true
+	}
 	endLeaseSpan(span, res)
 	res.LeaseId, res.Fence = l.GetLeaseId(), l.GetFence()
 	c.deliver(res)

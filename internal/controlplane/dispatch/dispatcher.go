@@ -401,6 +401,7 @@ func (d *Dispatcher) Cancel(_ context.Context, runID string, c engine.CancelStep
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if l, ok := d.leases[id]; ok {
+		l.cancelled = true
 		select {
 		case l.s.out <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Cancel{Cancel: &tollgatev1.Cancel{LeaseId: id, Reason: "the run ended"}}}:
 		default:

@@ -36,6 +36,10 @@ type lease struct {
 	// copy of it that the executor sends meanwhile is left to the first
 	// copy's answer. Guarded by Dispatcher.mu.
 	recording bool
+	// cancelled is set when the engine cancelled this attempt (Cancel):
+	// lost before its ack, it is not offered again. Guarded by
+	// Dispatcher.mu.
+	cancelled bool
 }
 
 // leaseFor builds the lease of o for s: the message to send (with a
@@ -140,11 +144,18 @@ func (d *Dispatcher) drop(l *lease) {
 
 // lost handles leases whose executor went away: an acknowledged lease is
 // reported lost to the engine (which re-leases or asks, I7); one never
-// acknowledged is simply offered again.
+// acknowledged is simply offered again, unless the engine cancelled it
+// meanwhile (Cancel): nobody wants that attempt, and a read-only step's
+// tool would run on the next executor before its ack is refused.
 func (d *Dispatcher) lost(ctx context.Context, ls []*lease) {
 	for _, l := range ls {
 		if !l.acked {
-			d.reoffer(l.offer)
+			d.mu.Lock()
+			cancelled := l.cancelled
+			d.mu.Unlock()
+			if !cancelled {
+				d.reoffer(l.offer)
+			}
 			continue
 		}
 		_, err := l.offer.rec.Event(ctx, l.offer.runID, func(now time.Time) engine.Event {

@@ -54,6 +54,19 @@ func (rep *replica) connectAs(t *testing.T, name string, credits uint32) (*fakeS
 	go func() { defer close(done); _ = rep.d.Connect(fs) }()
 	for (<-fs.out).GetWelcome() == nil {
 	}
+	// The session serves once registered, just after its welcome: a step
+	// offered before then goes back to the store, which no claim loop
+	// reads here.
+	waitFor(t, name+"'s session registered", func() bool {
+		rep.d.mu.Lock()
+		defer rep.d.mu.Unlock()
+		for s := range rep.d.sessions {
+			if s.executor == name {
+				return true
+			}
+		}
+		return false
+	})
 	return fs, func() { fs.closeSend(); <-done }
 }
 

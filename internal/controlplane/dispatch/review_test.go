@@ -94,6 +94,18 @@ func (rep *replica) connect(t *testing.T, held ...*tollgatev1.LeaseRef) (*fakeSt
 			break
 		}
 	}
+	// Registered just after the welcome: a step offered before then goes
+	// back to the store, which no claim loop reads here.
+	waitFor(t, "the session registered", func() bool {
+		rep.d.mu.Lock()
+		defer rep.d.mu.Unlock()
+		for s := range rep.d.sessions {
+			if s.executor == "edge-1" {
+				return true
+			}
+		}
+		return false
+	})
 	return fs, func() { fs.closeSend(); <-done }
 }
 
