@@ -2,14 +2,19 @@ package executor
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
+	"github.com/tollgate-dev/tollgate/pkg/grant"
 )
 
 // blockingHost hosts x.wait (read-only): a call blocks until release is
@@ -50,14 +55,14 @@ type leaveRig struct {
 	connects atomic.Int32
 }
 
-func startLeaveRig(t *testing.T, host Host, st *Status, drain time.Duration) *leaveRig {
+func startLeaveRig(t *testing.T, host Host, st *Status, drain time.Duration, opts ...func(*Config)) *leaveRig {
 	t.Helper()
 	runCtx, stop := context.WithCancel(context.Background())
 	streamCtx, end := context.WithCancel(context.Background())
 	r := &leaveRig{t: t, stop: stop, end: end, done: make(chan error, 1),
 		fs: &fakeStream{down: make(chan *tollgatev1.ControlMessage, 16), up: make(chan *tollgatev1.ExecutorMessage, 16), sendClosed: make(chan struct{})}}
 	go func() {
-		r.done <- Run(runCtx, Config{ID: "edge", Host: host, Status: st, DrainTimeout: drain,
+		cfg := Config{ID: "edge", Host: host, Status: st, DrainTimeout: drain,
 			Connect: func(ctx context.Context) (tollgatev1.ExecutorService_ConnectClient, error) {
 				// Like a gRPC stream, it ends with the context it was
 				// opened with, or when the control plane hangs up.
@@ -66,7 +71,11 @@ func startLeaveRig(t *testing.T, host Host, st *Status, drain time.Duration) *le
 				context.AfterFunc(streamCtx, cancel)
 				r.fs.ctx = sctx
 				return r.fs, nil
-			}})
+			}}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		r.done <- Run(runCtx, cfg)
 	}()
 	t.Cleanup(func() { stop(); end(); <-r.done })
 	if h := r.next().GetHello(); h == nil {
@@ -214,4 +223,46 @@ func TestNoDrainStopsAtOnce(t *testing.T) {
 			t.Fatalf("with no drain timeout the executor sent %v", m)
 		}
 	}
+}
+
+// A side effect whose Start is still unanswered at the drain deadline (the
+// control plane's store down during a rollout): the tool is never called,
+// and the lease is reported lost (outcome unknown), not failed, so a Start
+// never recorded is leased again and a recorded one goes in doubt.
+func TestLeaveAbandonsAStartNotAcknowledged(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	host := newBlockingHost()
+	r := startLeaveRig(t, host, nil, 50*time.Millisecond, func(c *Config) {
+		c.Grants = grant.NewVerifier(map[string]ed25519.PublicKey{"cp": pub})
+	})
+	args := `{}`
+	digest, _ := freshness.PayloadDigest([]byte(args))
+	g := &grant.Grant{RunID: "r", StepID: "a", Action: "x.wait", AskID: "ask_1", PayloadDigest: digest, Fence: 1, ExpiresAt: time.Now().Add(time.Minute)}
+	grant.Sign(g, "cp", priv)
+	r.fs.down <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_Lease{Lease: &tollgatev1.Lease{
+		LeaseId: "a", Fence: 1, RunId: "r", StepId: "a", Server: "x", Tool: "wait", ArgsJson: args, SideEffect: true,
+		Grant: &tollgatev1.Grant{RunId: g.RunID, StepId: g.StepID, Action: g.Action, AskId: g.AskID, PayloadDigest: g.PayloadDigest, Fence: g.Fence,
+			ExpiresAt: timestamppb.New(g.ExpiresAt), KeyId: g.KeyID, Signature: g.Signature}}}}
+	if r.next().GetAck() == nil {
+		t.Fatal("want the ack")
+	}
+	if r.next().GetStart() == nil {
+		t.Fatal("want the start")
+	}
+	r.stop() // no StartAck comes
+	if r.next().GetLeaving() == nil {
+		t.Fatal("want Leaving")
+	}
+	res := r.next().GetResult()
+	if te := res.GetTransportError(); te == nil || !te.GetOutcomeUnknown() {
+		t.Fatalf("a side effect abandoned before its start was acknowledged must be lost (outcome unknown), not failed: %v", res)
+	}
+	if n := host.calls.Load(); n != 0 {
+		t.Fatalf("the tool was called %d times without an acknowledged start", n)
+	}
+	r.fs.down <- &tollgatev1.ControlMessage{Message: &tollgatev1.ControlMessage_ResultAck{ResultAck: &tollgatev1.ResultAck{LeaseId: "a", Fence: 1}}}
+	if d := r.next().GetDrained(); len(d.GetAbandoned()) != 1 {
+		t.Fatalf("want a abandoned, got %v", d)
+	}
+	r.returned(t)
 }

@@ -556,6 +556,17 @@ func (c *conn) run(ctx context.Context, w *work) {
 		// put in doubt, I7) instead of failing the step.
 		te.OutcomeUnknown = true
 	}
+	if abandoned && res.GetRefusal().GetReason() == tollgatev1.RefusalReason_REFUSAL_REASON_START_NOT_DURABLE {
+		// Cut short at the drain deadline while its Start waited for an
+		// answer (a store blip during a rollout): the tool was not
+		// called, but the Start may be recorded. Lost, not failed: a
+		// Start never recorded is leased again; a recorded one goes in
+		// doubt, for someone with authority to answer (I7).
+		res = &tollgatev1.Result{Outcome: &tollgatev1.Result_TransportError{TransportError: &tollgatev1.TransportError{
+			Kind:           tollgatev1.TransportErrorKind_TRANSPORT_ERROR_KIND_CANCELLED,
+			Message:        "abandoned at the executor's drain deadline before its start was acknowledged; the tool was not called",
+			OutcomeUnknown: true}}}
+	}
 	endLeaseSpan(span, res)
 	res.LeaseId, res.Fence = l.GetLeaseId(), l.GetFence()
 	c.deliver(res)
