@@ -240,15 +240,16 @@ func makeSecrets(t *testing.T, redisPassword string) secrets {
 
 // proc is one rendered container run as a process.
 type proc struct {
-	name   string
-	root   string            // the temp dir mounts are laid out under
-	ports  map[int32]int32   // container port → the loopback port here
-	addrs  map[string]string // listener flag → address here
-	probes []*corev1.Probe
-	byName map[string]int32
-	cmd    *exec.Cmd
-	log    *syncBuffer
-	done   chan error
+	name    string
+	root    string            // the temp dir mounts are laid out under
+	ports   map[int32]int32   // container port → the loopback port here
+	addrs   map[string]string // listener flag → address here
+	probes  []*corev1.Probe
+	byName  map[string]int32
+	cmd     *exec.Cmd
+	log     *syncBuffer
+	exited  chan struct{} // closed once the process has exited; waitErr is then set
+	waitErr error
 }
 
 type syncBuffer struct {
@@ -283,7 +284,7 @@ func start(t *testing.T, m *manifest, p *pod, container, bins string, sec secret
 		}
 	}
 	pr := &proc{name: container, root: t.TempDir(), ports: map[int32]int32{}, addrs: map[string]string{}, byName: map[string]int32{},
-		log: &syncBuffer{}, done: make(chan error, 1)}
+		log: &syncBuffer{}, exited: make(chan struct{})}
 	for _, cp := range c.Ports {
 		pr.byName[cp.Name] = cp.ContainerPort
 	}
@@ -352,11 +353,13 @@ func start(t *testing.T, m *manifest, p *pod, container, bins string, sec secret
 	if err := pr.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { pr.done <- pr.cmd.Wait() }()
+	go func() { pr.waitErr = pr.cmd.Wait(); close(pr.exited) }()
 	t.Cleanup(func() {
-		if pr.cmd.ProcessState == nil {
+		select {
+		case <-pr.exited:
+		default:
 			_ = pr.cmd.Process.Kill()
-			<-pr.done
+			<-pr.exited
 		}
 		if t.Failed() {
 			t.Logf("%s output:\n%s", container, pr.log.String())
@@ -528,9 +531,8 @@ func (pr *proc) waitProbes(t *testing.T) {
 		url := pr.probeURL(t, pb)
 		for get(url) != http.StatusOK {
 			select {
-			case err := <-pr.done:
-				pr.done <- err
-				t.Fatalf("%s exited before %s passed: %v\n%s", pr.name, url, err, pr.log.String())
+			case <-pr.exited:
+				t.Fatalf("%s exited before %s passed: %v\n%s", pr.name, url, pr.waitErr, pr.log.String())
 			case <-time.After(50 * time.Millisecond): // polling the probe, as the kubelet does
 			}
 			if time.Now().After(deadline) {
@@ -562,8 +564,8 @@ func (pr *proc) terminate(t *testing.T, grace *int64) {
 	limit := time.After(time.Duration(*grace) * time.Second)
 	for {
 		select {
-		case err := <-pr.done:
-			if err != nil {
+		case <-pr.exited:
+			if err := pr.waitErr; err != nil {
 				t.Fatalf("%s exited after SIGTERM with %v\n%s", pr.name, err, pr.log.String())
 			}
 			if pr.name == "controlplane" && !sawNotReady {
