@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -256,6 +257,25 @@ func TestLoginDeviceFlowCacheRefreshLogout(t *testing.T) {
 		t.Errorf("rewritten cache file mode %04o", st.Mode().Perm())
 	}
 
+	// approvectl run in parallel near expiry: one refresh, the others use
+	// its result (the provider rotates the refresh token, so a second
+	// refresh with the old one would be refused)
+	e.now = func() time.Time { return second.Expiry.Add(-30 * time.Second) }
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			_, stderr, code := e.run("asks", "--server", server)
+			if code != 0 {
+				t.Errorf("parallel call %d near expiry: exit %d: %s", i, code, stderr)
+			}
+		})
+	}
+	wg.Wait()
+	if third := e.cached(server); third.IDToken == second.IDToken {
+		t.Errorf("the parallel calls did not refresh")
+	}
+	second = e.cached(server)
+
 	// a refresh the provider refuses says to log in again
 	bad := second
 	bad.RefreshToken = "not-a-refresh-token"
@@ -459,5 +479,20 @@ func TestLoginBrowserTimesOut(t *testing.T) {
 	_, stderr, code := e.run("login", "--browser", "--issuer", issuer, "--server", "tollgate.test:443", "--timeout", "300ms")
 	if code != ExitRefused || !strings.Contains(stderr, "not finished within --timeout 300ms") || !strings.Contains(stderr, "could not open a browser (no browser here): open the address yourself") {
 		t.Errorf("timed out: exit %d: %s", code, stderr)
+	}
+}
+
+// The provider's refusals say what happened and what to do.
+func TestOAuthErrorsSayWhatHappened(t *testing.T) {
+	for code, want := range map[string]string{
+		"access_denied":  "the sign-in was refused at the provider: access_denied (why)",
+		"expired_token":  "the code expired before the sign-in was finished: expired_token (why)",
+		"invalid_grant":  "the provider no longer accepts this grant: invalid_grant (why)",
+		"invalid_client": "the provider refused: invalid_client (why)",
+	} {
+		err := oauthErr(fmt.Errorf("wrapped: %w", &oauth2.RetrieveError{ErrorCode: code, ErrorDescription: "why", Response: &http.Response{Status: "400 Bad Request"}}))
+		if err.Error() != want {
+			t.Errorf("%s: %q, want %q", code, err, want)
+		}
 	}
 }

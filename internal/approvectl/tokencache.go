@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -146,6 +147,42 @@ func (c tokenCache) store(t *cachedToken) (err error) {
 	return nil
 }
 
+// lock takes the cache's lock file (flock), waiting at most oidcTimeout
+// for another approvectl to finish its refresh; unlock releases it.
+func (c tokenCache) lock(ctx context.Context) (unlock func(), err error) {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("token cache: %w", err)
+	}
+	p := filepath.Join(c.dir, ".lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("token cache lock: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, oidcTimeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("token cache lock %s: %w", p, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("token cache lock %s: another approvectl holds it (refreshing the token?): %w", p, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // remove deletes server's entry; it reports whether there was one.
 func (c tokenCache) remove(server string) (bool, error) {
 	err := os.Remove(c.path(server))
@@ -171,6 +208,21 @@ func (g *globals) cachedBearer(ctx context.Context, server string) (string, erro
 		return "", err
 	}
 	now := g.cfg.Now()
+	if now.Add(refreshWithin).Before(t.Expiry) {
+		return t.IDToken, nil
+	}
+	// One refresh at a time per cache: the provider rotates the refresh
+	// token, so a second approvectl refreshing with the old one would be
+	// refused. Under the lock, an entry another process refreshed
+	// meanwhile is used as it is.
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if t, err = c.load(server); err != nil {
+		return "", err
+	}
 	if now.Add(refreshWithin).Before(t.Expiry) {
 		return t.IDToken, nil
 	}
