@@ -56,6 +56,8 @@ $(BIN)/helm: tools/helm/go.mod tools/helm/go.sum
 ## (deploy/helm/test, a module of its own: the rendered documents decoded
 ## strictly into Kubernetes types, and the rendered control plane started
 ## here against a real redis-server). Helm runs with its home in a temp dir.
+## deploy/helm/test requires the main module through a replace: after a change
+## to the main go.mod, run `go mod tidy` there too (go test says so otherwise).
 CHART := deploy/helm/tollgate
 chart-check: helm
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
