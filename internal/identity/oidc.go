@@ -168,8 +168,10 @@ func (c *oidcClaims) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &c.all)
 }
 
-// Errors of the OIDC key lookup.
-var errKeyPinned = errors.New("algorithm not pinned for this key")
+// pinError: the token's alg is not the one its key's type pins.
+type pinError struct{ pinned string }
+
+func (e *pinError) Error() string { return "algorithm not pinned for this key: " + e.pinned }
 
 // Verify checks an ID token of the provider and returns the person it
 // names: Kind [KindPerson], Subject the person claim, Groups the groups
@@ -209,7 +211,7 @@ func (v *OIDCVerifier) Verify(ctx context.Context, token string) (Principal, err
 			return nil, err
 		}
 		if t.Method.Alg() != k.alg {
-			return nil, fmt.Errorf("%w: %s signed with %s", errKeyPinned, k.alg, t.Method.Alg())
+			return nil, &pinError{pinned: k.alg}
 		}
 		return k.key, nil
 	})
@@ -244,9 +246,10 @@ func (v *OIDCVerifier) reason(t *jwt.Token, c *oidcClaims, kid string, err error
 		return "malformed token"
 	}
 	alg, _ := t.Header["alg"].(string)
+	var pe *pinError
 	switch {
-	case errors.Is(err, errKeyPinned):
-		return fmt.Sprintf("algorithm %q does not match key %q (its type allows only %s)", alg, kid, strings.TrimPrefix(err.Error(), errKeyPinned.Error()+": "))
+	case errors.As(err, &pe):
+		return fmt.Sprintf("algorithm %q does not match key %q (its type allows only %s)", alg, kid, pe.pinned)
 	case !slices.Contains([]string{"RS256", "ES256", algEdDSA}, alg):
 		return fmt.Sprintf("unsupported algorithm %q (RS256, ES256 or EdDSA, as the key's type pins)", alg)
 	case errors.Is(err, errKeysUnavailable):
