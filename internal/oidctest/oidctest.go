@@ -278,7 +278,11 @@ func (u *users) add(name string) {
 	defer u.mu.Unlock()
 	u.m[name] = &storage.User{ID: name, Username: name, Password: Password, Email: name + "@acme.test", EmailVerified: true}
 }
-func (u *users) GetUserByID(id string) *storage.User { u.mu.Lock(); defer u.mu.Unlock(); return u.m[id] }
+func (u *users) GetUserByID(id string) *storage.User {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.m[id]
+}
 func (u *users) GetUserByUsername(n string) *storage.User {
 	return u.GetUserByID(n) // ID == username
 }
