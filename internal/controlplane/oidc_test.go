@@ -7,9 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -25,6 +29,13 @@ import (
 // at its start (pkg/decidable counts people policy names; it cannot know
 // who is in a group).
 func oidcEnv(t *testing.T) (*env, *oidctest.Provider) {
+	e, p, _ := oidcEnvKey(t)
+	return e, p
+}
+
+// oidcEnvKey is oidcEnv with the private key of the static issuer
+// (testIssuer), whose tokens services use.
+func oidcEnvKey(t *testing.T) (*env, *oidctest.Provider, ed25519.PrivateKey) {
 	t.Helper()
 	p := oidctest.Start(t)
 	p.AddUser("audrey")
@@ -48,12 +59,12 @@ func oidcEnv(t *testing.T) (*env, *oidctest.Provider) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	v, err := identity.NewVerifier(identity.Config{Issuer: testIssuer, Audience: testAudience, Keys: map[string]ed25519.PublicKey{"svc": pub}, OIDC: people})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newEnvOn(t, nil, az, echoTools(), func(c *Config) { c.Verifier = v }), p
+	return newEnvOn(t, nil, az, echoTools(), func(c *Config) { c.Verifier = v }), p, priv
 }
 
 // signedIn is a connection carrying user's ID token, fresh from the
@@ -148,5 +159,38 @@ func TestIdPGroupsDecideWhoMayApprove(t *testing.T) {
 	e.settle()
 	if got := decidedBy(run2); len(got) != 1 || got[0] != "dave" {
 		t.Fatalf("run 2 decided by %v, want dave", got)
+	}
+}
+
+// Groups come only from the OpenID provider: a service token of the static
+// keys that claims finance-emea is judged as its subject alone, and a
+// token of a provider this server does not know is refused.
+func TestGroupsOnlyFromTheProvider(t *testing.T) {
+	e, p, priv := oidcEnvKey(t)
+	resp, err := tollgatev1.NewRunServiceClient(signedIn(t, e, p, "alice")).StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: "vendor-payment"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	askID := resp.GetRun().GetId() + "/ask_1"
+	forged, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": testIssuer, "aud": testAudience, "sub": "dave",
+		"groups": []string{"finance-emea"}, "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()}).SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(identity.PerRPCCredentials{Token: forged, Insecure: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = surface{tollgatev1.NewApprovalServiceClient(c)}.Decide(bg, approve(askID))
+	wantDenied(t, "a static-key token claiming finance-emea", err, "over what dave may approve (finance-100k: limit 100000)")
+
+	q := oidctest.Start(t)
+	q.SetGroups("dave", "finance-emea")
+	_, err = surface{tollgatev1.NewApprovalServiceClient(signedIn(t, e, q, "dave"))}.Decide(bg, approve(askID))
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "unknown issuer") {
+		t.Fatalf("another provider's token: %v, want unauthenticated: unknown issuer", err)
 	}
 }
