@@ -126,7 +126,7 @@ func TestIdPGroupsDecideWhoMayApprove(t *testing.T) {
 	wantDenied(t, "alice, in finance-emea, approving her own payment", err, "separation of duties: alice is the requester")
 
 	inbox, err := asks("dave").ListAsks(bg, &tollgatev1.ListAsksRequest{})
-	if err != nil || len(inbox.GetItems()) != 1 || !strings.Contains(inbox.GetItems()[0].GetWhy(), "through your identity provider's group finance-emea") {
+	if err != nil || len(inbox.GetItems()) != 1 || !strings.Contains(inbox.GetItems()[0].GetWhy(), "through the identity provider's group finance-emea") {
 		t.Fatalf("dave's inbox, through his group: %v %v", inbox.GetItems(), err)
 	}
 	if _, err := asks("dave").Decide(bg, approve(run1+"/ask_1")); err != nil {

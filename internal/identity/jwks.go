@@ -131,7 +131,10 @@ func (s *jwks) fetchLocked(ctx context.Context) error {
 	var raw struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := getJSON(ctx, s.client, s.url, &raw); err != nil {
+	// The fetch serves every caller waiting on the lock: one caller giving
+	// up must not abort it (and spend the refresh budget); the client's
+	// timeout bounds it.
+	if err := getJSON(context.WithoutCancel(ctx), s.client, s.url, &raw); err != nil {
 		return err
 	}
 	keys := make(map[string]pinnedKey, len(raw.Keys))

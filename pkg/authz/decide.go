@@ -252,7 +252,7 @@ func (s *snapshot) explainAllow(d *Decision, subject, group string, explain []st
 	var b strings.Builder
 	fmt.Fprintf(&b, "role %s in %s", d.Role, m.Domain)
 	if group != "" {
-		fmt.Fprintf(&b, " through your identity provider's group %s", group)
+		fmt.Fprintf(&b, " through the identity provider's group %s", group)
 	}
 	if path := s.path(subject, explain[0], m.Domain, s.now()); len(path) > 2 {
 		for _, n := range path[1 : len(path)-1] {
@@ -314,8 +314,19 @@ func (s *snapshot) enforceGroups(actor string, groups []string, m Matter, f floo
 		s.explainAllow(&d, sub, g, explain, m, f)
 		return d, nil
 	}
-	if s.pol.groupsIn(m.Domain) {
-		denied.Reason += fmt.Sprintf("; nor do your identity provider's groups (%s)", strings.Join(groups, ", "))
+	var more []string
+	for _, g := range groups {
+		// Words only, as whyNot: why each group that holds a role here
+		// still does not reach this matter (a limit, mostly).
+		if r := s.whyNot(GroupPrefix+g, m, f); !strings.Contains(r, " holds no role in ") {
+			more = append(more, "through the identity provider's group "+g+": "+r)
+		}
+	}
+	switch {
+	case len(more) > 0:
+		denied.Reason += "; " + strings.Join(more, "; ")
+	case s.pol.groupsIn(m.Domain):
+		denied.Reason += fmt.Sprintf("; nor do %s's groups at the identity provider (%s)", actor, strings.Join(groups, ", "))
 	}
 	return denied, nil
 }

@@ -31,10 +31,10 @@ func TestGroupsHoldRoles(t *testing.T) {
 		allow  bool
 		reason string
 	}{
-		{"in the group", "dave", []string{"staff", "finance-emea"}, m, true, "role finance in acme through your identity provider's group finance-emea; limit 500000 ≥ 120000 INR"},
-		{"not in the group", "dave", []string{"staff"}, m, false, "dave holds no role in acme that may decide payments.pay (roles that may: controller, finance); nor do your identity provider's groups (staff)"},
+		{"in the group", "dave", []string{"staff", "finance-emea"}, m, true, "role finance in acme through the identity provider's group finance-emea; limit 500000 ≥ 120000 INR"},
+		{"not in the group", "dave", []string{"staff"}, m, false, "dave holds no role in acme that may decide payments.pay (roles that may: controller, finance); nor do dave's groups at the identity provider (staff)"},
 		{"no groups", "dave", nil, m, false, "dave holds no role in acme"},
-		{"over the group's limit", "dave", []string{"finance-emea"}, pay(500001), false, ""},
+		{"over the group's limit", "dave", []string{"finance-emea"}, pay(500001), false, "through the identity provider's group finance-emea: amount 500001 INR is over what group:finance-emea may approve (finance: limit 500000)"},
 		{"the requester is in the group", "bob", []string{"finance-emea"}, m, false, "separation of duties: bob is the requester"},
 		{"the agent's owner is in the group", "olga", []string{"finance-emea"}, m, false, "separation of duties: olga is the agent owner"},
 		{"a delegate of the requester is in the group", "erin", []string{"finance-emea"}, func() Matter { x := m; x.Requester = "dave"; return x }(), false, "separation of duties: erin acts for the requester dave"},
