@@ -46,23 +46,51 @@ func (g *globals) home() string {
 	return filepath.Join(h, ".tollgate")
 }
 
-// bearer finds the caller's token: --token, then TOLLGATE_TOKEN, then the
-// dev token of --as NAME.
-func (g *globals) bearer() (string, error) {
+// bearer finds the caller's token: --token, then --as NAME (the dev
+// tokens), then $TOLLGATE_TOKEN, then the token approvectl login cached
+// for server (refreshed when it is about to expire).
+func (g *globals) bearer(ctx context.Context, server string) (string, error) {
+	tok, _, err := g.bearerFrom(ctx, server)
+	return tok, err
+}
+
+// bearerFrom is bearer, and says where the token came from.
+func (g *globals) bearerFrom(ctx context.Context, server string) (tok, source string, err error) {
 	switch {
 	case g.token != "":
-		return g.token, nil
+		return g.token, "--token", nil
 	case g.as != "":
 		path := filepath.Join(g.home(), "dev", "tokens", g.as+".jwt")
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return "", usageErr("--as %s: no dev token at %s (is a --dev control plane running with the same TOLLGATE_HOME?)", g.as, path)
+			return "", "", usageErr("--as %s: no dev token at %s (is a --dev control plane running with the same TOLLGATE_HOME?)", g.as, path)
 		}
-		return strings.TrimSpace(string(b)), nil
+		return strings.TrimSpace(string(b)), "--as " + g.as, nil
 	case g.cfg.Getenv("TOLLGATE_TOKEN") != "":
-		return strings.TrimSpace(g.cfg.Getenv("TOLLGATE_TOKEN")), nil
+		return strings.TrimSpace(g.cfg.Getenv("TOLLGATE_TOKEN")), "$TOLLGATE_TOKEN", nil
 	}
-	return "", usageErr("who are you? pass --token, set TOLLGATE_TOKEN, or use --as NAME with a --dev control plane")
+	tok, err = g.cachedBearer(ctx, server)
+	switch {
+	case errors.Is(err, errNoCachedToken):
+		return "", "", usageErr("who are you? run approvectl login --issuer URL, pass --token, set TOLLGATE_TOKEN, or use --as NAME with a --dev control plane")
+	case err != nil:
+		return "", "", &exitError{code: ExitRefused, err: err}
+	}
+	c, _ := g.tokenCache()
+	return tok, "cache " + c.path(server), nil
+}
+
+// serverAddr is the control plane chosen: --server, $TOLLGATE_SERVER, or
+// DefaultServer.
+func (g *globals) serverAddr() string {
+	server := g.server
+	if server == "" {
+		server = g.cfg.Getenv("TOLLGATE_SERVER")
+	}
+	if server == "" {
+		server = DefaultServer
+	}
+	return server
 }
 
 // client dials the control plane. Loopback servers are reached without
@@ -78,17 +106,11 @@ type client struct {
 	reached atomic.Bool
 }
 
-func (g *globals) dial() (*client, error) {
-	tok, err := g.bearer()
+func (g *globals) dial(ctx context.Context) (*client, error) {
+	server := g.serverAddr()
+	tok, err := g.bearer(ctx, server)
 	if err != nil {
 		return nil, err
-	}
-	server := g.server
-	if server == "" {
-		server = g.cfg.Getenv("TOLLGATE_SERVER")
-	}
-	if server == "" {
-		server = DefaultServer
 	}
 	tr := identity.Transport{CAFile: g.ca, ServerName: g.serverName}
 	if tr.CAFile == "" {
@@ -152,7 +174,7 @@ func (s *notedStream) RecvMsg(m any) error {
 // a bad --server, 3 for a failed connect); use maps the errors of its
 // calls with rpcErr.
 func (g *globals) session(cmd *cobra.Command, use func(ctx context.Context, c *client) error) error {
-	c, err := g.dial()
+	c, err := g.dial(cmd.Context())
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,12 @@ type Config struct {
 	// Terminal reports whether w is a terminal (run --wait then redraws
 	// one progress line in place); nil means: a character device.
 	Terminal func(w io.Writer) bool
+	// ConfigDir is where approvectl keeps its token cache
+	// (ConfigDir/tollgate/tokens/); "" means os.UserConfigDir().
+	ConfigDir string
+	// OpenBrowser opens url for approvectl login --browser; nil means the
+	// platform's opener (xdg-open, open, rundll32), run without a shell.
+	OpenBrowser func(url string) error
 }
 
 // exitError carries an exit code; its message has already been printed
@@ -113,7 +119,8 @@ decide, decides them and reads the journal.
 
 Global flags choose the server (--server, $TOLLGATE_SERVER, default
 127.0.0.1:7443; --ca for a private CA) and who you are (--token, $TOLLGATE_TOKEN, or --as NAME for
-the tokens a --dev control plane mints). -o json prints JSON for scripts.
+the tokens a --dev control plane mints; else the token approvectl login cached for
+the server). -o json prints JSON for scripts.
 
 Exit codes: 0 success; 1 refused (the recipe does not compile, the server
 said no: already decided, expired, permission denied…); 2 bad usage or
@@ -153,7 +160,7 @@ steps need (runs show RUN says which).`,
 		}
 		return nil
 	}
-	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAmendCmd(g), newRevokeCmd(g), newStandingCmd(g), newWatchCmd(g), newRequestEvidenceCmd(g), newEvidenceCmd(g), newDelegateCmd(g), newAnswerCmd(g), newAuditCmd(g), newBeginCmd(g), newGateCmd(g), newStepCmd(g), newFinishCmd(g), newGrantCmd(g))
+	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAmendCmd(g), newRevokeCmd(g), newStandingCmd(g), newWatchCmd(g), newRequestEvidenceCmd(g), newEvidenceCmd(g), newDelegateCmd(g), newAnswerCmd(g), newAuditCmd(g), newBeginCmd(g), newGateCmd(g), newStepCmd(g), newFinishCmd(g), newGrantCmd(g), newLoginCmd(g), newWhoamiCmd(g), newLogoutCmd(g))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return nil

@@ -395,10 +395,11 @@ func TestVerbsGolden(t *testing.T) {
 		{args: "gate nowait --summary s --run r_ext --no-wait"}, {args: "gate claims --run r_ext"}, {args: "gate nope --summary s --run r_ext"},
 		{args: "step extract --run r1 -- true"}, {args: "step extract --run live1 -- sh -c exit\\ 3"}, {args: "step read --run live1 -- true"},
 		{args: "step extract --run live1 -- echo hi"}, {args: "step extract -- true"}, {args: "step extract --run nope -- true"},
+		{args: "login"}, {args: "login --issuer http://127.0.0.1:1 --timeout 0s"}, {args: "whoami"},
 	}
 	for _, verb := range []string{"", "asks", "asks show", "approve", "reject", "revoke", "request-evidence", "delegate", "amend", "standing",
 		"standing revoke", "evidence", "answer", "audit", "watch", "runs", "runs show", "runs cancel", "run", "begin", "finish", "gate", "step",
-		"grant", "grant verify", "plan"} {
+		"grant", "grant verify", "plan", "login", "whoami", "logout"} {
 		cases = append(cases, verbCase{args: strings.TrimSpace(verb + " --help")})
 	}
 	var got bytes.Buffer
@@ -418,7 +419,7 @@ func TestVerbsGolden(t *testing.T) {
 					return dir
 				}
 				return ""
-			}, Now: func() time.Time { return base.Add(90 * time.Minute) }, Terminal: func(io.Writer) bool { return false }}
+			}, Now: func() time.Time { return base.Add(90 * time.Minute) }, Terminal: func(io.Writer) bool { return false }, ConfigDir: dir}
 			if c.stdin != "" {
 				cfg.Stdin = strings.NewReader(c.stdin)
 			}

@@ -143,6 +143,9 @@ Flags:`)
 	if len(addrs) == 0 {
 		return fmt.Errorf("config %s: control_plane (HOST:PORT of the control plane's executor listener) is required", *path)
 	}
+	if fc.Capacity < 0 || fc.Capacity > limits.MaxExecutorLeases {
+		return fmt.Errorf("config %s: capacity %d: give 1 to %d leases at once (0: the default, 16)", *path, fc.Capacity, limits.MaxExecutorLeases)
+	}
 	tlsCfg, err := identity.ClientTLS(expandHome(fc.TLS.Cert), expandHome(fc.TLS.Key), expandHome(fc.TLS.CA), fc.TLS.ServerName)
 	if err != nil {
 		return fmt.Errorf("config %s: tls: %w", *path, err)

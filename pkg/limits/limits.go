@@ -10,6 +10,11 @@ const (
 	// MaxMessageBytes is the largest gRPC message any Tollgate process
 	// sends or receives: 4 MiB, gRPC's default receive limit.
 	MaxMessageBytes = 4 << 20
+	// MaxExecutorLeases is the most leases one executor stream may hold
+	// at once: the largest capacity an executor may be configured with,
+	// the most credits a hello is given, and the most held leases a hello
+	// may name (each one is a store read and perhaps a commit).
+	MaxExecutorLeases = 4096
 	// MaxValueBytes is the largest single value a run takes in or hands
 	// on (see the package comment): 1 MiB, a quarter of a message, so a
 	// lease or a decision packet carrying one fits with room to spare.

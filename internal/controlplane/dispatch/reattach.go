@@ -23,8 +23,13 @@ import (
 // keeps (they hold credits).
 func (d *Dispatcher) reattach(ctx context.Context, s *session, refs []*tollgatev1.LeaseRef) int {
 	kept := 0
+	seen := make(map[string]bool, len(refs))
 	for _, ref := range refs {
 		id, fence := ref.GetLeaseId(), ref.GetFence()
+		if seen[id] {
+			continue // named twice: counted once
+		}
+		seen[id] = true
 		if d.adopt(ctx, s, id, fence) {
 			kept++
 			continue

@@ -102,10 +102,15 @@ func (d *Dispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) er
 	if id := hello.GetExecutorId(); id != "" && id != who {
 		return fmt.Errorf("hello names executor %q but the certificate names %q: %w", limits.Short(id), who, errkind.Denied)
 	}
+	if n := len(hello.GetHeldLeases()); n > limits.MaxExecutorLeases {
+		// Each is a store read (and perhaps a commit) before the
+		// welcome: an executor cannot hold more than its capacity.
+		return fmt.Errorf("hello names %d held leases, more than the %d one executor may hold: %w", n, limits.MaxExecutorLeases, errkind.Invalid)
+	}
 	d.mu.Lock()
 	d.seq++
 	s := &session{id: fmt.Sprintf("%s#%d", hello.GetExecutorId(), d.seq), executor: hello.GetExecutorId(), labels: hello.GetLabels(),
-		tools: map[string]bool{}, prose: hello.GetProse() != nil, credits: int(hello.GetCapacityCredits()),
+		tools: map[string]bool{}, prose: hello.GetProse() != nil, credits: min(int(hello.GetCapacityCredits()), limits.MaxExecutorLeases),
 		out: make(chan *tollgatev1.ControlMessage, 1024)}
 	d.mu.Unlock()
 	if s.executor == "" {

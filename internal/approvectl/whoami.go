@@ -1,0 +1,85 @@
+package approvectl
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// whoamiResult is what whoami prints under -o json.
+type whoamiResult struct {
+	Server  string    `json:"server"`
+	Source  string    `json:"source"` // --token, --as NAME, $TOLLGATE_TOKEN or "cache PATH"
+	Issuer  string    `json:"issuer"`
+	Subject string    `json:"subject"`
+	Email   string    `json:"email,omitempty"`
+	Groups  []string  `json:"groups"`
+	Expiry  time.Time `json:"expiry,omitzero"`
+	Expired bool      `json:"expired"`
+}
+
+func newWhoamiCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "whoami",
+		Short: "Show who your token says you are for this server",
+		Long: `Show who the token approvectl would send to the server says you are: its
+issuer, subject, groups and expiry, and where the token came from (--token,
+--as, $TOLLGATE_TOKEN, or the cache approvectl login keeps). A cached token
+about to expire is refreshed first, as before any call.
+
+This reads the token's claims; it does not ask the server. The server checks
+the signature, the issuer and the audience on every call, and maps the groups
+into policy.`,
+		Example: `  approvectl whoami
+  approvectl whoami --server tollgate.acme.example:443 -o json | jq -r .groups[]`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			server := g.serverAddr()
+			tok, source, err := g.bearerFrom(cmd.Context(), server)
+			if err != nil {
+				return err
+			}
+			cl, err := parseClaims(tok)
+			if err != nil {
+				return &exitError{code: ExitRefused, err: fmt.Errorf("the token from %s: %w", source, err)}
+			}
+			res := whoamiResult{Server: server, Source: source, Issuer: cl.Issuer, Subject: cl.Subject, Email: cl.Email,
+				Groups: cl.groups(), Expiry: cl.expiry()}
+			if res.Groups == nil {
+				res.Groups = []string{}
+			}
+			now := g.cfg.Now()
+			res.Expired = !res.Expiry.IsZero() && !res.Expiry.After(now)
+			if g.json() {
+				return g.printJSON(res)
+			}
+			w := g.cfg.Stdout
+			fmt.Fprintf(w, "server   %s\n", res.Server)
+			fmt.Fprintf(w, "subject  %s\n", orDash(res.Subject))
+			if res.Email != "" {
+				fmt.Fprintf(w, "email    %s\n", res.Email)
+			}
+			fmt.Fprintf(w, "issuer   %s\n", orDash(res.Issuer))
+			fmt.Fprintf(w, "groups   %s\n", orDash(strings.Join(res.Groups, ", ")))
+			switch {
+			case res.Expiry.IsZero():
+				fmt.Fprintf(w, "expires  never (no exp claim)\n")
+			case res.Expired:
+				fmt.Fprintf(w, "expires  %s (expired)\n", res.Expiry.Local().Format("2006-01-02 15:04:05"))
+			default:
+				fmt.Fprintf(w, "expires  %s (in %s)\n", res.Expiry.Local().Format("2006-01-02 15:04:05"), res.Expiry.Sub(now).Round(time.Second))
+			}
+			fmt.Fprintf(w, "token    %s\n", res.Source)
+			return nil
+		},
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
