@@ -39,8 +39,15 @@ type Options struct {
 	Issuer        string
 	Audience      string
 	JWTKeys       []string // PEM public keys; the key id is the file name without extension
-	Policy        string   // casbin policy CSV (pkg/authz); watched and reloaded
-	PolicyModel   string   // casbin model; default: the built-in one
+	// People signed in at an OpenID provider (identity.OIDCVerifier);
+	// OIDCIssuer empty: off. OIDCAudience empty: OIDCClientID.
+	OIDCIssuer      string
+	OIDCClientID    string
+	OIDCAudience    string
+	OIDCPersonClaim string
+	OIDCGroupsClaim string
+	Policy          string // casbin policy CSV (pkg/authz); watched and reloaded
+	PolicyModel     string // casbin model; default: the built-in one
 	// PolicyAllowEmpty accepts a policy with no p rule; PolicyMaxDrop is
 	// the share of the rules in force one reload may drop (authz.Guard).
 	PolicyAllowEmpty bool
@@ -113,6 +120,11 @@ func (o *Options) settings() []setting {
 		{&o.Issuer, "jwt-issuer", "jwt_issuer", "tollgate-dev", "required JWT issuer"},
 		{&o.Audience, "jwt-audience", "jwt_audience", "tollgate", "required JWT audience"},
 		{&o.JWTKeys, "jwt-key", "jwt_keys", nil, "Ed25519 public key PEM that signs tokens (repeatable)"},
+		{&o.OIDCIssuer, "oidc-issuer", "oidc_issuer", "", "OpenID provider whose ID tokens sign people in (exact issuer URL; discovery and JWKS; the start fails if it is unreachable); empty: off"},
+		{&o.OIDCClientID, "oidc-client-id", "oidc_client_id", "", "client id people sign in with (approvectl login); the default --oidc-audience"},
+		{&o.OIDCAudience, "oidc-audience", "oidc_audience", "", "audience the provider's tokens must carry (default: --oidc-client-id)"},
+		{&o.OIDCPersonClaim, "oidc-person-claim", "oidc_person_claim", "sub", "claim that names the person (email counts only when email_verified is true)"},
+		{&o.OIDCGroupsClaim, "oidc-groups-claim", "oidc_groups_claim", "groups", "claim listing the person's groups; group NAME is the policy member group:NAME"},
 		{&o.Policy, "policy", "policy", "", "policy file (CSV, pkg/authz): roles, limits, quorum, separation of duties, delegations; reloaded on change (--dev: examples/policy.csv copied to the dev folder)"},
 		{&o.PolicyModel, "policy-model", "policy_model", "", "casbin model file (default: the built-in one)"},
 		{&o.PolicyAllowEmpty, "policy-allow-empty", "policy_allow_empty", false, "accept a policy with no p rule, which denies every decision (without it such a file fails the start, and a reload to it keeps the last good policy)"},

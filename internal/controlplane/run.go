@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -195,10 +196,25 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		}
 		keys[strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))] = k
 	}
-	if len(keys) == 0 {
-		return errors.New("no JWT keys: pass --jwt-key FILE (or use --dev)")
+	var people *identity.OIDCVerifier
+	if o.OIDCIssuer != "" {
+		aud := cmp.Or(o.OIDCAudience, o.OIDCClientID)
+		if aud == "" {
+			return errors.New("--oidc-issuer needs --oidc-client-id (the client id people sign in with, which their ID tokens carry as audience)")
+		}
+		// Discovery and the first key fetch happen now: a provider that
+		// cannot be reached fails the start. Later fetch failures are
+		// logged and the cached keys keep verifying.
+		if people, err = identity.NewOIDCVerifier(ctx, identity.OIDCConfig{Issuer: o.OIDCIssuer, Audience: aud,
+			PersonClaim: o.OIDCPersonClaim, GroupsClaim: o.OIDCGroupsClaim, Leeway: 30 * time.Second, Log: log}); err != nil {
+			return err
+		}
+		log.Info("people sign in at the OpenID provider", "issuer", o.OIDCIssuer, "audience", aud, "person_claim", o.OIDCPersonClaim, "groups_claim", o.OIDCGroupsClaim)
 	}
-	verifier, err := identity.NewVerifier(identity.Config{Issuer: o.Issuer, Audience: o.Audience, Keys: keys, Leeway: 30 * time.Second})
+	if len(keys) == 0 && people == nil {
+		return errors.New("no JWT keys: pass --jwt-key FILE or --oidc-issuer URL (or use --dev)")
+	}
+	verifier, err := identity.NewVerifier(identity.Config{Issuer: o.Issuer, Audience: o.Audience, Keys: keys, Leeway: 30 * time.Second, OIDC: people})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,12 @@
 // turns a good token into a [Principal]. The gRPC interceptors run the same
 // check on every unary and streaming RPC and put the Principal into the
 // handler's context, where [FromContext] reads it; the actor of a request is
-// always this Principal, never a field of the request body. [MintDev] and
+// always this Principal, never a field of the request body. An
+// [OIDCVerifier] checks the ID tokens of the organisation's OpenID provider
+// (discovery, a JWKS cache refreshed on an unknown kid at most once per
+// MinRefresh, each key's algorithm pinned by its type) and gives the
+// Principal the person's groups; a Verifier configured with one routes
+// tokens to it by their "iss". [MintDev] and
 // [Mint] make the key and tokens the --dev mode hands to named dev users.
 //
 // The package holds no mutable package-level state: everything lives in

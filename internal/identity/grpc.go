@@ -49,7 +49,7 @@ func authenticate(ctx context.Context, v *Verifier) (context.Context, error) {
 	token, err := bearerToken(ctx)
 	if err == nil {
 		var p Principal
-		if p, err = v.Verify(token); err == nil {
+		if p, err = v.Verify(ctx, token); err == nil {
 			return WithPrincipal(ctx, p), nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -179,7 +180,7 @@ func TestGRPCAccepts(t *testing.T) {
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("Check status %v", resp.GetStatus())
 	}
-	if s := <-rec.seen; s.method != methodCheck || !s.ok || s.p != want {
+	if s := <-rec.seen; s.method != methodCheck || !s.ok || !reflect.DeepEqual(s.p, want) {
 		t.Fatalf("Check handler saw %+v, want %+v", s, want)
 	}
 
@@ -196,7 +197,7 @@ func TestGRPCAccepts(t *testing.T) {
 	if msg.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("Watch status %v", msg.GetStatus())
 	}
-	if s := <-rec.seen; s.method != methodWatch || !s.ok || s.p != want {
+	if s := <-rec.seen; s.method != methodWatch || !s.ok || !reflect.DeepEqual(s.p, want) {
 		t.Fatalf("Watch handler saw %+v, want %+v", s, want)
 	}
 	wcancel()

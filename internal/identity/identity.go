@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"errors"
+	"slices"
 )
 
 // Principal kinds. A Principal's Kind is always one of these.
@@ -17,13 +18,24 @@ const (
 )
 
 // Principal is an authenticated caller. Subject is the stable id of the
-// caller within Issuer ("sub" of a JWT), Kind is one of [KindPerson],
-// [KindService] or [KindExecutor], and Issuer names who vouched for it
-// ("iss" of a JWT).
+// caller within Issuer ("sub" of a JWT, or the configured person claim of
+// an OpenID provider's token), Kind is one of [KindPerson], [KindService]
+// or [KindExecutor], and Issuer names who vouched for it ("iss" of a JWT).
+// Groups are the person's groups at the OpenID provider (bare names,
+// sorted, distinct); only [OIDCVerifier] sets them, so a token of any
+// other issuer carries none whatever its claims say. Treat Groups as
+// read-only.
 type Principal struct {
 	Subject string
 	Kind    string
 	Issuer  string
+	Groups  []string
+}
+
+// clone is p with its own copy of Groups.
+func (p Principal) clone() Principal {
+	p.Groups = slices.Clone(p.Groups)
+	return p
 }
 
 // ErrUnauthenticated is the kind of every error this package returns when a

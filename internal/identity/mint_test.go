@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +32,7 @@ func verifyTokenFile(t *testing.T, v *Verifier, path string) Principal {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := v.Verify(string(tok))
+	p, err := v.Verify(t.Context(), string(tok))
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -80,7 +81,7 @@ func TestMintDev(t *testing.T) {
 			t.Fatalf("token path for %s = %q", u, path)
 		}
 		wantMode(t, path, 0o600)
-		if p := verifyTokenFile(t, v, path); p != (Principal{Subject: u, Kind: KindPerson, Issuer: testIssuer}) {
+		if p := verifyTokenFile(t, v, path); !reflect.DeepEqual(p, Principal{Subject: u, Kind: KindPerson, Issuer: testIssuer}) {
 			t.Fatalf("%s: principal %+v", u, p)
 		}
 	}
@@ -91,7 +92,7 @@ func TestMintDev(t *testing.T) {
 	late, _ := NewVerifier(Config{Issuer: testIssuer, Audience: testAudience,
 		Keys: map[string]ed25519.PublicKey{DevKeyID: b.PublicKey}, Now: func() time.Time { return t0.Add(2 * time.Hour) }})
 	tok, _ := os.ReadFile(b.TokenPaths["alice"])
-	if _, err := late.Verify(string(tok)); err == nil || err.Error() != "unauthenticated: token expired" {
+	if _, err := late.Verify(t.Context(), string(tok)); err == nil || err.Error() != "unauthenticated: token expired" {
 		t.Fatalf("token after ttl: %v", err)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -75,7 +76,7 @@ func TestMTLSIdentityFromURISAN(t *testing.T) {
 	}
 	got := <-rec.seen
 	want := Principal{Subject: "edge-1", Kind: KindExecutor, Issuer: "spiffe://acme"}
-	if !got.ok || got.p != want {
+	if !got.ok || !reflect.DeepEqual(got.p, want) {
 		t.Fatalf("principal %+v (ok %v), want %+v", got.p, got.ok, want)
 	}
 }

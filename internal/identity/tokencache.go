@@ -25,17 +25,24 @@ type cachedToken struct {
 	p          Principal
 	notBefore  time.Time // the later of nbf and iat, less the leeway (zero: none)
 	notOnAfter time.Time // exp plus the leeway
+	kid        string    // the key that signed it (OIDC: withdrawn keys un-vouch)
 }
 
 func (c *tokenCache) get(token string, now time.Time) (Principal, bool) {
+	t, ok := c.entry(token, now)
+	return t.p, ok
+}
+
+// entry is the remembered token, if it is inside its window at now.
+func (c *tokenCache) entry(token string, now time.Time) (cachedToken, bool) {
 	k := sha256.Sum256([]byte(token))
 	c.mu.Lock()
 	t, ok := c.m[k]
 	c.mu.Unlock()
 	if !ok || now.After(t.notOnAfter) || now.Before(t.notBefore) {
-		return Principal{}, false
+		return cachedToken{}, false
 	}
-	return t.p, true
+	return t, true
 }
 
 func (c *tokenCache) put(token string, t cachedToken) {

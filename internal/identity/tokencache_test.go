@@ -35,7 +35,7 @@ func TestVerifiedTokenCacheKeepsTheClaimsWindow(t *testing.T) {
 	}
 	for _, c := range cases {
 		now = c.at
-		p, err := v.Verify(tok)
+		p, err := v.Verify(t.Context(), tok)
 		switch {
 		case c.ok && (err != nil || p.Subject != "alice"):
 			t.Errorf("at t0%+v: %v %+v", c.at.Sub(t0), err, p)
@@ -51,7 +51,7 @@ func TestVerifiedTokenCacheKeepsTheClaimsWindow(t *testing.T) {
 	} else {
 		bad[len(bad)-2] = 'A'
 	}
-	if _, err := v.Verify(string(bad)); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := v.Verify(t.Context(), string(bad)); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("a forged signature was accepted: %v", err)
 	}
 }

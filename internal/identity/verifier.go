@@ -1,9 +1,13 @@
 package identity
 
 import (
+	"context"
 	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -23,12 +27,18 @@ const maxTokenBytes = 8 << 10
 // a token without "kid" is checked against it. Leeway (>= 0) is the clock
 // skew allowed on "exp", "nbf" and "iat". Now is the clock; nil means
 // time.Now.
+//
+// OIDC, when set, verifies the tokens whose "iss" is its issuer (people
+// signed in at the organisation's OpenID provider); the configured keys
+// verify the tokens of Issuer (services, dev users). Keys may then be
+// empty, and Issuer must differ from the OIDC issuer.
 type Config struct {
 	Issuer   string
 	Audience string
 	Keys     map[string]ed25519.PublicKey
 	Leeway   time.Duration
 	Now      func() time.Time
+	OIDC     *OIDCVerifier
 }
 
 // Verifier verifies bearer JWTs. Build one with [NewVerifier]; it is
@@ -41,6 +51,7 @@ type Verifier struct {
 	now    func() time.Time
 	leeway time.Duration
 	cache  *tokenCache
+	oidc   *OIDCVerifier
 }
 
 // NewVerifier checks cfg and returns a Verifier for it. It copies the keys,
@@ -53,8 +64,11 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if cfg.Audience == "" {
 		return nil, fmt.Errorf("%w: audience is required", ErrInvalidConfig)
 	}
-	if len(cfg.Keys) == 0 {
-		return nil, fmt.Errorf("%w: at least one verification key is required", ErrInvalidConfig)
+	if len(cfg.Keys) == 0 && cfg.OIDC == nil {
+		return nil, fmt.Errorf("%w: at least one verification key (or an OIDC issuer) is required", ErrInvalidConfig)
+	}
+	if cfg.OIDC != nil && cfg.OIDC.Issuer() == cfg.Issuer {
+		return nil, fmt.Errorf("%w: the token issuer %q is also the OIDC issuer; give the static keys' tokens an issuer of their own", ErrInvalidConfig, cfg.Issuer)
 	}
 	if cfg.Leeway < 0 {
 		return nil, fmt.Errorf("%w: leeway must not be negative", ErrInvalidConfig)
@@ -85,6 +99,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		now:    now,
 		leeway: cfg.Leeway,
 		cache:  &tokenCache{},
+		oidc:   cfg.OIDC,
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{algEdDSA}),
 			jwt.WithIssuer(cfg.Issuer),
@@ -151,7 +166,13 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 // Every failure wraps [ErrUnauthenticated] with a short lowercase reason
 // ("token expired", "wrong audience", "unsupported algorithm EdDSA only",
 // ...) and never includes the token.
-func (v *Verifier) Verify(token string) (Principal, error) {
+//
+// With an OIDC verifier configured, a token is routed by its (as yet
+// unverified) "iss": the OIDC issuer's tokens go to [OIDCVerifier.Verify]
+// (ctx bounds a key fetch), the others are checked as above; a token of
+// neither issuer is refused as "unknown issuer". The sub claim may not
+// start with "group:" or "role:".
+func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, unauthenticated("missing token")
 	}
@@ -160,6 +181,15 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	}
 	if !compactJWS(token) {
 		return Principal{}, unauthenticated("malformed token")
+	}
+	if v.oidc != nil {
+		switch iss := peekIssuer(token); iss {
+		case v.oidc.Issuer():
+			return v.oidc.Verify(ctx, token)
+		case v.issuer:
+		default:
+			return Principal{}, unauthenticated(fmt.Sprintf("unknown issuer %.100q: this server accepts tokens of %s (sign in with approvectl login)", iss, v.oidc.Issuer()))
+		}
 	}
 	if p, ok := v.cache.get(token, v.now()); ok {
 		return p, nil
@@ -174,6 +204,11 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	}
 	if c.Subject == "" {
 		return Principal{}, unauthenticated("missing sub claim")
+	}
+	for _, pre := range reservedPrefixes {
+		if strings.HasPrefix(c.Subject, pre) {
+			return Principal{}, unauthenticated(fmt.Sprintf("sub claim starts with %q, which names a policy group or role, not a principal", pre))
+		}
 	}
 	kind := c.Kind
 	switch kind {
@@ -221,6 +256,11 @@ func reasonFor(t *jwt.Token, c *tokenClaims, err error) string {
 	if alg, _ := t.Header["alg"].(string); alg != algEdDSA || errors.Is(err, errKeyAlg) {
 		return "unsupported algorithm EdDSA only"
 	}
+	return claimReason(c, err)
+}
+
+// claimReason words the failures common to every issuer's tokens.
+func claimReason(c *tokenClaims, err error) string {
 	switch {
 	case errors.Is(err, errKeyMissing):
 		return "missing key id"
@@ -252,4 +292,24 @@ func reasonFor(t *jwt.Token, c *tokenClaims, err error) string {
 		return "wrong audience"
 	}
 	return "invalid token"
+}
+
+// peekIssuer is the "iss" claim of a compact JWS, unverified: only for
+// choosing the verifier that then checks it. "" when it cannot be read.
+func peekIssuer(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Issuer string `json:"iss"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return ""
+	}
+	return c.Issuer
 }

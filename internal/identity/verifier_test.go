@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -197,12 +198,12 @@ func TestVerify(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.v.Verify(tc.token)
+			got, err := tc.v.Verify(t.Context(), tc.token)
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatalf("Verify: %v", err)
 				}
-				if got != tc.want {
+				if !reflect.DeepEqual(got, tc.want) {
 					t.Fatalf("Principal = %+v, want %+v", got, tc.want)
 				}
 				return
@@ -216,7 +217,7 @@ func TestVerify(t *testing.T) {
 			if want := "unauthenticated: " + tc.reason; err.Error() != want {
 				t.Errorf("error = %q, want %q", err, want)
 			}
-			if got != (Principal{}) {
+			if !reflect.DeepEqual(got, Principal{}) {
 				t.Errorf("Principal on failure = %+v, want zero", got)
 			}
 			if len(tc.token) > 8 && strings.Contains(err.Error(), tc.token) {
@@ -236,7 +237,7 @@ func TestVerifierCopiesKeys(t *testing.T) {
 	otherPub, _ := newKey(t)
 	copy(keys["k1"], otherPub)
 	delete(keys, "k1")
-	if _, err := v.Verify(tok); err != nil {
+	if _, err := v.Verify(t.Context(), tok); err != nil {
 		t.Fatalf("Verify after mutating the config keys: %v", err)
 	}
 }
@@ -276,11 +277,11 @@ func TestVerifierDefaultClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh, _ := Mint(priv, "k1", testIssuer, testAudience, "alice", time.Hour, time.Now())
-	if _, err := v.Verify(fresh); err != nil {
+	if _, err := v.Verify(t.Context(), fresh); err != nil {
 		t.Fatalf("fresh token: %v", err)
 	}
 	old, _ := Mint(priv, "k1", testIssuer, testAudience, "alice", time.Hour, time.Now().Add(-2*time.Hour))
-	if _, err := v.Verify(old); err == nil || err.Error() != "unauthenticated: token expired" {
+	if _, err := v.Verify(t.Context(), old); err == nil || err.Error() != "unauthenticated: token expired" {
 		t.Fatalf("old token: %v, want token expired", err)
 	}
 }
@@ -292,14 +293,14 @@ func TestPrincipalContext(t *testing.T) {
 	}
 	want := Principal{Subject: "alice", Kind: KindPerson, Issuer: testIssuer}
 	got, ok := FromContext(WithPrincipal(ctx, want))
-	if !ok || got != want {
+	if !ok || !reflect.DeepEqual(got, want) {
 		t.Fatalf("FromContext = %+v, %v; want %+v, true", got, ok, want)
 	}
 	if p, ok := FromContext(WithPrincipal(ctx, Principal{})); ok {
 		t.Fatalf("zero Principal counted as authenticated: %+v", p)
 	}
 	replaced := Principal{Subject: "bob", Kind: KindService, Issuer: testIssuer}
-	if got, _ := FromContext(WithPrincipal(WithPrincipal(ctx, want), replaced)); got != replaced {
+	if got, _ := FromContext(WithPrincipal(WithPrincipal(ctx, want), replaced)); !reflect.DeepEqual(got, replaced) {
 		t.Fatalf("FromContext after replacing = %+v, want %+v", got, replaced)
 	}
 }

@@ -62,6 +62,12 @@ type Request struct {
 	// Ask is what the recipe asked. The zero value narrows nothing: policy
 	// alone decides (as after an escalation to the policy's roles).
 	Ask RecipeAsk
+	// Groups are Actor's groups at the identity provider (bare names), as
+	// the Actor's own authenticated token lists them: each counts as the
+	// member GroupPrefix+name, so Actor also holds what those groups hold.
+	// Separation of duties is still judged on Actor: a requester in the
+	// group is still the requester.
+	Groups []string
 }
 
 // Decision is the answer to a Request, or one eligible person in a Route.
@@ -109,6 +115,12 @@ func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error)
 		d.Reason = unjudged(err)
 		return d, err
 	}
+	for _, g := range req.Groups {
+		if g == "" || isRole(g) || isGroup(g) {
+			d.Reason = fmt.Sprintf("cannot be judged: group %q", g)
+			return d, fmt.Errorf("authz: %w: group %q of %s is empty or prefixed", ErrInvalidRequest, g, req.Actor)
+		}
+	}
 	if req.Ask.Quorum < 0 {
 		d.Reason = "negative quorum"
 		return d, fmt.Errorf("authz: %w: negative quorum", ErrInvalidRequest)
@@ -126,11 +138,16 @@ func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error)
 	if err != nil {
 		return d, err
 	}
+	if !d.Allowed && len(req.Groups) > 0 {
+		if d, err = s.enforceGroups(req.Actor, req.Groups, req.Matter, f, d); err != nil {
+			return d, err
+		}
+	}
 	d.Quorum = max(f.quorum, req.Ask.Quorum, 1)
 	if !d.Allowed {
 		return d, nil
 	}
-	if ok, why := s.admits(req.Actor, req.Matter, req.Ask); !ok {
+	if ok, why := s.admits(req.Actor, req.Matter, req.Ask, req.Groups...); !ok {
 		d.Allowed, d.Role, d.Via, d.Reason = false, "", "", why
 	}
 	return d, nil
@@ -152,6 +169,9 @@ func checkPrincipal(field, name string) error {
 	}
 	if isRole(name) {
 		return fmt.Errorf("authz: %w: %s %q is a role name, not a principal", ErrInvalidRequest, field, name)
+	}
+	if isGroup(name) {
+		return fmt.Errorf("authz: %w: %s %q is a group name, not a principal", ErrInvalidRequest, field, name)
 	}
 	return nil
 }
@@ -220,11 +240,21 @@ func (s *snapshot) enforce(actor string, m Matter, f floorRow) (Decision, error)
 		d.Reason = "policy evaluation failed"
 		return d, fmt.Errorf("authz: %w: allowed by no readable rule (%q)", ErrEnforce, explain)
 	}
+	s.explainAllow(&d, actor, "", explain, m, f)
+	return d, nil
+}
+
+// explainAllow fills d for a casbin allow of subject (the actor, or one of
+// the actor's groups, then named in group) by the rule explain.
+func (s *snapshot) explainAllow(d *Decision, subject, group string, explain []string, m Matter, f floorRow) {
 	d.Allowed = true
 	d.Role = strings.TrimPrefix(explain[0], RolePrefix)
 	var b strings.Builder
 	fmt.Fprintf(&b, "role %s in %s", d.Role, m.Domain)
-	if path := s.path(actor, explain[0], m.Domain, s.now()); len(path) > 2 {
+	if group != "" {
+		fmt.Fprintf(&b, " through the identity provider's group %s", group)
+	}
+	if path := s.path(subject, explain[0], m.Domain, s.now()); len(path) > 2 {
 		for _, n := range path[1 : len(path)-1] {
 			if !isRole(n) {
 				d.Via = n
@@ -245,7 +275,60 @@ func (s *snapshot) enforce(actor string, m Matter, f floorRow) (Decision, error)
 		fmt.Fprintf(&b, "; not %s, nor acting for them", strings.Join(partyNames(f.separate), " or "))
 	}
 	d.Reason = b.String()
-	return d, nil
+}
+
+// enforceGroups asks casbin for each of actor's groups in turn, after
+// casbin denied actor by name (denied is that answer). A group's rule
+// allows only when actor is none of the parties the floor separates, nor
+// acts for one by delegation: casbin judges separation on its subject,
+// and here the subject is the group, so it is judged on actor first.
+func (s *snapshot) enforceGroups(actor string, groups []string, m Matter, f floorRow, denied Decision) (Decision, error) {
+	for _, party := range f.separate {
+		who := m.Requester
+		if party == SepAgentOwner {
+			who = m.AgentOwner
+		}
+		if s.holds(actor, who, m.Domain) {
+			return denied, nil // whyNot already says why: separation of duties
+		}
+	}
+	amt := amountArg{}
+	if m.Amount != nil {
+		amt = amountArg{set: true, minor: *m.Amount}
+	}
+	for _, g := range groups {
+		sub := GroupPrefix + g
+		ok, explain, err := s.enf.EnforceEx(sub, m.Domain, m.Action, amt, m.Requester, m.AgentOwner)
+		if err != nil {
+			denied.Reason = "policy evaluation failed"
+			return denied, fmt.Errorf("authz: %w: %w", ErrEnforce, err)
+		}
+		if !ok {
+			continue
+		}
+		if len(explain) != 4 || explain[1] != m.Domain || explain[2] != m.Action {
+			denied.Reason = "policy evaluation failed"
+			return denied, fmt.Errorf("authz: %w: allowed by no readable rule (%q)", ErrEnforce, explain)
+		}
+		d := Decision{Actor: actor, PolicyVersion: s.version}
+		s.explainAllow(&d, sub, g, explain, m, f)
+		return d, nil
+	}
+	var more []string
+	for _, g := range groups {
+		// Words only, as whyNot: why each group that holds a role here
+		// still does not reach this matter (a limit, mostly).
+		if r := s.whyNot(GroupPrefix+g, m, f); !strings.Contains(r, " holds no role in ") {
+			more = append(more, "through the identity provider's group "+g+": "+r)
+		}
+	}
+	switch {
+	case len(more) > 0:
+		denied.Reason += "; " + strings.Join(more, "; ")
+	case s.pol.groupsIn(m.Domain):
+		denied.Reason += fmt.Sprintf("; nor do %s's groups at the identity provider (%s)", actor, strings.Join(groups, ", "))
+	}
+	return denied, nil
 }
 
 func partyNames(parties []string) []string {
@@ -350,15 +433,29 @@ func (s *snapshot) holds(name, target, domain string) bool {
 	return err == nil && ok
 }
 
-// admits reports whether the recipe asked actor, and if not, why.
-func (s *snapshot) admits(actor string, m Matter, ask RecipeAsk) (bool, string) {
-	if ask.Audience != "" && !s.named(actor, m, ask.Audience, true) {
+// holdsAny is holds for actor or any of actor's groups (bare names).
+func (s *snapshot) holdsAny(actor string, groups []string, target, domain string) bool {
+	if s.holds(actor, target, domain) {
+		return true
+	}
+	for _, g := range groups {
+		if g != "" && !isRole(g) && !isGroup(g) && s.holds(GroupPrefix+g, target, domain) {
+			return true
+		}
+	}
+	return false
+}
+
+// admits reports whether the recipe asked actor (in groups), and if not,
+// why.
+func (s *snapshot) admits(actor string, m Matter, ask RecipeAsk, groups ...string) (bool, string) {
+	if ask.Audience != "" && !s.named(actor, m, ask.Audience, true, groups...) {
 		if ask.Audience == AudienceMe {
 			return false, fmt.Sprintf("the recipe asks the requester (%s); %s is not the requester", m.Requester, actor)
 		}
 		return false, fmt.Sprintf("the recipe asks %s; %s does not hold it in %s", ask.Audience, actor, m.Domain)
 	}
-	if len(ask.Approvers) > 0 && !slices.ContainsFunc(ask.Approvers, func(n string) bool { return s.named(actor, m, n, false) }) {
+	if len(ask.Approvers) > 0 && !slices.ContainsFunc(ask.Approvers, func(n string) bool { return s.named(actor, m, n, false, groups...) }) {
 		return false, fmt.Sprintf("the recipe's approvers are %s; %s is none of them", strings.Join(ask.Approvers, ", "), actor)
 	}
 	return true, ""
@@ -366,14 +463,15 @@ func (s *snapshot) admits(actor string, m Matter, ask RecipeAsk) (bool, string) 
 
 // named reports whether actor is who a recipe name designates: the
 // requester for "me", the holders of a role, or a person (or that person's
-// delegate, while the delegation is in force).
-func (s *snapshot) named(actor string, m Matter, name string, audience bool) bool {
+// delegate, while the delegation is in force). A role actor's groups hold
+// counts; the requester is actor alone.
+func (s *snapshot) named(actor string, m Matter, name string, audience bool, groups ...string) bool {
 	if name == AudienceMe {
 		return s.holds(actor, m.Requester, m.Domain)
 	}
 	role := RolePrefix + strings.TrimPrefix(name, RolePrefix)
 	if s.pol.roles[m.Domain][role] {
-		return s.holds(actor, role, m.Domain)
+		return s.holdsAny(actor, groups, role, m.Domain)
 	}
 	if audience || isRole(name) {
 		return false // `ask ROLE` naming a role the domain does not define: nobody
@@ -508,26 +606,30 @@ func Distinct(approvals []Decision) int {
 // authority of an ask that governs no action (a question), where no rule
 // of an action applies. A role the domain does not define, or an actor
 // that is itself a role name, holds nothing.
-func (a *Authorizer) Holds(actor, role, domain string) bool {
+//
+// groups are actor's groups at the identity provider (bare names, from
+// actor's own token): a role one of them holds counts.
+func (a *Authorizer) Holds(actor, role, domain string, groups ...string) bool {
 	if checkPrincipal("actor", actor) != nil {
 		return false
 	}
 	s := a.cur.Load()
 	r := RolePrefix + strings.TrimPrefix(role, RolePrefix)
-	return s.pol.roles[domain][r] && s.holds(actor, r, domain)
+	return s.pol.roles[domain][r] && s.holdsAny(actor, groups, r, domain)
 }
 
 // RolesOf lists the roles (bare names, sorted) actor holds in domain now,
 // directly or by a delegation in force: the audiences of the asks the
 // inbox may show actor, before each is authorized in full.
-func (a *Authorizer) RolesOf(actor, domain string) []string {
+// As with Holds, the roles actor's groups hold count.
+func (a *Authorizer) RolesOf(actor, domain string, groups ...string) []string {
 	if checkPrincipal("actor", actor) != nil {
 		return nil
 	}
 	s := a.cur.Load()
 	var out []string
 	for r := range s.pol.roles[domain] {
-		if s.holds(actor, r, domain) {
+		if s.holdsAny(actor, groups, r, domain) {
 			out = append(out, strings.TrimPrefix(r, RolePrefix))
 		}
 	}

@@ -91,6 +91,14 @@ type policy struct {
 
 func isRole(name string) bool { return strings.HasPrefix(name, RolePrefix) }
 
+// GroupPrefix marks a group of the identity provider as a policy member:
+// `g, group:finance-emea, role:finance-1m, acme, _, _` gives that role to
+// everyone whose sign-in token lists the group finance-emea. The provider
+// owns membership, policy owns authority: a group only ever holds roles.
+const GroupPrefix = "group:"
+
+func isGroup(name string) bool { return strings.HasPrefix(name, GroupPrefix) }
+
 // parsePolicy reads a casbin CSV policy and validates it strictly: every row
 // has all its fields, every value parses, and the rows agree with each other.
 // Anything it does not understand is an error, so a typo never loads as a
@@ -209,6 +217,12 @@ func (p *policy) addRow(rec []string) error {
 		if isRole(l.member) && !isRole(l.target) {
 			return fmt.Errorf("role %q cannot hold a person's authority (%q)", l.member, l.target)
 		}
+		if isGroup(l.target) {
+			return fmt.Errorf("%q: membership of the identity provider's group %q comes from the provider, not from policy", l.member, l.target)
+		}
+		if isGroup(l.member) && !isRole(l.target) {
+			return fmt.Errorf("group %q may only hold roles, not %q", l.member, l.target)
+		}
 		var err error
 		if l.from, err = parseBound(rec[4]); err != nil {
 			return fmt.Errorf("from: %w", err)
@@ -223,7 +237,8 @@ func (p *policy) addRow(rec []string) error {
 		for _, n := range []string{l.member, l.target} {
 			if isRole(n) {
 				p.defineRole(l.domain, n)
-			} else if !slices.Contains(p.people[l.domain], n) {
+			} else if !isGroup(n) && !slices.Contains(p.people[l.domain], n) {
+				// A group is nobody in particular: routing lists people.
 				p.people[l.domain] = append(p.people[l.domain], n)
 			}
 		}
@@ -428,4 +443,14 @@ func policyVersion(model []byte, rows [][]string) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// groupsIn reports whether any g row of domain gives a group a role.
+func (p *policy) groupsIn(domain string) bool {
+	for member := range p.out[domain] {
+		if isGroup(member) {
+			return true
+		}
+	}
+	return false
 }

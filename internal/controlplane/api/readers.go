@@ -79,8 +79,8 @@ func (s Readers) CallersRun(ctx context.Context, runID string) (who string, run 
 
 // SeesEverything reports whether who holds, by policy, a role that reads
 // every run.
-func (s Readers) SeesEverything(who string) bool {
-	return s.Desk.Holds(who, RoleAuditor) || s.Desk.Holds(who, RoleOperator)
+func (s Readers) SeesEverything(ctx context.Context, who string) bool {
+	return s.Desk.Holds(ctx, who, RoleAuditor) || s.Desk.Holds(ctx, who, RoleOperator)
 }
 
 // Sees applies the rule to one run. The checks run cheapest first; policy
@@ -89,11 +89,11 @@ func (s Readers) Sees(ctx context.Context, who string, run *engine.Run) bool {
 	if who == "" {
 		return false
 	}
-	if run.Requester == who || s.SeesEverything(who) {
+	if run.Requester == who || s.SeesEverything(ctx, who) {
 		return true
 	}
 	for _, a := range run.Asks {
-		if decided(who, a) || s.Addressed(who, a) {
+		if decided(who, a) || s.Addressed(ctx, who, a) {
 			return true
 		}
 	}
@@ -141,9 +141,9 @@ func decided(who string, a *engine.AskRun) bool {
 // sees it through MayDecide). An audience is a role (or `me`, the requester,
 // whom Sees answers for by the run's requester, never by name): a caller
 // whose name happens to be "me" or a role's name is not its holder.
-func (s Readers) Addressed(who string, a *engine.AskRun) bool {
+func (s Readers) Addressed(ctx context.Context, who string, a *engine.AskRun) bool {
 	holds := func(role string) bool {
-		return role != "" && role != plan.AudienceRequester && s.Desk.IsRole(role) && s.Desk.Holds(who, role)
+		return role != "" && role != plan.AudienceRequester && s.Desk.IsRole(role) && s.Desk.Holds(ctx, who, role)
 	}
 	if holds(a.Audience) || holds(a.EscalatedTo) || holds(a.EscalatedFrom) {
 		return true
@@ -165,6 +165,6 @@ func (s Readers) Addressed(who string, a *engine.AskRun) bool {
 // SeesStanding reports whether who may see a standing approval: who
 // granted it, anyone who may revoke it (policy lets them decide its
 // action), and auditors and operators.
-func (s Readers) SeesStanding(who string, x store.Standing) bool {
-	return x.GrantedBy == who || s.Desk.MayGovern(who, x.Scope) || s.SeesEverything(who)
+func (s Readers) SeesStanding(ctx context.Context, who string, x store.Standing) bool {
+	return x.GrantedBy == who || s.Desk.MayGovern(ctx, who, x.Scope) || s.SeesEverything(ctx, who)
 }

@@ -68,7 +68,7 @@ func (d *Desk) policyOver(ctx context.Context, who string, run *engine.Run, a *e
 			return Verdict{OK: true, Why: "you started the run and the ask is for the requester"}, nil
 		case me:
 			return Verdict{Why: fmt.Sprintf("the ask is for the requester, %s", run.Requester)}, nil
-		case d.cfg.Policy != nil && d.cfg.Policy.Holds(who, a.Audience, d.cfg.Domain):
+		case d.cfg.Policy != nil && d.cfg.Policy.Holds(who, a.Audience, d.cfg.Domain, callerGroups(ctx, who)...):
 			return Verdict{OK: true, Why: "you hold the role " + a.Audience, Policy: d.cfg.Policy.Version()}, nil
 		}
 		return Verdict{Why: "the ask is for the role " + a.Audience + ", which you do not hold"}, nil
@@ -105,7 +105,7 @@ func (d *Desk) judge(ctx context.Context, who string, matters []matterOrErr, ask
 		if m.err != nil {
 			return Verdict{Why: m.err.Error()}, nil
 		}
-		dec, err := d.cfg.Policy.Authorize(ctx, authz.Request{Actor: who, Matter: m.Matter, Ask: ask})
+		dec, err := d.cfg.Policy.Authorize(ctx, authz.Request{Actor: who, Groups: callerGroups(ctx, who), Matter: m.Matter, Ask: ask})
 		if err != nil {
 			// Why says it once, for the caller; err is for errors.Is.
 			return Verdict{Why: m.Action + " " + dec.Reason}, fmt.Errorf("authorize %s on %s: %w", who, m.Action, err)

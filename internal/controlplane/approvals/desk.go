@@ -23,9 +23,10 @@ type Policy interface {
 	// too few may (then the ask escalates; it is never approved by
 	// default).
 	Route(ctx context.Context, m authz.Matter, ask authz.RecipeAsk) (authz.Route, error)
-	// Holds and RolesOf answer for asks that govern no action.
-	Holds(actor, role, domain string) bool
-	RolesOf(actor, domain string) []string
+	// Holds and RolesOf answer for asks that govern no action; groups
+	// are the actor's groups at the identity provider (callerGroups).
+	Holds(actor, role, domain string, groups ...string) bool
+	RolesOf(actor, domain string, groups ...string) []string
 	// Floor is the policy's rule set for an action type.
 	Floor(domain, action string) (authz.Floor, bool)
 	// Deciders is who could decide an ask's matters together, or why
@@ -116,9 +117,10 @@ func New(cfg Config) *Desk {
 func (d *Desk) log() *slog.Logger { return d.cfg.Log }
 
 // Holds reports whether who holds role, by policy, in the control plane's
-// domain now; with no policy, nobody holds any role.
-func (d *Desk) Holds(who, role string) bool {
-	return d.cfg.Policy != nil && d.cfg.Policy.Holds(who, role, d.cfg.Domain)
+// domain now (through their identity provider's groups too, when who is
+// ctx's caller); with no policy, nobody holds any role.
+func (d *Desk) Holds(ctx context.Context, who, role string) bool {
+	return d.cfg.Policy != nil && d.cfg.Policy.Holds(who, role, d.cfg.Domain, callerGroups(ctx, who)...)
 }
 
 // IsRole reports whether policy names name as a role in the control
@@ -130,10 +132,10 @@ func (d *Desk) IsRole(name string) bool {
 
 // Audiences is who the caller is, for the inbox: the asks of these
 // audiences are candidates, each then authorized in full (MayDecide).
-func (d *Desk) Audiences(who string) []string {
+func (d *Desk) Audiences(ctx context.Context, who string) []string {
 	out := []string{"user:" + who}
 	if d.cfg.Policy != nil {
-		for _, r := range d.cfg.Policy.RolesOf(who, d.cfg.Domain) {
+		for _, r := range d.cfg.Policy.RolesOf(who, d.cfg.Domain, callerGroups(ctx, who)...) {
 			out = append(out, "role:"+r)
 		}
 	}

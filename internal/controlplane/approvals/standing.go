@@ -211,7 +211,7 @@ func (d *Desk) RevokeStanding(ctx context.Context, who, id, reason string) (stor
 		if x.Revoked {
 			return store.Standing{}, fmt.Errorf("%s was revoked by %s at %s: %w", x.ID, x.RevokedBy, x.RevokedAt.Format(time.RFC3339), engine.ErrAlreadyDecided)
 		}
-		if who != x.GrantedBy && !d.MayGovern(who, x.Scope) {
+		if who != x.GrantedBy && !d.MayGovern(ctx, who, x.Scope) {
 			return store.Standing{}, fmt.Errorf("only %s or someone policy lets decide its action may revoke %s: %w", x.GrantedBy, x.ID, errkind.Denied)
 		}
 		now, err := d.cfg.Store.Now(ctx)
@@ -229,7 +229,7 @@ func (d *Desk) RevokeStanding(ctx context.Context, who, id, reason string) (stor
 
 // MayGovern reports whether who holds a role policy lets decide scope's
 // action at all: who may revoke (and so see) a standing approval over it.
-func (d *Desk) MayGovern(who, scope string) bool {
+func (d *Desk) MayGovern(ctx context.Context, who, scope string) bool {
 	sc, err := standing.Parse(scope)
 	if err != nil || d.cfg.Policy == nil {
 		return false
@@ -239,7 +239,7 @@ func (d *Desk) MayGovern(who, scope string) bool {
 		return false
 	}
 	for _, r := range f.Rules {
-		if d.cfg.Policy.Holds(who, r.Role, d.cfg.Domain) {
+		if d.cfg.Policy.Holds(who, r.Role, d.cfg.Domain, callerGroups(ctx, who)...) {
 			return true
 		}
 	}

@@ -22,7 +22,7 @@ func (s *Service) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest)
 	if err != nil {
 		return nil, err
 	}
-	q := store.AskQuery{Audiences: s.cfg.Approvals.Audiences(who), RunID: req.GetRunId(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	q := store.AskQuery{Audiences: s.cfg.Approvals.Audiences(ctx, who), RunID: req.GetRunId(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
 	for _, st := range req.GetStates() {
 		es, ok := wire.AskStateFromProto(st)
 		if !ok {

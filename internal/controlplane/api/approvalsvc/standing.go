@@ -40,7 +40,7 @@ func (s *Service) ListExceptions(ctx context.Context, req *tollgatev1.ListExcept
 	}
 	out := &tollgatev1.ListExceptionsResponse{}
 	for _, x := range xs {
-		if s.cfg.Readers.SeesStanding(who, x) {
+		if s.cfg.Readers.SeesStanding(ctx, who, x) {
 			out.Exceptions = append(out.Exceptions, standingToProto(x))
 		}
 	}

@@ -38,7 +38,7 @@ func (s *Service) journal(ctx context.Context, runID string) ([]store.JournalRec
 // the size of the store. An audit covers, and counts, only those.
 func (s *Service) forRuns(ctx context.Context, who, runID string, f func(store.Run) error) (int, error) {
 	visible := func(sr store.Run) (bool, error) {
-		if s.cfg.Readers.SeesEverything(who) {
+		if s.cfg.Readers.SeesEverything(ctx, who) {
 			return true, nil
 		}
 		var run engine.Run
@@ -60,7 +60,7 @@ func (s *Service) forRuns(ctx context.Context, who, runID string, f func(store.R
 		return 1, f(sr)
 	}
 	q := store.RunQuery{Limit: 500}
-	if !s.cfg.Readers.SeesEverything(who) {
+	if !s.cfg.Readers.SeesEverything(ctx, who) {
 		q.Requester = who
 	}
 	n, tok := 0, ""

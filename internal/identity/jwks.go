@@ -1,0 +1,185 @@
+package identity
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// maxJWKSBytes bounds a JWKS (and a discovery document) read from an
+// OpenID provider.
+const maxJWKSBytes = 256 << 10
+
+// pinnedAlg is the only algorithm key may verify, chosen by its type and
+// never by a token: RSA of 2048 bits or more verifies RS256, EC P-256
+// ES256, Ed25519 EdDSA. ok is false for any other key, for a key whose own
+// "alg" names another algorithm, and for a key whose "use" is not "sig":
+// such keys are dropped from the set.
+func pinnedAlg(k jose.JSONWebKey) (alg string, ok bool) {
+	switch pk := k.Key.(type) {
+	case *rsa.PublicKey:
+		if pk.N.BitLen() < 2048 {
+			return "", false
+		}
+		alg = "RS256"
+	case *ecdsa.PublicKey:
+		// golang-jwt's ES256 checks only the signature's length, not the
+		// key's curve: the curve is checked here.
+		if pk.Curve != elliptic.P256() {
+			return "", false
+		}
+		alg = "ES256"
+	case ed25519.PublicKey:
+		alg = algEdDSA
+	default:
+		return "", false
+	}
+	if k.Algorithm != "" && k.Algorithm != alg {
+		return "", false
+	}
+	if k.Use != "" && k.Use != "sig" {
+		return "", false
+	}
+	return alg, true
+}
+
+// pinnedKey is a JWKS key with the algorithm its type pins.
+type pinnedKey struct {
+	alg string
+	key any
+}
+
+// errKeysUnavailable: the key set was never fetched.
+var errKeysUnavailable = errors.New("signing keys unavailable")
+
+// jwks is an OpenID provider's key set, cached. A known kid is served from
+// the cache while it is younger than maxAge; an unknown kid (or a stale
+// cache) fetches the set again, at most once per minRefresh whatever the
+// outcome, so tokens with random kids cannot make it hammer the provider.
+// A failed fetch keeps the keys it had (logged). The mutex makes fetches
+// single-flight: one in flight, other callers wait for it.
+type jwks struct {
+	url        string
+	client     *http.Client
+	minRefresh time.Duration
+	maxAge     time.Duration
+	now        func() time.Time
+	log        *slog.Logger
+
+	mu        sync.Mutex
+	keys      map[string]pinnedKey // nil until a fetch succeeds
+	fetchedAt time.Time            // last attempt
+	okAt      time.Time            // last success
+	fetches   int
+}
+
+// has reports whether kid is in the cached set, without fetching.
+func (s *jwks) has(kid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.keys[kid]
+	return ok
+}
+
+// lookup returns the key kid names, fetching the set when kid is unknown
+// or the cache is stale and the last attempt is older than minRefresh.
+func (s *jwks) lookup(ctx context.Context, kid string) (pinnedKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	k, known := s.keys[kid]
+	stale := now.Sub(s.okAt) > s.maxAge
+	if known && !stale {
+		return k, nil
+	}
+	if s.fetchedAt.IsZero() || now.Sub(s.fetchedAt) >= s.minRefresh {
+		if err := s.fetchLocked(ctx); err != nil {
+			s.log.Warn("OIDC signing keys not refreshed; the cached ones stay in use", "jwks", s.url, "error", err)
+		}
+	}
+	if s.keys == nil {
+		return pinnedKey{}, errKeysUnavailable
+	}
+	if k, ok := s.keys[kid]; ok {
+		return k, nil
+	}
+	return pinnedKey{}, errKeyUnknown
+}
+
+// fetch fetches the set now (at start: a failure fails the start).
+func (s *jwks) fetch(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fetchLocked(ctx)
+}
+
+func (s *jwks) fetchLocked(ctx context.Context) error {
+	s.fetches++
+	s.fetchedAt = s.now() // failures count toward the rate limit too
+	var raw struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	// The fetch serves every caller waiting on the lock: one caller giving
+	// up must not abort it (and spend the refresh budget); the client's
+	// timeout bounds it.
+	if err := getJSON(context.WithoutCancel(ctx), s.client, s.url, &raw); err != nil {
+		return err
+	}
+	keys := make(map[string]pinnedKey, len(raw.Keys))
+	for _, r := range raw.Keys {
+		var k jose.JSONWebKey
+		// Unsupported key types, private keys, kid-less keys and keys whose
+		// type pins no algorithm we accept are skipped, not fatal.
+		if json.Unmarshal(r, &k) != nil || k.KeyID == "" || !k.IsPublic() {
+			continue
+		}
+		if alg, ok := pinnedAlg(k); ok {
+			keys[k.KeyID] = pinnedKey{alg: alg, key: k.Key}
+		}
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("jwks %s: no usable signing key (RSA ≥ 2048 bits, EC P-256 or Ed25519, use sig)", s.url)
+	}
+	s.keys, s.okAt = keys, s.fetchedAt
+	return nil
+}
+
+// getJSON GETs url and decodes its JSON body, at most maxJWKSBytes.
+func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	if len(body) > maxJWKSBytes {
+		return fmt.Errorf("GET %s: body over %d bytes", url, maxJWKSBytes)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	return nil
+}
