@@ -35,7 +35,7 @@ func oidcEnv(t *testing.T) (*env, *oidctest.Provider) {
 
 // oidcEnvKey is oidcEnv with the private key of the static issuer
 // (testIssuer), whose tokens services use.
-func oidcEnvKey(t *testing.T) (*env, *oidctest.Provider, ed25519.PrivateKey) {
+func oidcEnvKey(t *testing.T, edits ...func(policy string) string) (*env, *oidctest.Provider, ed25519.PrivateKey) {
 	t.Helper()
 	p := oidctest.Start(t)
 	p.AddUser("audrey")
@@ -46,6 +46,9 @@ func oidcEnvKey(t *testing.T) (*env, *oidctest.Provider, ed25519.PrivateKey) {
 	pol := strings.Replace(string(base), "g, dave,  role:finance-1m,   acme, _, _\n", "g, dave, role:finance-100k, acme, _, _\ng, group:finance-emea, role:finance-1m, acme, _, _\ng, frank, role:finance-1m, acme, _, _\n", 1)
 	if pol == string(base) {
 		t.Fatal("examples/policy.csv no longer names dave's finance-1m as this test expects")
+	}
+	for _, edit := range edits {
+		pol = edit(pol)
 	}
 	path := filepath.Join(t.TempDir(), "policy.csv")
 	if err := os.WriteFile(path, []byte(pol), 0o600); err != nil {
@@ -192,5 +195,43 @@ func TestGroupsOnlyFromTheProvider(t *testing.T) {
 	_, err = surface{tollgatev1.NewApprovalServiceClient(signedIn(t, e, q, "dave"))}.Decide(bg, approve(askID))
 	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "unknown issuer") {
 		t.Fatalf("another provider's token: %v, want unauthenticated: unknown issuer", err)
+	}
+}
+
+// A vote that counted through a group still counts when the next vote
+// comes: the earlier voter is re-checked (against the policy in force now)
+// with the groups the vote was judged with, not as if they had none —
+// which withdrew it and left a two-person quorum one vote short for good.
+func TestGroupVoteSurvivesTheNextVote(t *testing.T) {
+	e, p, _ := oidcEnvKey(t, func(pol string) string {
+		const one = "p2, acme, payments.pay, 1, requester+agent_owner, INR"
+		if !strings.Contains(pol, one) {
+			t.Fatal("examples/policy.csv no longer has the payments.pay floor this test raises")
+		}
+		// erin by name too: a start is refused unless people policy names
+		// could meet the quorum (pkg/decidable cannot see groups).
+		return strings.Replace(pol, one, "p2, acme, payments.pay, 2, requester+agent_owner, INR", 1) + "g, erin, role:finance-1m, acme, _, _\n"
+	})
+	p.SetGroups("dave", "finance-emea")
+	resp, err := tollgatev1.NewRunServiceClient(signedIn(t, e, p, "alice")).StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: "vendor-payment"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	ask := resp.GetRun().GetId() + "/ask_1"
+	if _, err := (surface{tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "dave"))}).Decide(bg, approve(ask)); err != nil {
+		t.Fatalf("dave, through finance-emea: %v", err)
+	}
+	e.settle()
+	if _, err := (surface{tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "frank"))}).Decide(bg, approve(ask)); err != nil {
+		t.Fatalf("frank, by name: %v", err)
+	}
+	e.settle()
+	got, err := tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "audrey")).GetAsk(bg, &tollgatev1.GetAskRequest{AskId: ask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got.GetAsk().GetState(); st != tollgatev1.AskState_ASK_STATE_APPROVED && st != tollgatev1.AskState_ASK_STATE_CONSUMED {
+		t.Fatalf("two approvals, dave's through his group and frank's: the ask is %v (dave's vote withdrawn when frank's came?)", st)
 	}
 }

@@ -285,7 +285,7 @@ func (t *tx) decide(e Decide, expired bool) error {
 		t.reject(a, e.Actor, reason)
 		return nil
 	}
-	return t.vote(a, Decision{Kind: DecisionApprove, Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy}, opt)
+	return t.vote(a, Decision{Kind: DecisionApprove, Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy, Groups: e.Groups}, opt)
 }
 
 // vote counts an approval of opt toward the ask's quorum of distinct
@@ -305,7 +305,7 @@ func (t *tx) vote(a *AskRun, d Decision, opt plan.Option) error {
 			n++
 		}
 	}
-	a.Votes = append(a.Votes, Vote{Actor: d.Actor, Option: opt.ID, At: t.at, Why: d.Why, Digest: a.PayloadDigest(), Evidence: a.EvidenceDigest()})
+	a.Votes = append(a.Votes, Vote{Actor: d.Actor, Option: opt.ID, At: t.at, Why: d.Why, Digest: a.PayloadDigest(), Evidence: a.EvidenceDigest(), Groups: d.Groups})
 	if n < a.Quorum {
 		// The vote that completes the quorum is recorded by choose.
 		vd := d

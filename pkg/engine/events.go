@@ -26,6 +26,11 @@ type Decide struct {
 	Policy string
 	Judged Judged // what it was judged against; the engine refuses it on another ask
 	Quorum int    // the policy's quorum at decision time (I9); see below
+	// Groups are the actor's groups at the identity provider that the
+	// decision was judged with (from the actor's own token), kept with a
+	// vote so a re-check when the next vote comes judges the same
+	// membership against the policy in force then.
+	Groups []string
 	At     time.Time
 }
 

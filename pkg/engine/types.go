@@ -298,6 +298,8 @@ type Vote struct {
 	Digest string    `json:"digest,omitempty"` // PayloadDigest when it was given
 	// Evidence is the EvidenceDigest the vote was given on.
 	Evidence string `json:"evidence,omitempty"`
+	// Groups are the voter's identity-provider groups it was judged with.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // DueAt is when the ask next needs the clock: the reminder or the
@@ -330,6 +332,8 @@ type Decision struct {
 	Text   string       `json:"text,omitempty"`
 	Why    string       `json:"why,omitempty"`    // the authority it was made under (policy's reason, a delegation)
 	Policy string       `json:"policy,omitempty"` // the policy version it was authorized under
+	// Groups are the actor's identity-provider groups it was judged with.
+	Groups []string `json:"groups,omitempty"`
 	// An amendment: the field, its new value (JSON) and the payload
 	// digest the ask bound before it.
 	Field  string `json:"field,omitempty"`

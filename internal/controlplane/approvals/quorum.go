@@ -39,7 +39,7 @@ func (d *Desk) RecheckVotes(ctx context.Context, rec runner.Recorder, run *engin
 		if v.Actor == who {
 			continue
 		}
-		verdict, err := d.Authorize(ctx, v.Actor, run, a, OptionKind(a, v.Option))
+		verdict, err := d.Authorize(judgedWith(ctx, v.Actor, v.Groups), v.Actor, run, a, OptionKind(a, v.Option))
 		if err == nil && verdict.OK {
 			continue
 		}

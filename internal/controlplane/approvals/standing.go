@@ -76,7 +76,7 @@ func (d *Desk) GrantStanding(ctx context.Context, rec runner.Recorder, who strin
 	}
 	why := fmt.Sprintf("%s; and granted standing approval %s (%s) until %s", v.Why, x.ID, x.Scope, x.Until.Format(time.RFC3339))
 	tr, err := rec.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: g.Reason, Why: why, Policy: v.Policy, Quorum: v.Quorum, Judged: judged, At: now}
+		return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: g.Reason, Why: why, Policy: v.Policy, Quorum: v.Quorum, Groups: callerGroups(ctx, who), Judged: judged, At: now}
 	})
 	if err != nil {
 		return engine.Transition{}, err

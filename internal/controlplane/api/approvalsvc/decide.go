@@ -73,7 +73,8 @@ func (s *Service) Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*t
 			return nil, err
 		}
 		build = func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.Why, Policy: auth.Policy, Quorum: auth.Quorum, Judged: judged, At: now}
+			return engine.Decide{Ask: a.ID, Actor: who, Option: opt, Reason: d.Approve.GetReason(), Why: auth.Why, Policy: auth.Policy, Quorum: auth.Quorum,
+				Groups: approvals.CallerGroups(ctx, who), Judged: judged, At: now}
 		}
 	case *tollgatev1.DecideRequest_Reject:
 		build = func(now time.Time) engine.Event {
