@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
@@ -402,6 +403,19 @@ func (s *idpStorage) GetClientByClientID(ctx context.Context, id string) (op.Cli
 }
 
 // cliClient is the public native client with the device grant too.
+// CreateAccessAndRefreshTokens gives a device-grant token the client id
+// the example storage leaves out (its getInfoFromRequest knows only the
+// code and refresh requests), without which the refresh token it issues
+// is refused for the wrong client.
+func (s *idpStorage) CreateAccessAndRefreshTokens(ctx context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
+	switch req.(type) {
+	case *storage.AuthRequest, *storage.RefreshTokenRequest, op.TokenExchangeRequest:
+	default:
+		req = &storage.AuthRequest{ApplicationID: ClientID, UserID: req.GetSubject(), Scopes: req.GetScopes()}
+	}
+	return s.Storage.CreateAccessAndRefreshTokens(ctx, req, current)
+}
+
 type cliClient struct{ op.Client }
 
 func (cliClient) GrantTypes() []zoidc.GrantType {
