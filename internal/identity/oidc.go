@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,7 @@ const GroupPrefix = "group:"
 type OIDCConfig struct {
 	Issuer      string
 	Audience    string
+	ClientID    string
 	PersonClaim string
 	GroupsClaim string
 	Leeway      time.Duration
@@ -63,12 +65,13 @@ type OIDCConfig struct {
 // most once per MinRefresh), each key's algorithm pinned by its type.
 // Build one with [NewOIDCVerifier]; it is safe for concurrent use.
 type OIDCVerifier struct {
-	issuer, person, groups string
-	keys                   *jwks
-	parser                 *jwt.Parser
-	now                    func() time.Time
-	leeway                 time.Duration
-	cache                  *tokenCache
+	issuer, clientID string
+	person, groups   string
+	keys             *jwks
+	parser           *jwt.Parser
+	now              func() time.Time
+	leeway           time.Duration
+	cache            *tokenCache
 }
 
 // NewOIDCVerifier reads the provider's discovery document
@@ -128,7 +131,7 @@ func NewOIDCVerifier(ctx context.Context, cfg OIDCConfig) (*OIDCVerifier, error)
 		return nil, fmt.Errorf("OIDC signing keys of %s: %w", cfg.Issuer, err)
 	}
 	return &OIDCVerifier{
-		issuer: cfg.Issuer, person: cfg.PersonClaim, groups: cfg.GroupsClaim,
+		issuer: cfg.Issuer, clientID: cmp.Or(cfg.ClientID, cfg.Audience), person: cfg.PersonClaim, groups: cfg.GroupsClaim,
 		keys: keys, now: cfg.Now, leeway: cfg.Leeway, cache: &tokenCache{},
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{"RS256", "ES256", algEdDSA}),
@@ -221,6 +224,9 @@ func (v *OIDCVerifier) Verify(ctx context.Context, token string) (Principal, err
 	if _, crit := t.Header["crit"]; crit {
 		return Principal{}, unauthenticated("unsupported critical header")
 	}
+	if why := v.forUs(t, &c); why != "" {
+		return Principal{}, unauthenticated(why)
+	}
 	person, why := v.personOf(c.all)
 	if why != "" {
 		return Principal{}, unauthenticated(why)
@@ -262,6 +268,31 @@ func (v *OIDCVerifier) reason(t *jwt.Token, c *oidcClaims, kid string, err error
 		return "wrong audience: the token was not issued for this server's client id"
 	}
 	return claimReason(&c.tokenClaims, err)
+}
+
+// forUs refuses a token of the provider that is not an ID token issued to
+// this server's client: an access token (RFC 9068's typ at+jwt), or a
+// token whose authorized party (azp) is another client — a provider lists
+// more than one audience when a project or an audience mapper says so, and
+// then only azp says whom it was issued to (OpenID Connect Core 3.1.3.7),
+// so with several audiences azp is required.
+func (v *OIDCVerifier) forUs(t *jwt.Token, c *oidcClaims) string {
+	typ, _ := t.Header["typ"].(string)
+	if typ = strings.ToLower(typ); typ == "at+jwt" || typ == "application/at+jwt" {
+		return "an access token, not an ID token: send the ID token of your sign-in (approvectl login does)"
+	}
+	raw, ok := c.all["azp"]
+	if !ok {
+		if len(c.Audience) > 1 {
+			return fmt.Sprintf("token names %d audiences and no azp: it does not say it was issued to client %q", len(c.Audience), v.clientID)
+		}
+		return ""
+	}
+	var azp string
+	if json.Unmarshal(raw, &azp) != nil || azp != v.clientID {
+		return fmt.Sprintf("token issued to client %.100s, not %q: sign in to this server's client", raw, v.clientID)
+	}
+	return ""
 }
 
 // personOf reads the person claim.

@@ -1,0 +1,148 @@
+package identity
+
+import (
+	"context"
+	"crypto/rsa"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/tollgate-dev/tollgate/internal/oidctest"
+)
+
+// gatedKeys is an HTTP transport in front of the provider whose key-set
+// requests, once armed, hang until released (a provider that stops
+// answering mid-rotation).
+type gatedKeys struct {
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{} // closed when an armed key-set request arrives
+	release chan struct{}
+}
+
+func newGatedKeys() *gatedKeys {
+	return &gatedKeys{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedKeys) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed = true
+}
+
+func (g *gatedKeys) RoundTrip(r *http.Request) (*http.Response, error) {
+	g.mu.Lock()
+	hang := g.armed && !strings.Contains(r.URL.Path, "openid-configuration")
+	if hang {
+		g.armed = false
+		close(g.entered)
+	}
+	g.mu.Unlock()
+	if hang {
+		select {
+		case <-g.release:
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A key-set fetch that hangs (an unknown kid anyone can send, unsigned
+// by anything: one per MinRefresh) must not hold up tokens whose key is
+// already known, cached or not.
+func TestOIDCHangingKeyFetchDoesNotStallKnownKeys(t *testing.T) {
+	p := oidctest.Start(t)
+	gate := newGatedKeys()
+	clock := newFakeClock()
+	v := newOIDC(t, p, clock, func(c *OIDCConfig) { c.HTTPClient = &http.Client{Transport: gate} })
+	cached := p.IDToken(t, "dave")
+	if _, err := v.Verify(t.Context(), cached); err != nil {
+		t.Fatal(err)
+	}
+	fresh := p.IDToken(t, "alice")
+	clock.Add(31 * time.Second) // past MinRefresh: an unknown kid fetches
+
+	gate.arm()
+	rsaPriv := p.PrivateKey("rsa-1").(*rsa.PrivateKey)
+	junk := forge(t, jwt.SigningMethodRS256, "attacker-kid", jwt.MapClaims{"iss": p.Issuer, "aud": oidctest.ClientID,
+		"sub": "x", "iat": clock.Now().Unix(), "exp": clock.Now().Add(time.Hour).Unix()}, rsaPriv)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(gate.release)
+	wg.Go(func() { _, _ = v.Verify(context.Background(), junk) })
+	<-gate.entered
+
+	for name, tok := range map[string]string{"cached token": cached, "fresh token of a known key": fresh} {
+		done := make(chan error, 1)
+		wg.Go(func() {
+			_, err := v.Verify(t.Context(), tok)
+			done <- err
+		})
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s while a key fetch hangs: %v", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: verification blocked behind a hanging key fetch for an unknown kid", name)
+		}
+	}
+}
+
+// A token of the provider that was issued to another client — its azp
+// names that client, even though its aud lists ours too (a provider's
+// project audience or an audience mapper does that) — or an access token
+// (RFC 9068, typ at+jwt) is not a sign-in to this server.
+func TestOIDCRefusesTokensOfAnotherClientAndAccessTokens(t *testing.T) {
+	p := oidctest.Start(t)
+	clock := newFakeClock()
+	v := newOIDC(t, p, clock)
+	rsaPriv := p.PrivateKey("rsa-1").(*rsa.PrivateKey)
+	claims := func(kv ...any) jwt.MapClaims {
+		c := jwt.MapClaims{"iss": p.Issuer, "aud": []string{oidctest.ClientID}, "sub": "dave",
+			"iat": clock.Now().Unix(), "exp": clock.Now().Add(time.Hour).Unix()}
+		for i := 0; i < len(kv); i += 2 {
+			c[kv[i].(string)] = kv[i+1]
+		}
+		return c
+	}
+	ok := forge(t, jwt.SigningMethodRS256, "rsa-1", claims("azp", oidctest.ClientID), rsaPriv)
+	if _, err := v.Verify(t.Context(), ok); err != nil {
+		t.Fatalf("control token (azp our client): %v", err)
+	}
+	at := jwt.NewWithClaims(jwt.SigningMethodRS256, claims("client_id", oidctest.ClientID, "jti", "1"))
+	at.Header["kid"], at.Header["typ"] = "rsa-1", "at+jwt"
+	atTok, err := at.SignedString(rsaPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, token, reason string }{
+		{"azp another client", forge(t, jwt.SigningMethodRS256, "rsa-1",
+			claims("aud", []string{"other-app", oidctest.ClientID}, "azp", "other-app"), rsaPriv), "issued to client"},
+		{"two audiences, no azp", forge(t, jwt.SigningMethodRS256, "rsa-1",
+			claims("aud", []string{"other-app", oidctest.ClientID}), rsaPriv), "azp"},
+		{"access token", atTok, "access token"},
+		{"nbf in the future", forge(t, jwt.SigningMethodRS256, "rsa-1",
+			claims("nbf", clock.Now().Add(time.Hour).Unix()), rsaPriv), "not yet valid"},
+	} {
+		_, err := v.Verify(t.Context(), tc.token)
+		wantRefused(t, tc.name, err, tc.reason)
+	}
+}
+
+// email_verified must be the JSON boolean true: the string "true" (some
+// providers' sloppy mappers) does not verify an address.
+func TestOIDCEmailVerifiedMustBeABoolean(t *testing.T) {
+	p := oidctest.Start(t)
+	clock := newFakeClock()
+	v := newOIDC(t, p, clock, func(c *OIDCConfig) { c.PersonClaim = "email" })
+	p.SetClaim("dave", "email", "dave@example.com")
+	p.SetClaim("dave", "email_verified", "true")
+	_, err := v.Verify(t.Context(), p.IDToken(t, "dave"))
+	wantRefused(t, `email_verified "true"`, err, "email is not verified")
+}
