@@ -185,7 +185,8 @@ func (e *pinError) Error() string { return "algorithm not pinned for this key: "
 // the future (with the leeway), "iss" the issuer and "aud" containing the
 // audience. A person claim that is missing, not a string, too long, or
 // starts with "group:" or "role:" refuses the token, as does a groups
-// claim that is not a string or a list of at most 256 names. Failures wrap
+// claim that is not a string or a list of at most 256 names (a group
+// named with either prefix is left out). Failures wrap
 // [ErrUnauthenticated] with a reason.
 func (v *OIDCVerifier) Verify(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
@@ -338,13 +339,23 @@ func (v *OIDCVerifier) groupsOf(all map[string]json.RawMessage) ([]string, strin
 	if len(list) > maxGroups {
 		return nil, fmt.Sprintf("%s claim lists %d groups; at most %d", v.groups, len(list), maxGroups)
 	}
+	kept := list[:0]
 	for _, g := range list {
 		if why := checkName(v.groups, g); why != "" {
 			return nil, why
 		}
+		// A group named "role:…" or "group:…" is no member policy can
+		// mean (authz refuses such a name, and would refuse every decision
+		// of its members): it is left out, the person's other groups kept.
+		if !slices.ContainsFunc(reservedPrefixes, func(p string) bool { return strings.HasPrefix(g, p) }) {
+			kept = append(kept, g)
+		}
 	}
-	slices.Sort(list)
-	return slices.Compact(list), ""
+	if len(kept) == 0 {
+		return nil, ""
+	}
+	slices.Sort(kept)
+	return slices.Compact(kept), ""
 }
 
 // checkName bounds a person or group name: not empty, valid UTF-8, at

@@ -146,3 +146,76 @@ func TestOIDCEmailVerifiedMustBeABoolean(t *testing.T) {
 	_, err := v.Verify(t.Context(), p.IDToken(t, "dave"))
 	wantRefused(t, `email_verified "true"`, err, "email is not verified")
 }
+
+// failingKeys answers the key set with 500 while failing is set.
+type failingKeys struct {
+	mu      sync.Mutex
+	failing bool
+}
+
+func (f *failingKeys) set(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failing = on
+}
+
+func (f *failingKeys) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	fail := f.failing && !strings.Contains(r.URL.Path, "openid-configuration")
+	f.mu.Unlock()
+	if fail {
+		return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
+			Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// The provider rotates while its key endpoint answers 500: tokens of the
+// keys already held still verify (stale past MaxAge too), a token of the
+// new key is refused, and once the endpoint recovers (after MinRefresh)
+// the new key is fetched and its tokens verify.
+func TestOIDCKeyEndpointFailingThenRecovering(t *testing.T) {
+	p := oidctest.Start(t)
+	keys := &failingKeys{}
+	clock := newFakeClock()
+	v := newOIDC(t, p, clock, func(c *OIDCConfig) {
+		c.HTTPClient = &http.Client{Transport: keys}
+		c.MaxAge = time.Minute
+	})
+	old := p.IDToken(t, "dave")
+	keys.set(true)
+	if err := p.Rotate("ES256", "ec-2", true); err != nil {
+		t.Fatal(err)
+	}
+	rotated := p.IDToken(t, "alice")
+	clock.Add(2 * time.Minute) // stale, and past MinRefresh
+	if _, err := v.Verify(t.Context(), old); err != nil {
+		t.Fatalf("a held key while the endpoint fails: %v", err)
+	}
+	_, err := v.Verify(t.Context(), rotated)
+	wantRefused(t, "the new key while the endpoint fails", err, "unknown key id")
+	keys.set(false)
+	if _, err := v.Verify(t.Context(), rotated); err == nil {
+		t.Fatal("refetched within MinRefresh of the failed attempt")
+	}
+	clock.Add(31 * time.Second)
+	if _, err := v.Verify(t.Context(), rotated); err != nil {
+		t.Fatalf("the new key once the endpoint recovered: %v", err)
+	}
+}
+
+// A group whose name starts with "group:" or "role:" at the provider is
+// not a policy member anyone may mean (authz refuses such names), so it is
+// left out rather than making its members' every decision an error.
+func TestOIDCDropsGroupsWithReservedPrefixes(t *testing.T) {
+	p := oidctest.Start(t)
+	p.SetGroups("dave", "role:admin", "finance-emea", "group:x")
+	v := newOIDC(t, p, newFakeClock())
+	got, err := v.Verify(t.Context(), p.IDToken(t, "dave"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Groups) != 1 || got.Groups[0] != "finance-emea" {
+		t.Fatalf("groups %v, want [finance-emea]", got.Groups)
+	}
+}
