@@ -2,6 +2,8 @@ package identity
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/rsa"
 	"net/http"
 	"strings"
@@ -217,5 +219,41 @@ func TestOIDCDropsGroupsWithReservedPrefixes(t *testing.T) {
 	}
 	if len(got.Groups) != 1 || got.Groups[0] != "finance-emea" {
 		t.Fatalf("groups %v, want [finance-emea]", got.Groups)
+	}
+}
+
+// Each issuer's tokens verify only with that issuer's keys: the static
+// key signing a token that names the provider (with the static kid, or
+// the provider's), and the provider's key signing one that names the
+// static issuer, are refused, and an unknown-kid token costs no fetch
+// within MinRefresh.
+func TestIssuerKeyConfusion(t *testing.T) {
+	p := oidctest.Start(t)
+	clock := newFakeClock()
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	people := newOIDC(t, p, clock)
+	v, err := NewVerifier(Config{Issuer: testIssuer, Audience: testAudience, Keys: map[string]ed25519.PublicKey{"svc": pub},
+		Leeway: 30 * time.Second, Now: clock.Now, OIDC: people})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaPriv := p.PrivateKey("rsa-1").(*rsa.PrivateKey)
+	claims := func(iss, aud string) jwt.MapClaims {
+		return jwt.MapClaims{"iss": iss, "aud": aud, "sub": "dave", "groups": []string{"finance-emea"},
+			"iat": clock.Now().Unix(), "exp": clock.Now().Add(time.Hour).Unix()}
+	}
+	fetches := people.KeyFetches()
+	for _, tc := range []struct{ name, token, reason string }{
+		{"static key, provider's iss, static kid", forge(t, jwt.SigningMethodEdDSA, "svc", claims(p.Issuer, oidctest.ClientID), priv), "unknown key id"},
+		{"static key, provider's iss and kid", forge(t, jwt.SigningMethodEdDSA, "rsa-1", claims(p.Issuer, oidctest.ClientID), priv), "does not match key"},
+		{"provider's key, static iss, provider's kid", forge(t, jwt.SigningMethodRS256, "rsa-1", claims(testIssuer, testAudience), rsaPriv), "unsupported algorithm"},
+		{"provider's key, static iss, static kid", forge(t, jwt.SigningMethodRS256, "svc", claims(testIssuer, testAudience), rsaPriv), "unsupported algorithm"},
+		{"provider's key, provider's iss, static audience", forge(t, jwt.SigningMethodRS256, "rsa-1", claims(p.Issuer, testAudience), rsaPriv), "wrong audience"},
+	} {
+		_, err := v.Verify(t.Context(), tc.token)
+		wantRefused(t, tc.name, err, tc.reason)
+	}
+	if n := people.KeyFetches() - fetches; n != 0 {
+		t.Fatalf("confused tokens fetched the key set %d times within MinRefresh", n)
 	}
 }
