@@ -82,9 +82,9 @@ type jwks struct {
 	log        *slog.Logger
 
 	mu        sync.Mutex
-	keys      map[string]pinnedKey // nil until a fetch succeeds
-	fetchedAt time.Time            // last attempt
-	okAt      time.Time            // last success
+	keys      map[string][]pinnedKey // by kid; nil until a fetch succeeds
+	fetchedAt time.Time              // last attempt
+	okAt      time.Time              // last success
 	fetches   int
 	inflight  chan struct{} // closed when the fetch in flight ends; nil when none
 }
@@ -93,17 +93,18 @@ type jwks struct {
 func (s *jwks) has(kid string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.keys[kid]
-	return ok
+	return len(s.keys[kid]) > 0
 }
 
-// lookup returns the key kid names, fetching the set when kid is unknown
+// lookup returns the keys kid names (RFC 7517 §4.5 lets keys of
+// different types share a kid; each keeps the algorithm its type pins),
+// fetching the set when kid is unknown
 // or the cache is stale and the last attempt is older than minRefresh. A
 // caller whose kid is unknown waits for a fetch in flight (or for ctx).
-func (s *jwks) lookup(ctx context.Context, kid string) (pinnedKey, error) {
+func (s *jwks) lookup(ctx context.Context, kid string) ([]pinnedKey, error) {
 	s.mu.Lock()
 	now := s.now()
-	k, known := s.keys[kid]
+	k, known := s.keys[kid], len(s.keys[kid]) > 0
 	if known && now.Sub(s.okAt) <= s.maxAge {
 		s.mu.Unlock()
 		return k, nil
@@ -121,18 +122,18 @@ func (s *jwks) lookup(ctx context.Context, kid string) (pinnedKey, error) {
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return pinnedKey{}, fmt.Errorf("%w: %w", errKeysUnavailable, ctx.Err())
+			return nil, fmt.Errorf("%w: %w", errKeysUnavailable, ctx.Err())
 		}
 		s.mu.Lock()
 	}
 	defer s.mu.Unlock()
 	if s.keys == nil {
-		return pinnedKey{}, errKeysUnavailable
+		return nil, errKeysUnavailable
 	}
-	if k, ok := s.keys[kid]; ok {
+	if k := s.keys[kid]; len(k) > 0 {
 		return k, nil
 	}
-	return pinnedKey{}, errKeyUnknown
+	return nil, errKeyUnknown
 }
 
 // fetch fetches the set now (at start: a failure fails the start).
@@ -172,7 +173,7 @@ func (s *jwks) run(ctx context.Context, done chan struct{}) error {
 }
 
 // get fetches and reads the set, without the lock.
-func (s *jwks) get(ctx context.Context) (map[string]pinnedKey, error) {
+func (s *jwks) get(ctx context.Context) (map[string][]pinnedKey, error) {
 	var raw struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
@@ -182,7 +183,7 @@ func (s *jwks) get(ctx context.Context) (map[string]pinnedKey, error) {
 	if err := getJSON(context.WithoutCancel(ctx), s.client, s.url, &raw); err != nil {
 		return nil, err
 	}
-	keys := make(map[string]pinnedKey, len(raw.Keys))
+	keys := make(map[string][]pinnedKey, len(raw.Keys))
 	for _, r := range raw.Keys {
 		var k jose.JSONWebKey
 		// Unsupported key types, private keys, kid-less keys and keys whose
@@ -191,7 +192,7 @@ func (s *jwks) get(ctx context.Context) (map[string]pinnedKey, error) {
 			continue
 		}
 		if alg, ok := pinnedAlg(k); ok {
-			keys[k.KeyID] = pinnedKey{alg: alg, key: k.Key}
+			keys[k.KeyID] = append(keys[k.KeyID], pinnedKey{alg: alg, key: k.Key})
 		}
 	}
 	if len(keys) == 0 {

@@ -210,14 +210,27 @@ func (v *OIDCVerifier) Verify(ctx context.Context, token string) (Principal, err
 		if kid == "" {
 			return nil, errKeyMissing
 		}
-		k, err := v.keys.lookup(ctx, kid)
+		ks, err := v.keys.lookup(ctx, kid)
 		if err != nil {
 			return nil, err
 		}
-		if t.Method.Alg() != k.alg {
-			return nil, &pinError{pinned: k.alg}
+		// Only the keys whose type pins the token's alg may verify it.
+		var set jwt.VerificationKeySet
+		var pinned []string
+		for _, k := range ks {
+			if k.alg == t.Method.Alg() {
+				set.Keys = append(set.Keys, k.key)
+			} else if !slices.Contains(pinned, k.alg) {
+				pinned = append(pinned, k.alg)
+			}
 		}
-		return k.key, nil
+		switch len(set.Keys) {
+		case 0:
+			return nil, &pinError{pinned: strings.Join(pinned, " or ")}
+		case 1:
+			return set.Keys[0], nil
+		}
+		return set, nil
 	})
 	if err != nil {
 		return Principal{}, unauthenticated(v.reason(t, &c, kid, err))

@@ -257,3 +257,31 @@ func TestIssuerKeyConfusion(t *testing.T) {
 		t.Fatalf("confused tokens fetched the key set %d times within MinRefresh", n)
 	}
 }
+
+// RFC 7517 §4.5 lets a key set give one kid to keys of different types
+// ("equivalent alternatives"): a provider moving from RSA to EC under the
+// same kid publishes both. Each must verify its own tokens (its type
+// still pins its algorithm); the later one must not hide the earlier.
+func TestOIDCOneKidTwoKeyTypes(t *testing.T) {
+	p := oidctest.Start(t)
+	clock := newFakeClock()
+	v := newOIDC(t, p, clock)
+	rsaPriv := p.PrivateKey("rsa-1").(*rsa.PrivateKey)
+	if err := p.Rotate("ES256", "rsa-1", true); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(11 * time.Minute) // past MaxAge: the set is fetched again
+	ecTok := p.IDToken(t, "alice")
+	if _, err := v.Verify(t.Context(), ecTok); err != nil {
+		t.Fatalf("ES256 token of the new key with the shared kid: %v", err)
+	}
+	rsTok := forge(t, jwt.SigningMethodRS256, "rsa-1", jwt.MapClaims{"iss": p.Issuer, "aud": oidctest.ClientID, "sub": "dave",
+		"iat": clock.Now().Unix(), "exp": clock.Now().Add(time.Hour).Unix()}, rsaPriv)
+	if _, err := v.Verify(t.Context(), rsTok); err != nil {
+		t.Fatalf("RS256 token of the old key with the shared kid: %v", err)
+	}
+	// Still no confusion: HS256 or PS256 under the shared kid is refused.
+	_, err := v.Verify(t.Context(), forge(t, jwt.SigningMethodPS256, "rsa-1", jwt.MapClaims{"iss": p.Issuer, "aud": oidctest.ClientID, "sub": "dave",
+		"iat": clock.Now().Unix(), "exp": clock.Now().Add(time.Hour).Unix()}, rsaPriv))
+	wantRefused(t, "PS256 under the shared kid", err, "unsupported algorithm")
+}
