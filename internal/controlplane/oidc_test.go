@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +234,32 @@ func TestGroupVoteSurvivesTheNextVote(t *testing.T) {
 	}
 	if st := got.GetAsk().GetState(); st != tollgatev1.AskState_ASK_STATE_APPROVED && st != tollgatev1.AskState_ASK_STATE_CONSUMED {
 		t.Fatalf("two approvals, dave's through his group and frank's: the ask is %v (dave's vote withdrawn when frank's came?)", st)
+	}
+}
+
+// WhoAmI says who the server takes the caller for, and the roles policy
+// gives them now: through the provider's group while the token carries it,
+// by name alone once it does not.
+func TestWhoAmISaysTheRolesGroupsGive(t *testing.T) {
+	e, p := oidcEnv(t)
+	p.SetGroups("dave", "finance-emea")
+	who := func() *tollgatev1.WhoAmIResponse {
+		t.Helper()
+		r, err := tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "dave")).WhoAmI(bg, &tollgatev1.WhoAmIRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := who()
+	if r.GetSubject() != "dave" || r.GetKind() != identity.KindPerson || r.GetIssuer() != p.Issuer || strings.Join(r.GetGroups(), ",") != "finance-emea" || r.GetDomain() != "acme" {
+		t.Fatalf("WhoAmI: %v", r)
+	}
+	if !slices.Contains(r.GetRoles(), "finance-1m") || !slices.Contains(r.GetRoles(), "finance-100k") {
+		t.Fatalf("dave in finance-emea holds finance-1m through it and finance-100k by name: %v", r.GetRoles())
+	}
+	p.SetGroups("dave")
+	if r := who(); slices.Contains(r.GetRoles(), "finance-1m") || len(r.GetGroups()) != 0 {
+		t.Fatalf("out of the group: %v", r)
 	}
 }
