@@ -82,6 +82,11 @@ func (p *bearerPlane) record(ctx context.Context, req any, _ *grpc.UnaryServerIn
 	return h(ctx, req)
 }
 
+// WhoAmI answers as a control plane would for dave.
+func (p *bearerPlane) WhoAmI(context.Context, *tollgatev1.WhoAmIRequest) (*tollgatev1.WhoAmIResponse, error) {
+	return &tollgatev1.WhoAmIResponse{Subject: "dave", Kind: "person", Issuer: "idp", Groups: []string{"finance-emea"}, Roles: []string{"finance-1m", "member"}, Domain: "acme"}, nil
+}
+
 func (p *bearerPlane) last() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -233,6 +238,12 @@ func TestLoginDeviceFlowCacheRefreshLogout(t *testing.T) {
 	}
 	if who.Subject != "dave" || fmt.Sprint(who.Groups) != "[finance-emea]" || who.Issuer != issuer || who.Server != server || who.Source != "cache "+path || who.Expired {
 		t.Errorf("whoami says %+v", who)
+	}
+	if v := who.Seen; v == nil || v.Subject != "dave" || fmt.Sprint(v.Roles) != "[finance-1m member]" || v.Domain != "acme" {
+		t.Errorf("whoami's server view: %+v", who.Seen)
+	}
+	if got := plane.last(); got != "Bearer "+first.IDToken {
+		t.Errorf("whoami asked the server with %.30q…, want the cached ID token", got)
 	}
 	stdout, _, _ = e.run("whoami", "--server", server)
 	for _, want := range []string{"subject  dave", "groups   finance-emea", "issuer   " + issuer, "token    cache " + path} {
@@ -404,7 +415,7 @@ func TestTokenCacheRefusesAFileOthersCanRead(t *testing.T) {
 	if err := c.store(&cachedToken{Server: server, Issuer: "https://idp.test", ClientID: "approvectl", IDToken: tok, Expiry: time.Unix(4102444800, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	if stdout, stderr, code := e.run("whoami", "--server", server); code != 0 || !strings.Contains(stdout, "subject  dave") {
+	if stdout, stderr, code := e.run("whoami", "--local", "--server", server); code != 0 || !strings.Contains(stdout, "subject  dave") {
 		t.Fatalf("whoami with a 0600 cache: exit %d %s %s", code, stdout, stderr)
 	}
 	if err := os.Chmod(c.path(server), 0o644); err != nil {

@@ -1,11 +1,14 @@
 package approvectl
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 )
 
 // whoamiResult is what whoami prints under -o json.
@@ -18,10 +21,24 @@ type whoamiResult struct {
 	Groups  []string  `json:"groups"`
 	Expiry  time.Time `json:"expiry,omitzero"`
 	Expired bool      `json:"expired"`
+	// Seen is who the server takes the caller for (WhoAmI); absent with
+	// --local.
+	Seen *serverView `json:"server_view,omitempty"`
+}
+
+// serverView is WhoAmI's answer.
+type serverView struct {
+	Subject string   `json:"subject"`
+	Kind    string   `json:"kind"`
+	Issuer  string   `json:"issuer"`
+	Groups  []string `json:"groups"`
+	Roles   []string `json:"roles"`
+	Domain  string   `json:"domain"`
 }
 
 func newWhoamiCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var local bool
+	cmd := &cobra.Command{
 		Use:   "whoami",
 		Short: "Show who your token says you are for this server",
 		Long: `Show who the token approvectl would send to the server says you are: its
@@ -29,11 +46,13 @@ issuer, subject, groups and expiry, and where the token came from (--token,
 --as, $TOLLGATE_TOKEN, or the cache approvectl login keeps). A cached token
 about to expire is refreshed first, as before any call.
 
-This reads the token's claims; it does not ask the server. The server checks
-the signature, the issuer and the audience on every call, and maps the groups
-into policy.`,
+Then it asks the server who it takes you for (it checks the signature, the
+issuer and the audience) and the roles policy gives you there now, directly
+or through a group: "server" and "roles" below (server_view in -o json).
+--local reads the token's claims only and asks no server.`,
 		Example: `  approvectl whoami
-  approvectl whoami --server tollgate.acme.example:443 -o json | jq -r .groups[]`,
+  approvectl whoami --local
+  approvectl whoami --server tollgate.acme.example:443 -o json | jq -r .server_view.roles[]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			server := g.serverAddr()
@@ -52,6 +71,19 @@ into policy.`,
 			}
 			now := g.cfg.Now()
 			res.Expired = !res.Expiry.IsZero() && !res.Expiry.After(now)
+			if !local {
+				err := g.session(cmd, func(ctx context.Context, c *client) error {
+					r, err := c.approvals.WhoAmI(ctx, &tollgatev1.WhoAmIRequest{})
+					if err != nil {
+						return rpcErr(err)
+					}
+					res.Seen = &serverView{Subject: r.GetSubject(), Kind: r.GetKind(), Issuer: r.GetIssuer(), Groups: nonNil(r.GetGroups()), Roles: nonNil(r.GetRoles()), Domain: r.GetDomain()}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
 			if g.json() {
 				return g.printJSON(res)
 			}
@@ -72,9 +104,22 @@ into policy.`,
 				fmt.Fprintf(w, "expires  %s (in %s)\n", res.Expiry.Local().Format("2006-01-02 15:04:05"), res.Expiry.Sub(now).Round(time.Second))
 			}
 			fmt.Fprintf(w, "token    %s\n", res.Source)
+			if v := res.Seen; v != nil {
+				fmt.Fprintf(w, "seen as  %s (%s), signed by %s\n", v.Subject, v.Kind, orDash(v.Issuer))
+				fmt.Fprintf(w, "roles    %s (domain %s)\n", orDash(strings.Join(v.Roles, ", ")), v.Domain)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&local, "local", false, "read the token's claims only; ask no server")
+	return cmd
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func orDash(s string) string {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -233,5 +235,73 @@ func TestGroupVoteSurvivesTheNextVote(t *testing.T) {
 	}
 	if st := got.GetAsk().GetState(); st != tollgatev1.AskState_ASK_STATE_APPROVED && st != tollgatev1.AskState_ASK_STATE_CONSUMED {
 		t.Fatalf("two approvals, dave's through his group and frank's: the ask is %v (dave's vote withdrawn when frank's came?)", st)
+	}
+}
+
+// WhoAmI says who the server takes the caller for, and the roles policy
+// gives them now: through the provider's group while the token carries it,
+// by name alone once it does not.
+func TestWhoAmISaysTheRolesGroupsGive(t *testing.T) {
+	e, p := oidcEnv(t)
+	p.SetGroups("dave", "finance-emea")
+	who := func() *tollgatev1.WhoAmIResponse {
+		t.Helper()
+		r, err := tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "dave")).WhoAmI(bg, &tollgatev1.WhoAmIRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := who()
+	if r.GetSubject() != "dave" || r.GetKind() != identity.KindPerson || r.GetIssuer() != p.Issuer || strings.Join(r.GetGroups(), ",") != "finance-emea" || r.GetDomain() != "acme" {
+		t.Fatalf("WhoAmI: %v", r)
+	}
+	if !slices.Contains(r.GetRoles(), "finance-1m") || !slices.Contains(r.GetRoles(), "finance-100k") {
+		t.Fatalf("dave in finance-emea holds finance-1m through it and finance-100k by name: %v", r.GetRoles())
+	}
+	p.SetGroups("dave")
+	if r := who(); slices.Contains(r.GetRoles(), "finance-1m") || len(r.GetGroups()) != 0 {
+		t.Fatalf("out of the group: %v", r)
+	}
+}
+
+// A standing approval granted through a group applies to the next matching
+// ask: the granter is judged each time with the groups the grant was
+// given under (their own token's then), against the policy in force. Before,
+// the granter was judged without groups, so it never applied.
+func TestGroupStandingApprovalApplies(t *testing.T) {
+	e, p := oidcEnv(t)
+	p.SetGroups("dave", "finance-emea")
+	start := func() string {
+		t.Helper()
+		resp, err := tollgatev1.NewRunServiceClient(signedIn(t, e, p, "alice")).StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: "vendor-payment"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.settle()
+		return resp.GetRun().GetId()
+	}
+	state := func(run string) tollgatev1.RunState {
+		t.Helper()
+		r, err := tollgatev1.NewRunServiceClient(signedIn(t, e, p, "alice")).GetRun(bg, &tollgatev1.GetRunRequest{RunId: run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetRun().GetState()
+	}
+	r1 := start()
+	_, err := (surface{tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "dave"))}).Decide(bg, &tollgatev1.DecideRequest{AskId: r1 + "/ask_1",
+		Decision: &tollgatev1.DecideRequest_ApproveException{ApproveException: &tollgatev1.ApproveException{
+			Until: timestamppb.New(time.Now().Add(time.Hour)), Scope: "payments.pay vendor=V-1187 amount<=500000", Reason: "monthly rent"}}})
+	if err != nil {
+		t.Fatalf("dave grants a standing approval within what finance-emea gives him: %v", err)
+	}
+	e.settle()
+	if st := state(r1); st != tollgatev1.RunState_RUN_STATE_COMPLETE {
+		t.Fatalf("the granting approval approves its own ask: %v", st)
+	}
+	r2 := start()
+	if st := state(r2); st != tollgatev1.RunState_RUN_STATE_COMPLETE {
+		t.Fatalf("the next matching ask is not approved by the standing approval granted through a group: %v", st)
 	}
 }

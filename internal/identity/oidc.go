@@ -189,14 +189,8 @@ func (e *pinError) Error() string { return "algorithm not pinned for this key: "
 // named with either prefix is left out). Failures wrap
 // [ErrUnauthenticated] with a reason.
 func (v *OIDCVerifier) Verify(ctx context.Context, token string) (Principal, error) {
-	if token == "" {
-		return Principal{}, unauthenticated("missing token")
-	}
-	if len(token) > maxTokenBytes {
-		return Principal{}, unauthenticated("token too large")
-	}
-	if !compactJWS(token) {
-		return Principal{}, unauthenticated("malformed token")
+	if err := wellFormed(token); err != nil {
+		return Principal{}, err
 	}
 	if ct, ok := v.cache.entry(token, v.now()); ok && v.keys.has(ct.kid) {
 		// A key the provider has since withdrawn un-vouches its tokens,

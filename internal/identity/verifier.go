@@ -173,14 +173,8 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 // neither issuer is refused as "unknown issuer". The sub claim may not
 // start with "group:" or "role:".
 func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) {
-	if token == "" {
-		return Principal{}, unauthenticated("missing token")
-	}
-	if len(token) > maxTokenBytes {
-		return Principal{}, unauthenticated("token too large")
-	}
-	if !compactJWS(token) {
-		return Principal{}, unauthenticated("malformed token")
+	if err := wellFormed(token); err != nil {
+		return Principal{}, err
 	}
 	if v.oidc != nil {
 		switch iss := peekIssuer(token); iss {
@@ -312,4 +306,18 @@ func peekIssuer(token string) string {
 		return ""
 	}
 	return c.Issuer
+}
+
+// wellFormed is what every verifier checks before it parses a token:
+// present, within maxTokenBytes, a compact JWS.
+func wellFormed(token string) error {
+	switch {
+	case token == "":
+		return unauthenticated("missing token")
+	case len(token) > maxTokenBytes:
+		return unauthenticated("token too large")
+	case !compactJWS(token):
+		return unauthenticated("malformed token")
+	}
+	return nil
 }

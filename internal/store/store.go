@@ -71,6 +71,10 @@ type Standing struct {
 	RevokedBy    string    `json:"revoked_by,omitempty"`
 	RevokedAt    time.Time `json:"revoked_at,omitzero"`
 	RevokeReason string    `json:"revoke_reason,omitempty"`
+	// GrantedGroups are the granter's identity-provider groups the grant
+	// was judged with (their own token's); each time it applies, the
+	// granter is judged with them again, under the policy in force then.
+	GrantedGroups []string `json:"granted_groups,omitempty"`
 }
 
 // AskID joins a run id and a stopping point id.

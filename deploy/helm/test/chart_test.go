@@ -714,6 +714,8 @@ func TestChartRefuses(t *testing.T) {
 		{"unknown value", def, []string{"controlPlane.replica=3"}, "additional properties"},
 		{"bad duration", def, []string{"controlPlane.drainDelay=5 seconds"}, "drainDelay"},
 		{"ca without tls", def, []string{"redis.ca.existingSecret=ca"}, "rediss://"},
+		{"no token signer", def, []string{"jwt.existingSecret=", "jwt.keyIDs=null"}, "(or oidc.issuer) are required"},
+		{"oidc without a client", def, []string{"oidc.issuer=https://idp.example"}, "oidc.clientID is required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := renderRaw(t, c.values, c.set...)

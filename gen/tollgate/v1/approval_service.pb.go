@@ -297,6 +297,135 @@ func (x *InboxItem) GetDecidedByCaller() bool {
 	return false
 }
 
+// WhoAmIRequest is the input of WhoAmI: the caller is the credential.
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{1}
+}
+
+// WhoAmIResponse is who the server takes the caller for.
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The subject the credential names (the person, service or agent).
+	Subject string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// "person", "service" or "agent", as the credential says.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The issuer that signed the credential.
+	Issuer string `protobuf:"bytes,3,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// The identity provider's groups the credential carries.
+	Groups []string `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The roles policy gives the caller in domain now (bare names, e.g.
+	// "finance-1m"), directly or through a group, sorted.
+	Roles []string `protobuf:"bytes,5,rep,name=roles,proto3" json:"roles,omitempty"`
+	// The policy domain of this control plane.
+	Domain        string `protobuf:"bytes,6,opt,name=domain,proto3" json:"domain,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WhoAmIResponse) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
 // ListAsksRequest is the input of ListAsks. Filters combine with AND.
 type ListAsksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -316,7 +445,7 @@ type ListAsksRequest struct {
 
 func (x *ListAsksRequest) Reset() {
 	*x = ListAsksRequest{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[1]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +457,7 @@ func (x *ListAsksRequest) String() string {
 func (*ListAsksRequest) ProtoMessage() {}
 
 func (x *ListAsksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[1]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +470,7 @@ func (x *ListAsksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAsksRequest.ProtoReflect.Descriptor instead.
 func (*ListAsksRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{1}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListAsksRequest) GetStates() []AskState {
@@ -385,7 +514,7 @@ type ListAsksResponse struct {
 
 func (x *ListAsksResponse) Reset() {
 	*x = ListAsksResponse{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[2]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +526,7 @@ func (x *ListAsksResponse) String() string {
 func (*ListAsksResponse) ProtoMessage() {}
 
 func (x *ListAsksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[2]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +539,7 @@ func (x *ListAsksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAsksResponse.ProtoReflect.Descriptor instead.
 func (*ListAsksResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{2}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListAsksResponse) GetItems() []*InboxItem {
@@ -441,7 +570,7 @@ type GetAskRequest struct {
 
 func (x *GetAskRequest) Reset() {
 	*x = GetAskRequest{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[3]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +582,7 @@ func (x *GetAskRequest) String() string {
 func (*GetAskRequest) ProtoMessage() {}
 
 func (x *GetAskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[3]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +595,7 @@ func (x *GetAskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAskRequest.ProtoReflect.Descriptor instead.
 func (*GetAskRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{3}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetAskRequest) GetAskId() string {
@@ -499,7 +628,7 @@ type GetAskResponse struct {
 
 func (x *GetAskResponse) Reset() {
 	*x = GetAskResponse{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[4]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +640,7 @@ func (x *GetAskResponse) String() string {
 func (*GetAskResponse) ProtoMessage() {}
 
 func (x *GetAskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[4]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +653,7 @@ func (x *GetAskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAskResponse.ProtoReflect.Descriptor instead.
 func (*GetAskResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{4}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetAskResponse) GetAsk() *Ask {
@@ -580,7 +709,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[5]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +721,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[5]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +734,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{5}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DecideRequest) GetAskId() string {
@@ -782,7 +911,7 @@ type Approve struct {
 
 func (x *Approve) Reset() {
 	*x = Approve{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[6]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +923,7 @@ func (x *Approve) String() string {
 func (*Approve) ProtoMessage() {}
 
 func (x *Approve) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[6]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +936,7 @@ func (x *Approve) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approve.ProtoReflect.Descriptor instead.
 func (*Approve) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{6}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Approve) GetOptionId() string {
@@ -836,7 +965,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[7]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +977,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[7]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +990,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{7}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Reject) GetReason() string {
@@ -883,7 +1012,7 @@ type RequestEvidence struct {
 
 func (x *RequestEvidence) Reset() {
 	*x = RequestEvidence{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[8]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1024,7 @@ func (x *RequestEvidence) String() string {
 func (*RequestEvidence) ProtoMessage() {}
 
 func (x *RequestEvidence) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[8]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1037,7 @@ func (x *RequestEvidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestEvidence.ProtoReflect.Descriptor instead.
 func (*RequestEvidence) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{8}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RequestEvidence) GetWhat() string {
@@ -935,7 +1064,7 @@ type Amend struct {
 
 func (x *Amend) Reset() {
 	*x = Amend{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[9]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1076,7 @@ func (x *Amend) String() string {
 func (*Amend) ProtoMessage() {}
 
 func (x *Amend) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[9]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1089,7 @@ func (x *Amend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Amend.ProtoReflect.Descriptor instead.
 func (*Amend) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{9}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Amend) GetField() string {
@@ -998,7 +1127,7 @@ type Delegate struct {
 
 func (x *Delegate) Reset() {
 	*x = Delegate{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[10]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1139,7 @@ func (x *Delegate) String() string {
 func (*Delegate) ProtoMessage() {}
 
 func (x *Delegate) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[10]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1152,7 @@ func (x *Delegate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delegate.ProtoReflect.Descriptor instead.
 func (*Delegate) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{10}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Delegate) GetTo() string {
@@ -1060,7 +1189,7 @@ type ApproveException struct {
 
 func (x *ApproveException) Reset() {
 	*x = ApproveException{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[11]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1201,7 @@ func (x *ApproveException) String() string {
 func (*ApproveException) ProtoMessage() {}
 
 func (x *ApproveException) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[11]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1214,7 @@ func (x *ApproveException) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveException.ProtoReflect.Descriptor instead.
 func (*ApproveException) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{11}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApproveException) GetOptionId() string {
@@ -1128,7 +1257,7 @@ type Revoke struct {
 
 func (x *Revoke) Reset() {
 	*x = Revoke{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[12]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1269,7 @@ func (x *Revoke) String() string {
 func (*Revoke) ProtoMessage() {}
 
 func (x *Revoke) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[12]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1282,7 @@ func (x *Revoke) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revoke.ProtoReflect.Descriptor instead.
 func (*Revoke) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{12}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Revoke) GetReason() string {
@@ -1174,7 +1303,7 @@ type TextAnswer struct {
 
 func (x *TextAnswer) Reset() {
 	*x = TextAnswer{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[13]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1315,7 @@ func (x *TextAnswer) String() string {
 func (*TextAnswer) ProtoMessage() {}
 
 func (x *TextAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[13]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1328,7 @@ func (x *TextAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextAnswer.ProtoReflect.Descriptor instead.
 func (*TextAnswer) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{13}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TextAnswer) GetText() string {
@@ -1225,7 +1354,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[14]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1366,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[14]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1379,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{14}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DecideResponse) GetDecision() *Decision {
@@ -1296,7 +1425,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[15]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1437,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[15]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1450,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{15}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AnswerRequest) GetAskId() string {
@@ -1375,7 +1504,7 @@ type AnswerResponse struct {
 
 func (x *AnswerResponse) Reset() {
 	*x = AnswerResponse{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[16]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1516,7 @@ func (x *AnswerResponse) String() string {
 func (*AnswerResponse) ProtoMessage() {}
 
 func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[16]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1529,7 @@ func (x *AnswerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerResponse.ProtoReflect.Descriptor instead.
 func (*AnswerResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{16}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AnswerResponse) GetKind() AnswerKind {
@@ -1465,7 +1594,7 @@ type WatchAsksRequest struct {
 
 func (x *WatchAsksRequest) Reset() {
 	*x = WatchAsksRequest{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[17]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1606,7 @@ func (x *WatchAsksRequest) String() string {
 func (*WatchAsksRequest) ProtoMessage() {}
 
 func (x *WatchAsksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[17]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1619,7 @@ func (x *WatchAsksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAsksRequest.ProtoReflect.Descriptor instead.
 func (*WatchAsksRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{17}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchAsksRequest) GetStates() []AskState {
@@ -1521,7 +1650,7 @@ type WatchAsksResponse struct {
 
 func (x *WatchAsksResponse) Reset() {
 	*x = WatchAsksResponse{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[18]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1662,7 @@ func (x *WatchAsksResponse) String() string {
 func (*WatchAsksResponse) ProtoMessage() {}
 
 func (x *WatchAsksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[18]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1675,7 @@ func (x *WatchAsksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchAsksResponse.ProtoReflect.Descriptor instead.
 func (*WatchAsksResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{18}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchAsksResponse) GetKind() InboxChangeKind {
@@ -1579,7 +1708,7 @@ type AttachEvidenceRequest struct {
 
 func (x *AttachEvidenceRequest) Reset() {
 	*x = AttachEvidenceRequest{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[19]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1720,7 @@ func (x *AttachEvidenceRequest) String() string {
 func (*AttachEvidenceRequest) ProtoMessage() {}
 
 func (x *AttachEvidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[19]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1733,7 @@ func (x *AttachEvidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvidenceRequest.ProtoReflect.Descriptor instead.
 func (*AttachEvidenceRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{19}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AttachEvidenceRequest) GetAskId() string {
@@ -1643,7 +1772,7 @@ type EvidenceUpload struct {
 
 func (x *EvidenceUpload) Reset() {
 	*x = EvidenceUpload{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[20]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1784,7 @@ func (x *EvidenceUpload) String() string {
 func (*EvidenceUpload) ProtoMessage() {}
 
 func (x *EvidenceUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[20]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1797,7 @@ func (x *EvidenceUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvidenceUpload.ProtoReflect.Descriptor instead.
 func (*EvidenceUpload) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{20}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EvidenceUpload) GetName() string {
@@ -1703,7 +1832,7 @@ type AttachEvidenceResponse struct {
 
 func (x *AttachEvidenceResponse) Reset() {
 	*x = AttachEvidenceResponse{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[21]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1844,7 @@ func (x *AttachEvidenceResponse) String() string {
 func (*AttachEvidenceResponse) ProtoMessage() {}
 
 func (x *AttachEvidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[21]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1857,7 @@ func (x *AttachEvidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachEvidenceResponse.ProtoReflect.Descriptor instead.
 func (*AttachEvidenceResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{21}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AttachEvidenceResponse) GetAsk() *Ask {
@@ -1754,7 +1883,7 @@ type ListExceptionsRequest struct {
 
 func (x *ListExceptionsRequest) Reset() {
 	*x = ListExceptionsRequest{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[22]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1895,7 @@ func (x *ListExceptionsRequest) String() string {
 func (*ListExceptionsRequest) ProtoMessage() {}
 
 func (x *ListExceptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[22]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1908,7 @@ func (x *ListExceptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExceptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExceptionsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{22}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListExceptionsRequest) GetIncludeInactive() bool {
@@ -1816,7 +1945,7 @@ type ListExceptionsResponse struct {
 
 func (x *ListExceptionsResponse) Reset() {
 	*x = ListExceptionsResponse{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[23]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1957,7 @@ func (x *ListExceptionsResponse) String() string {
 func (*ListExceptionsResponse) ProtoMessage() {}
 
 func (x *ListExceptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[23]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1970,7 @@ func (x *ListExceptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExceptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExceptionsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{23}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListExceptionsResponse) GetExceptions() []*StandingException {
@@ -1871,7 +2000,7 @@ type RevokeExceptionRequest struct {
 
 func (x *RevokeExceptionRequest) Reset() {
 	*x = RevokeExceptionRequest{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[24]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2012,7 @@ func (x *RevokeExceptionRequest) String() string {
 func (*RevokeExceptionRequest) ProtoMessage() {}
 
 func (x *RevokeExceptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[24]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2025,7 @@ func (x *RevokeExceptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeExceptionRequest.ProtoReflect.Descriptor instead.
 func (*RevokeExceptionRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{24}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RevokeExceptionRequest) GetExceptionId() string {
@@ -1924,7 +2053,7 @@ type RevokeExceptionResponse struct {
 
 func (x *RevokeExceptionResponse) Reset() {
 	*x = RevokeExceptionResponse{}
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[25]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2065,7 @@ func (x *RevokeExceptionResponse) String() string {
 func (*RevokeExceptionResponse) ProtoMessage() {}
 
 func (x *RevokeExceptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_approval_service_proto_msgTypes[25]
+	mi := &file_tollgate_v1_approval_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2078,7 @@ func (x *RevokeExceptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeExceptionResponse.ProtoReflect.Descriptor instead.
 func (*RevokeExceptionResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{25}
+	return file_tollgate_v1_approval_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RevokeExceptionResponse) GetException() *StandingException {
@@ -1968,7 +2097,15 @@ const file_tollgate_v1_approval_service_proto_rawDesc = "" +
 	"\x03ask\x18\x01 \x01(\v2\x17.tollgate.v1.AskSummaryR\x03ask\x123\n" +
 	"\x05basis\x18\x02 \x01(\x0e2\x1d.tollgate.v1.EligibilityBasisR\x05basis\x12\x10\n" +
 	"\x03why\x18\x03 \x01(\tR\x03why\x12*\n" +
-	"\x11decided_by_caller\x18\x04 \x01(\bR\x0fdecidedByCaller\"\x93\x01\n" +
+	"\x11decided_by_caller\x18\x04 \x01(\bR\x0fdecidedByCaller\"\x0f\n" +
+	"\rWhoAmIRequest\"\x9c\x01\n" +
+	"\x0eWhoAmIResponse\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x12\x16\n" +
+	"\x06groups\x18\x04 \x03(\tR\x06groups\x12\x14\n" +
+	"\x05roles\x18\x05 \x03(\tR\x05roles\x12\x16\n" +
+	"\x06domain\x18\x06 \x01(\tR\x06domain\"\x93\x01\n" +
 	"\x0fListAsksRequest\x12-\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x15.tollgate.v1.AskStateR\x06states\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1b\n" +
@@ -2097,9 +2234,10 @@ const file_tollgate_v1_approval_service_proto_rawDesc = "" +
 	"\x17INBOX_CHANGE_KIND_ADDED\x10\x01\x12\x1d\n" +
 	"\x19INBOX_CHANGE_KIND_UPDATED\x10\x02\x12\x1d\n" +
 	"\x19INBOX_CHANGE_KIND_REMOVED\x10\x03\x12\x1c\n" +
-	"\x18INBOX_CHANGE_KIND_SYNCED\x10\x042\x85\x05\n" +
+	"\x18INBOX_CHANGE_KIND_SYNCED\x10\x042\xc8\x05\n" +
 	"\x0fApprovalService\x12G\n" +
 	"\bListAsks\x12\x1c.tollgate.v1.ListAsksRequest\x1a\x1d.tollgate.v1.ListAsksResponse\x12A\n" +
+	"\x06WhoAmI\x12\x1a.tollgate.v1.WhoAmIRequest\x1a\x1b.tollgate.v1.WhoAmIResponse\x12A\n" +
 	"\x06GetAsk\x12\x1a.tollgate.v1.GetAskRequest\x1a\x1b.tollgate.v1.GetAskResponse\x12A\n" +
 	"\x06Decide\x12\x1a.tollgate.v1.DecideRequest\x1a\x1b.tollgate.v1.DecideResponse\x12A\n" +
 	"\x06Answer\x12\x1a.tollgate.v1.AnswerRequest\x1a\x1b.tollgate.v1.AnswerResponse\x12L\n" +
@@ -2121,93 +2259,97 @@ func file_tollgate_v1_approval_service_proto_rawDescGZIP() []byte {
 }
 
 var file_tollgate_v1_approval_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_tollgate_v1_approval_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_tollgate_v1_approval_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_tollgate_v1_approval_service_proto_goTypes = []any{
 	(EligibilityBasis)(0),           // 0: tollgate.v1.EligibilityBasis
 	(AnswerKind)(0),                 // 1: tollgate.v1.AnswerKind
 	(InboxChangeKind)(0),            // 2: tollgate.v1.InboxChangeKind
 	(*InboxItem)(nil),               // 3: tollgate.v1.InboxItem
-	(*ListAsksRequest)(nil),         // 4: tollgate.v1.ListAsksRequest
-	(*ListAsksResponse)(nil),        // 5: tollgate.v1.ListAsksResponse
-	(*GetAskRequest)(nil),           // 6: tollgate.v1.GetAskRequest
-	(*GetAskResponse)(nil),          // 7: tollgate.v1.GetAskResponse
-	(*DecideRequest)(nil),           // 8: tollgate.v1.DecideRequest
-	(*Approve)(nil),                 // 9: tollgate.v1.Approve
-	(*Reject)(nil),                  // 10: tollgate.v1.Reject
-	(*RequestEvidence)(nil),         // 11: tollgate.v1.RequestEvidence
-	(*Amend)(nil),                   // 12: tollgate.v1.Amend
-	(*Delegate)(nil),                // 13: tollgate.v1.Delegate
-	(*ApproveException)(nil),        // 14: tollgate.v1.ApproveException
-	(*Revoke)(nil),                  // 15: tollgate.v1.Revoke
-	(*TextAnswer)(nil),              // 16: tollgate.v1.TextAnswer
-	(*DecideResponse)(nil),          // 17: tollgate.v1.DecideResponse
-	(*AnswerRequest)(nil),           // 18: tollgate.v1.AnswerRequest
-	(*AnswerResponse)(nil),          // 19: tollgate.v1.AnswerResponse
-	(*WatchAsksRequest)(nil),        // 20: tollgate.v1.WatchAsksRequest
-	(*WatchAsksResponse)(nil),       // 21: tollgate.v1.WatchAsksResponse
-	(*AttachEvidenceRequest)(nil),   // 22: tollgate.v1.AttachEvidenceRequest
-	(*EvidenceUpload)(nil),          // 23: tollgate.v1.EvidenceUpload
-	(*AttachEvidenceResponse)(nil),  // 24: tollgate.v1.AttachEvidenceResponse
-	(*ListExceptionsRequest)(nil),   // 25: tollgate.v1.ListExceptionsRequest
-	(*ListExceptionsResponse)(nil),  // 26: tollgate.v1.ListExceptionsResponse
-	(*RevokeExceptionRequest)(nil),  // 27: tollgate.v1.RevokeExceptionRequest
-	(*RevokeExceptionResponse)(nil), // 28: tollgate.v1.RevokeExceptionResponse
-	(*AskSummary)(nil),              // 29: tollgate.v1.AskSummary
-	(AskState)(0),                   // 30: tollgate.v1.AskState
-	(*Ask)(nil),                     // 31: tollgate.v1.Ask
-	(*timestamppb.Timestamp)(nil),   // 32: google.protobuf.Timestamp
-	(*Decision)(nil),                // 33: tollgate.v1.Decision
-	(RunState)(0),                   // 34: tollgate.v1.RunState
-	(*CancellationReport)(nil),      // 35: tollgate.v1.CancellationReport
-	(*StandingException)(nil),       // 36: tollgate.v1.StandingException
+	(*WhoAmIRequest)(nil),           // 4: tollgate.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),          // 5: tollgate.v1.WhoAmIResponse
+	(*ListAsksRequest)(nil),         // 6: tollgate.v1.ListAsksRequest
+	(*ListAsksResponse)(nil),        // 7: tollgate.v1.ListAsksResponse
+	(*GetAskRequest)(nil),           // 8: tollgate.v1.GetAskRequest
+	(*GetAskResponse)(nil),          // 9: tollgate.v1.GetAskResponse
+	(*DecideRequest)(nil),           // 10: tollgate.v1.DecideRequest
+	(*Approve)(nil),                 // 11: tollgate.v1.Approve
+	(*Reject)(nil),                  // 12: tollgate.v1.Reject
+	(*RequestEvidence)(nil),         // 13: tollgate.v1.RequestEvidence
+	(*Amend)(nil),                   // 14: tollgate.v1.Amend
+	(*Delegate)(nil),                // 15: tollgate.v1.Delegate
+	(*ApproveException)(nil),        // 16: tollgate.v1.ApproveException
+	(*Revoke)(nil),                  // 17: tollgate.v1.Revoke
+	(*TextAnswer)(nil),              // 18: tollgate.v1.TextAnswer
+	(*DecideResponse)(nil),          // 19: tollgate.v1.DecideResponse
+	(*AnswerRequest)(nil),           // 20: tollgate.v1.AnswerRequest
+	(*AnswerResponse)(nil),          // 21: tollgate.v1.AnswerResponse
+	(*WatchAsksRequest)(nil),        // 22: tollgate.v1.WatchAsksRequest
+	(*WatchAsksResponse)(nil),       // 23: tollgate.v1.WatchAsksResponse
+	(*AttachEvidenceRequest)(nil),   // 24: tollgate.v1.AttachEvidenceRequest
+	(*EvidenceUpload)(nil),          // 25: tollgate.v1.EvidenceUpload
+	(*AttachEvidenceResponse)(nil),  // 26: tollgate.v1.AttachEvidenceResponse
+	(*ListExceptionsRequest)(nil),   // 27: tollgate.v1.ListExceptionsRequest
+	(*ListExceptionsResponse)(nil),  // 28: tollgate.v1.ListExceptionsResponse
+	(*RevokeExceptionRequest)(nil),  // 29: tollgate.v1.RevokeExceptionRequest
+	(*RevokeExceptionResponse)(nil), // 30: tollgate.v1.RevokeExceptionResponse
+	(*AskSummary)(nil),              // 31: tollgate.v1.AskSummary
+	(AskState)(0),                   // 32: tollgate.v1.AskState
+	(*Ask)(nil),                     // 33: tollgate.v1.Ask
+	(*timestamppb.Timestamp)(nil),   // 34: google.protobuf.Timestamp
+	(*Decision)(nil),                // 35: tollgate.v1.Decision
+	(RunState)(0),                   // 36: tollgate.v1.RunState
+	(*CancellationReport)(nil),      // 37: tollgate.v1.CancellationReport
+	(*StandingException)(nil),       // 38: tollgate.v1.StandingException
 }
 var file_tollgate_v1_approval_service_proto_depIdxs = []int32{
-	29, // 0: tollgate.v1.InboxItem.ask:type_name -> tollgate.v1.AskSummary
+	31, // 0: tollgate.v1.InboxItem.ask:type_name -> tollgate.v1.AskSummary
 	0,  // 1: tollgate.v1.InboxItem.basis:type_name -> tollgate.v1.EligibilityBasis
-	30, // 2: tollgate.v1.ListAsksRequest.states:type_name -> tollgate.v1.AskState
+	32, // 2: tollgate.v1.ListAsksRequest.states:type_name -> tollgate.v1.AskState
 	3,  // 3: tollgate.v1.ListAsksResponse.items:type_name -> tollgate.v1.InboxItem
-	31, // 4: tollgate.v1.GetAskResponse.ask:type_name -> tollgate.v1.Ask
-	9,  // 5: tollgate.v1.DecideRequest.approve:type_name -> tollgate.v1.Approve
-	10, // 6: tollgate.v1.DecideRequest.reject:type_name -> tollgate.v1.Reject
-	11, // 7: tollgate.v1.DecideRequest.request_evidence:type_name -> tollgate.v1.RequestEvidence
-	12, // 8: tollgate.v1.DecideRequest.amend:type_name -> tollgate.v1.Amend
-	13, // 9: tollgate.v1.DecideRequest.delegate:type_name -> tollgate.v1.Delegate
-	14, // 10: tollgate.v1.DecideRequest.approve_exception:type_name -> tollgate.v1.ApproveException
-	15, // 11: tollgate.v1.DecideRequest.revoke:type_name -> tollgate.v1.Revoke
-	16, // 12: tollgate.v1.DecideRequest.text_answer:type_name -> tollgate.v1.TextAnswer
-	32, // 13: tollgate.v1.ApproveException.until:type_name -> google.protobuf.Timestamp
-	33, // 14: tollgate.v1.DecideResponse.decision:type_name -> tollgate.v1.Decision
-	31, // 15: tollgate.v1.DecideResponse.ask:type_name -> tollgate.v1.Ask
-	34, // 16: tollgate.v1.DecideResponse.run_state:type_name -> tollgate.v1.RunState
+	33, // 4: tollgate.v1.GetAskResponse.ask:type_name -> tollgate.v1.Ask
+	11, // 5: tollgate.v1.DecideRequest.approve:type_name -> tollgate.v1.Approve
+	12, // 6: tollgate.v1.DecideRequest.reject:type_name -> tollgate.v1.Reject
+	13, // 7: tollgate.v1.DecideRequest.request_evidence:type_name -> tollgate.v1.RequestEvidence
+	14, // 8: tollgate.v1.DecideRequest.amend:type_name -> tollgate.v1.Amend
+	15, // 9: tollgate.v1.DecideRequest.delegate:type_name -> tollgate.v1.Delegate
+	16, // 10: tollgate.v1.DecideRequest.approve_exception:type_name -> tollgate.v1.ApproveException
+	17, // 11: tollgate.v1.DecideRequest.revoke:type_name -> tollgate.v1.Revoke
+	18, // 12: tollgate.v1.DecideRequest.text_answer:type_name -> tollgate.v1.TextAnswer
+	34, // 13: tollgate.v1.ApproveException.until:type_name -> google.protobuf.Timestamp
+	35, // 14: tollgate.v1.DecideResponse.decision:type_name -> tollgate.v1.Decision
+	33, // 15: tollgate.v1.DecideResponse.ask:type_name -> tollgate.v1.Ask
+	36, // 16: tollgate.v1.DecideResponse.run_state:type_name -> tollgate.v1.RunState
 	1,  // 17: tollgate.v1.AnswerResponse.kind:type_name -> tollgate.v1.AnswerKind
-	29, // 18: tollgate.v1.AnswerResponse.ask:type_name -> tollgate.v1.AskSummary
-	34, // 19: tollgate.v1.AnswerResponse.run_state:type_name -> tollgate.v1.RunState
-	35, // 20: tollgate.v1.AnswerResponse.report:type_name -> tollgate.v1.CancellationReport
-	30, // 21: tollgate.v1.WatchAsksRequest.states:type_name -> tollgate.v1.AskState
+	31, // 18: tollgate.v1.AnswerResponse.ask:type_name -> tollgate.v1.AskSummary
+	36, // 19: tollgate.v1.AnswerResponse.run_state:type_name -> tollgate.v1.RunState
+	37, // 20: tollgate.v1.AnswerResponse.report:type_name -> tollgate.v1.CancellationReport
+	32, // 21: tollgate.v1.WatchAsksRequest.states:type_name -> tollgate.v1.AskState
 	2,  // 22: tollgate.v1.WatchAsksResponse.kind:type_name -> tollgate.v1.InboxChangeKind
 	3,  // 23: tollgate.v1.WatchAsksResponse.item:type_name -> tollgate.v1.InboxItem
-	23, // 24: tollgate.v1.AttachEvidenceRequest.artifacts:type_name -> tollgate.v1.EvidenceUpload
-	31, // 25: tollgate.v1.AttachEvidenceResponse.ask:type_name -> tollgate.v1.Ask
-	36, // 26: tollgate.v1.ListExceptionsResponse.exceptions:type_name -> tollgate.v1.StandingException
-	36, // 27: tollgate.v1.RevokeExceptionResponse.exception:type_name -> tollgate.v1.StandingException
-	4,  // 28: tollgate.v1.ApprovalService.ListAsks:input_type -> tollgate.v1.ListAsksRequest
-	6,  // 29: tollgate.v1.ApprovalService.GetAsk:input_type -> tollgate.v1.GetAskRequest
-	8,  // 30: tollgate.v1.ApprovalService.Decide:input_type -> tollgate.v1.DecideRequest
-	18, // 31: tollgate.v1.ApprovalService.Answer:input_type -> tollgate.v1.AnswerRequest
-	20, // 32: tollgate.v1.ApprovalService.WatchAsks:input_type -> tollgate.v1.WatchAsksRequest
-	22, // 33: tollgate.v1.ApprovalService.AttachEvidence:input_type -> tollgate.v1.AttachEvidenceRequest
-	25, // 34: tollgate.v1.ApprovalService.ListExceptions:input_type -> tollgate.v1.ListExceptionsRequest
-	27, // 35: tollgate.v1.ApprovalService.RevokeException:input_type -> tollgate.v1.RevokeExceptionRequest
-	5,  // 36: tollgate.v1.ApprovalService.ListAsks:output_type -> tollgate.v1.ListAsksResponse
-	7,  // 37: tollgate.v1.ApprovalService.GetAsk:output_type -> tollgate.v1.GetAskResponse
-	17, // 38: tollgate.v1.ApprovalService.Decide:output_type -> tollgate.v1.DecideResponse
-	19, // 39: tollgate.v1.ApprovalService.Answer:output_type -> tollgate.v1.AnswerResponse
-	21, // 40: tollgate.v1.ApprovalService.WatchAsks:output_type -> tollgate.v1.WatchAsksResponse
-	24, // 41: tollgate.v1.ApprovalService.AttachEvidence:output_type -> tollgate.v1.AttachEvidenceResponse
-	26, // 42: tollgate.v1.ApprovalService.ListExceptions:output_type -> tollgate.v1.ListExceptionsResponse
-	28, // 43: tollgate.v1.ApprovalService.RevokeException:output_type -> tollgate.v1.RevokeExceptionResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
+	25, // 24: tollgate.v1.AttachEvidenceRequest.artifacts:type_name -> tollgate.v1.EvidenceUpload
+	33, // 25: tollgate.v1.AttachEvidenceResponse.ask:type_name -> tollgate.v1.Ask
+	38, // 26: tollgate.v1.ListExceptionsResponse.exceptions:type_name -> tollgate.v1.StandingException
+	38, // 27: tollgate.v1.RevokeExceptionResponse.exception:type_name -> tollgate.v1.StandingException
+	6,  // 28: tollgate.v1.ApprovalService.ListAsks:input_type -> tollgate.v1.ListAsksRequest
+	4,  // 29: tollgate.v1.ApprovalService.WhoAmI:input_type -> tollgate.v1.WhoAmIRequest
+	8,  // 30: tollgate.v1.ApprovalService.GetAsk:input_type -> tollgate.v1.GetAskRequest
+	10, // 31: tollgate.v1.ApprovalService.Decide:input_type -> tollgate.v1.DecideRequest
+	20, // 32: tollgate.v1.ApprovalService.Answer:input_type -> tollgate.v1.AnswerRequest
+	22, // 33: tollgate.v1.ApprovalService.WatchAsks:input_type -> tollgate.v1.WatchAsksRequest
+	24, // 34: tollgate.v1.ApprovalService.AttachEvidence:input_type -> tollgate.v1.AttachEvidenceRequest
+	27, // 35: tollgate.v1.ApprovalService.ListExceptions:input_type -> tollgate.v1.ListExceptionsRequest
+	29, // 36: tollgate.v1.ApprovalService.RevokeException:input_type -> tollgate.v1.RevokeExceptionRequest
+	7,  // 37: tollgate.v1.ApprovalService.ListAsks:output_type -> tollgate.v1.ListAsksResponse
+	5,  // 38: tollgate.v1.ApprovalService.WhoAmI:output_type -> tollgate.v1.WhoAmIResponse
+	9,  // 39: tollgate.v1.ApprovalService.GetAsk:output_type -> tollgate.v1.GetAskResponse
+	19, // 40: tollgate.v1.ApprovalService.Decide:output_type -> tollgate.v1.DecideResponse
+	21, // 41: tollgate.v1.ApprovalService.Answer:output_type -> tollgate.v1.AnswerResponse
+	23, // 42: tollgate.v1.ApprovalService.WatchAsks:output_type -> tollgate.v1.WatchAsksResponse
+	26, // 43: tollgate.v1.ApprovalService.AttachEvidence:output_type -> tollgate.v1.AttachEvidenceResponse
+	28, // 44: tollgate.v1.ApprovalService.ListExceptions:output_type -> tollgate.v1.ListExceptionsResponse
+	30, // 45: tollgate.v1.ApprovalService.RevokeException:output_type -> tollgate.v1.RevokeExceptionResponse
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -2220,7 +2362,7 @@ func file_tollgate_v1_approval_service_proto_init() {
 	}
 	file_tollgate_v1_ask_proto_init()
 	file_tollgate_v1_run_proto_init()
-	file_tollgate_v1_approval_service_proto_msgTypes[5].OneofWrappers = []any{
+	file_tollgate_v1_approval_service_proto_msgTypes[7].OneofWrappers = []any{
 		(*DecideRequest_Approve)(nil),
 		(*DecideRequest_Reject)(nil),
 		(*DecideRequest_RequestEvidence)(nil),
@@ -2236,7 +2378,7 @@ func file_tollgate_v1_approval_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_approval_service_proto_rawDesc), len(file_tollgate_v1_approval_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

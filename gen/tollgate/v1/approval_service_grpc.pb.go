@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ApprovalService_ListAsks_FullMethodName        = "/tollgate.v1.ApprovalService/ListAsks"
+	ApprovalService_WhoAmI_FullMethodName          = "/tollgate.v1.ApprovalService/WhoAmI"
 	ApprovalService_GetAsk_FullMethodName          = "/tollgate.v1.ApprovalService/GetAsk"
 	ApprovalService_Decide_FullMethodName          = "/tollgate.v1.ApprovalService/Decide"
 	ApprovalService_Answer_FullMethodName          = "/tollgate.v1.ApprovalService/Answer"
@@ -53,6 +54,12 @@ type ApprovalServiceClient interface {
 	// ListAsks lists the caller's inbox: asks the caller may decide (or, for
 	// EVIDENCE_REQUESTED, must answer as requester), each with why.
 	ListAsks(ctx context.Context, in *ListAsksRequest, opts ...grpc.CallOption) (*ListAsksResponse, error)
+	// WhoAmI is who the server takes the caller for: the subject and kind
+	// its credential names, the issuer that signed it, the identity
+	// provider's groups it carries (only an OpenID provider's tokens carry
+	// any), and the roles policy gives the caller in this control plane's
+	// domain now, directly or through a group.
+	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
 	// GetAsk returns the whole decision packet. NOT_FOUND if unknown or not
 	// visible to the caller.
 	GetAsk(ctx context.Context, in *GetAskRequest, opts ...grpc.CallOption) (*GetAskResponse, error)
@@ -105,6 +112,16 @@ func (c *approvalServiceClient) ListAsks(ctx context.Context, in *ListAsksReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListAsksResponse)
 	err := c.cc.Invoke(ctx, ApprovalService_ListAsks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *approvalServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WhoAmIResponse)
+	err := c.cc.Invoke(ctx, ApprovalService_WhoAmI_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +231,12 @@ type ApprovalServiceServer interface {
 	// ListAsks lists the caller's inbox: asks the caller may decide (or, for
 	// EVIDENCE_REQUESTED, must answer as requester), each with why.
 	ListAsks(context.Context, *ListAsksRequest) (*ListAsksResponse, error)
+	// WhoAmI is who the server takes the caller for: the subject and kind
+	// its credential names, the issuer that signed it, the identity
+	// provider's groups it carries (only an OpenID provider's tokens carry
+	// any), and the roles policy gives the caller in this control plane's
+	// domain now, directly or through a group.
+	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
 	// GetAsk returns the whole decision packet. NOT_FOUND if unknown or not
 	// visible to the caller.
 	GetAsk(context.Context, *GetAskRequest) (*GetAskResponse, error)
@@ -264,6 +287,9 @@ type UnimplementedApprovalServiceServer struct{}
 
 func (UnimplementedApprovalServiceServer) ListAsks(context.Context, *ListAsksRequest) (*ListAsksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAsks not implemented")
+}
+func (UnimplementedApprovalServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
 }
 func (UnimplementedApprovalServiceServer) GetAsk(context.Context, *GetAskRequest) (*GetAskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAsk not implemented")
@@ -321,6 +347,24 @@ func _ApprovalService_ListAsks_Handler(srv interface{}, ctx context.Context, dec
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ApprovalServiceServer).ListAsks(ctx, req.(*ListAsksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ApprovalService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WhoAmIRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ApprovalServiceServer).WhoAmI(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ApprovalService_WhoAmI_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ApprovalServiceServer).WhoAmI(ctx, req.(*WhoAmIRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -454,6 +498,10 @@ var ApprovalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAsks",
 			Handler:    _ApprovalService_ListAsks_Handler,
+		},
+		{
+			MethodName: "WhoAmI",
+			Handler:    _ApprovalService_WhoAmI_Handler,
 		},
 		{
 			MethodName: "GetAsk",

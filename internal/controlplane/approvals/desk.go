@@ -3,6 +3,7 @@ package approvals
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
@@ -128,6 +129,16 @@ func (d *Desk) Holds(ctx context.Context, who, role string) bool {
 // policy, nothing is a role.
 func (d *Desk) IsRole(name string) bool {
 	return d.cfg.Policy != nil && d.cfg.Policy.IsRole(name, d.cfg.Domain)
+}
+
+// RolesOf is the roles policy gives who in the control plane's domain
+// now (through their identity provider's groups too, when who is ctx's
+// caller), sorted; and that domain.
+func (d *Desk) RolesOf(ctx context.Context, who string) (roles []string, domain string) {
+	if d.cfg.Policy != nil {
+		roles = slices.Sorted(slices.Values(d.cfg.Policy.RolesOf(who, d.cfg.Domain, callerGroups(ctx, who)...)))
+	}
+	return slices.Compact(roles), d.cfg.Domain
 }
 
 // Audiences is who the caller is, for the inbox: the asks of these

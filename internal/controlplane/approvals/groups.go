@@ -15,9 +15,9 @@ import (
 // token, so they count only where the caller is judged — their decision
 // (Authorize, the one authority check), their inbox and what they may see
 // — and where a decision of theirs is judged again (an earlier voter
-// re-checked when the next vote comes), with the groups recorded with it.
-// Judging someone ahead of time (routing, a delegate, a standing
-// approval's granter when it applies) sees the people policy names,
+// re-checked when the next vote comes, a standing approval's granter each
+// time it applies), with the groups recorded with it. Judging someone
+// ahead of time (routing, a delegate) sees the people policy names,
 // without groups.
 func callerGroups(ctx context.Context, who string) []string {
 	if j, ok := ctx.Value(judgedKey{}).(judged); ok && j.who == who {

@@ -69,7 +69,7 @@ func (d *Desk) GrantStanding(ctx context.Context, rec runner.Recorder, who strin
 		return engine.Transition{}, err
 	}
 	x := store.Standing{ID: "sx_" + ids.Token(), AskID: store.AskID(run.ID, a.ID), GrantedBy: who, GrantedAt: now, Until: g.Until.UTC(),
-		Scope: sc.String(), Reason: g.Reason}
+		Scope: sc.String(), Reason: g.Reason, GrantedGroups: callerGroups(ctx, who)}
 	opt := g.Option
 	if opt == "" {
 		opt = "1"
@@ -157,7 +157,7 @@ func (d *Desk) applyStanding(ctx context.Context, rec runner.Recorder, run *engi
 		if !covered {
 			continue
 		}
-		v, err := d.Authorize(ctx, x.GrantedBy, run, a, ApplyStanding)
+		v, err := d.Authorize(judgedWith(ctx, x.GrantedBy, x.GrantedGroups), x.GrantedBy, run, a, ApplyStanding)
 		if err != nil || !v.OK {
 			continue // the granter may not decide this one (e.g. they requested it)
 		}
@@ -166,7 +166,8 @@ func (d *Desk) applyStanding(ctx context.Context, rec runner.Recorder, run *engi
 		// judged on (the payload the scope matched).
 		judged := engine.JudgedOn(a, a.PayloadDigest(), a.EvidenceDigest(), true)
 		_, err = rec.Event(ctx, run.ID, func(now time.Time) engine.Event {
-			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: v.Policy, Quorum: v.Quorum, Judged: judged, At: now}
+			return engine.Decide{Ask: a.ID, Actor: x.GrantedBy, Option: "1", Reason: "standing approval " + x.ID, Why: why, Policy: v.Policy, Quorum: v.Quorum,
+				Groups: x.GrantedGroups, Judged: judged, At: now}
 		})
 		if err != nil && !errors.Is(err, engine.ErrAlreadyDecided) {
 			d.log().Warn("standing approval not applied", "ask", askID, "exception", x.ID, "error", err)

@@ -91,7 +91,9 @@ against each other.
   {{- if not (or $v.policy.csv $v.policy.existingConfigMap) -}}{{ fail "policy.csv (or policy.existingConfigMap) is required: who may decide what" }}{{- end -}}
   {{- if and $v.policy.csv $v.policy.existingConfigMap -}}{{ fail "give policy.csv or policy.existingConfigMap, not both" }}{{- end -}}
   {{- if not $v.grantKey.existingSecret -}}{{ fail "grantKey.existingSecret is required: a Secret with grant.key (Ed25519 PKCS#8 PEM) and grant.pub, the same for every replica (README: Keys and certificates)" }}{{- end -}}
-  {{- if not (and $v.jwt.existingSecret $v.jwt.keyIDs) -}}{{ fail "jwt.existingSecret and jwt.keyIDs are required: the Ed25519 public keys that sign service and people tokens" }}{{- end -}}
+  {{- if and (not $v.oidc.issuer) (not (and $v.jwt.existingSecret $v.jwt.keyIDs)) -}}{{ fail "jwt.existingSecret and jwt.keyIDs (or oidc.issuer) are required: who signs the tokens callers present" }}{{- end -}}
+  {{- if and $v.jwt.keyIDs (not $v.jwt.existingSecret) -}}{{ fail "jwt.keyIDs names keys: give jwt.existingSecret, the Secret that holds them" }}{{- end -}}
+  {{- if and $v.oidc.issuer (not $v.oidc.clientID) -}}{{ fail "oidc.clientID is required with oidc.issuer: the client people sign in with, and the audience of their tokens" }}{{- end -}}
   {{- if not $v.tls.certManager.enabled -}}
     {{- if and $v.tls.api.enabled (not $v.tls.api.existingSecret) -}}{{ fail "tls.api.existingSecret is required (or tls.certManager.enabled, or tls.api.enabled: false behind a mesh that ends TLS)" }}{{- end -}}
     {{- if not $v.tls.executorListener.existingSecret -}}{{ fail "tls.executorListener.existingSecret is required (or tls.certManager.enabled): executors connect over mTLS only" }}{{- end -}}
