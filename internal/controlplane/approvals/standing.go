@@ -109,13 +109,7 @@ func (d *Desk) withinAuthority(ctx context.Context, who string, run *engine.Run,
 		}
 	}
 	// Policy alone, with no recipe narrowing: the scope covers later asks.
-	// Judged without who's IdP groups: it applies later with no token of
-	// who's (applyStanding), so authority that comes only through a group
-	// would be granted here and then never apply.
-	if v, err := d.judge(judgedWith(ctx, who, nil), who, ms, authz.RecipeAsk{}, ""); err != nil || !v.OK {
-		if len(callerGroups(ctx, who)) > 0 {
-			return fmt.Errorf("the scope is wider than the authority policy gives you by name (%s); authority through your identity provider's groups does not carry over to a standing approval, which applies when you are not signed in: %w", v.Why, errkind.Denied)
-		}
+	if v, err := d.judge(ctx, who, ms, authz.RecipeAsk{}, ""); err != nil || !v.OK {
 		return fmt.Errorf("the scope is wider than your authority: %s: %w", v.Why, errkind.Denied)
 	}
 	return nil
