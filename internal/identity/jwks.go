@@ -68,8 +68,11 @@ var errKeysUnavailable = errors.New("signing keys unavailable")
 // the cache while it is younger than maxAge; an unknown kid (or a stale
 // cache) fetches the set again, at most once per minRefresh whatever the
 // outcome, so tokens with random kids cannot make it hammer the provider.
-// A failed fetch keeps the keys it had (logged). The mutex makes fetches
-// single-flight: one in flight, other callers wait for it.
+// A failed fetch keeps the keys it had (logged). Fetches are single-flight
+// without holding mu over the request: a fetch that hangs (up to the
+// client's timeout) holds up only the callers whose kid is unknown, never
+// a token whose key is already cached — a stale known key is served while
+// the set is fetched again.
 type jwks struct {
 	url        string
 	client     *http.Client
@@ -79,65 +82,108 @@ type jwks struct {
 	log        *slog.Logger
 
 	mu        sync.Mutex
-	keys      map[string]pinnedKey // nil until a fetch succeeds
-	fetchedAt time.Time            // last attempt
-	okAt      time.Time            // last success
+	keys      map[string][]pinnedKey // by kid; nil until a fetch succeeds
+	fetchedAt time.Time              // last attempt
+	okAt      time.Time              // last success
 	fetches   int
+	inflight  chan struct{} // closed when the fetch in flight ends; nil when none
 }
 
 // has reports whether kid is in the cached set, without fetching.
 func (s *jwks) has(kid string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.keys[kid]
-	return ok
+	return len(s.keys[kid]) > 0
 }
 
-// lookup returns the key kid names, fetching the set when kid is unknown
-// or the cache is stale and the last attempt is older than minRefresh.
-func (s *jwks) lookup(ctx context.Context, kid string) (pinnedKey, error) {
+// lookup returns the keys kid names (RFC 7517 §4.5 lets keys of
+// different types share a kid; each keeps the algorithm its type pins),
+// fetching the set when kid is unknown
+// or the cache is stale and the last attempt is older than minRefresh. A
+// caller whose kid is unknown waits for a fetch in flight (or for ctx).
+func (s *jwks) lookup(ctx context.Context, kid string) ([]pinnedKey, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.now()
-	k, known := s.keys[kid]
-	stale := now.Sub(s.okAt) > s.maxAge
-	if known && !stale {
+	k, known := s.keys[kid], len(s.keys[kid]) > 0
+	if known && now.Sub(s.okAt) <= s.maxAge {
+		s.mu.Unlock()
 		return k, nil
 	}
-	if s.fetchedAt.IsZero() || now.Sub(s.fetchedAt) >= s.minRefresh {
-		if err := s.fetchLocked(ctx); err != nil {
+	wait := s.inflight
+	if wait == nil && (s.fetchedAt.IsZero() || now.Sub(s.fetchedAt) >= s.minRefresh) {
+		done := s.beginLocked()
+		s.mu.Unlock()
+		if err := s.run(ctx, done); err != nil {
 			s.log.Warn("OIDC signing keys not refreshed; the cached ones stay in use", "jwks", s.url, "error", err)
 		}
+		s.mu.Lock()
+	} else if wait != nil && !known {
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", errKeysUnavailable, ctx.Err())
+		}
+		s.mu.Lock()
 	}
+	defer s.mu.Unlock()
 	if s.keys == nil {
-		return pinnedKey{}, errKeysUnavailable
+		return nil, errKeysUnavailable
 	}
-	if k, ok := s.keys[kid]; ok {
+	if k := s.keys[kid]; len(k) > 0 {
 		return k, nil
 	}
-	return pinnedKey{}, errKeyUnknown
+	return nil, errKeyUnknown
 }
 
 // fetch fetches the set now (at start: a failure fails the start).
 func (s *jwks) fetch(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fetchLocked(ctx)
+	if wait := s.inflight; wait != nil {
+		s.mu.Unlock()
+		<-wait
+		s.mu.Lock()
+	}
+	done := s.beginLocked()
+	s.mu.Unlock()
+	return s.run(ctx, done)
 }
 
-func (s *jwks) fetchLocked(ctx context.Context) error {
+// beginLocked records a fetch attempt (failures count toward the rate
+// limit too) and marks it in flight; run ends it.
+func (s *jwks) beginLocked() chan struct{} {
 	s.fetches++
-	s.fetchedAt = s.now() // failures count toward the rate limit too
+	s.fetchedAt = s.now()
+	s.inflight = make(chan struct{})
+	return s.inflight
+}
+
+// run fetches the set, stores it on success, and ends the fetch begun
+// with done, waking its waiters.
+func (s *jwks) run(ctx context.Context, done chan struct{}) error {
+	keys, err := s.get(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.keys, s.okAt = keys, s.fetchedAt
+	}
+	s.inflight = nil
+	close(done)
+	return err
+}
+
+// get fetches and reads the set, without the lock.
+func (s *jwks) get(ctx context.Context) (map[string][]pinnedKey, error) {
 	var raw struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	// The fetch serves every caller waiting on the lock: one caller giving
-	// up must not abort it (and spend the refresh budget); the client's
+	// The fetch serves every caller waiting for it: one caller giving up
+	// must not abort it (and spend the refresh budget); the client's
 	// timeout bounds it.
 	if err := getJSON(context.WithoutCancel(ctx), s.client, s.url, &raw); err != nil {
-		return err
+		return nil, err
 	}
-	keys := make(map[string]pinnedKey, len(raw.Keys))
+	keys := make(map[string][]pinnedKey, len(raw.Keys))
 	for _, r := range raw.Keys {
 		var k jose.JSONWebKey
 		// Unsupported key types, private keys, kid-less keys and keys whose
@@ -146,14 +192,13 @@ func (s *jwks) fetchLocked(ctx context.Context) error {
 			continue
 		}
 		if alg, ok := pinnedAlg(k); ok {
-			keys[k.KeyID] = pinnedKey{alg: alg, key: k.Key}
+			keys[k.KeyID] = append(keys[k.KeyID], pinnedKey{alg: alg, key: k.Key})
 		}
 	}
 	if len(keys) == 0 {
-		return fmt.Errorf("jwks %s: no usable signing key (RSA ≥ 2048 bits, EC P-256 or Ed25519, use sig)", s.url)
+		return nil, fmt.Errorf("jwks %s: no usable signing key (RSA ≥ 2048 bits, EC P-256 or Ed25519, use sig)", s.url)
 	}
-	s.keys, s.okAt = keys, s.fetchedAt
-	return nil
+	return keys, nil
 }
 
 // getJSON GETs url and decodes its JSON body, at most maxJWKSBytes.

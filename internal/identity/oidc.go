@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,7 @@ const GroupPrefix = "group:"
 type OIDCConfig struct {
 	Issuer      string
 	Audience    string
+	ClientID    string
 	PersonClaim string
 	GroupsClaim string
 	Leeway      time.Duration
@@ -63,12 +65,13 @@ type OIDCConfig struct {
 // most once per MinRefresh), each key's algorithm pinned by its type.
 // Build one with [NewOIDCVerifier]; it is safe for concurrent use.
 type OIDCVerifier struct {
-	issuer, person, groups string
-	keys                   *jwks
-	parser                 *jwt.Parser
-	now                    func() time.Time
-	leeway                 time.Duration
-	cache                  *tokenCache
+	issuer, clientID string
+	person, groups   string
+	keys             *jwks
+	parser           *jwt.Parser
+	now              func() time.Time
+	leeway           time.Duration
+	cache            *tokenCache
 }
 
 // NewOIDCVerifier reads the provider's discovery document
@@ -128,7 +131,7 @@ func NewOIDCVerifier(ctx context.Context, cfg OIDCConfig) (*OIDCVerifier, error)
 		return nil, fmt.Errorf("OIDC signing keys of %s: %w", cfg.Issuer, err)
 	}
 	return &OIDCVerifier{
-		issuer: cfg.Issuer, person: cfg.PersonClaim, groups: cfg.GroupsClaim,
+		issuer: cfg.Issuer, clientID: cmp.Or(cfg.ClientID, cfg.Audience), person: cfg.PersonClaim, groups: cfg.GroupsClaim,
 		keys: keys, now: cfg.Now, leeway: cfg.Leeway, cache: &tokenCache{},
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{"RS256", "ES256", algEdDSA}),
@@ -182,7 +185,8 @@ func (e *pinError) Error() string { return "algorithm not pinned for this key: "
 // the future (with the leeway), "iss" the issuer and "aud" containing the
 // audience. A person claim that is missing, not a string, too long, or
 // starts with "group:" or "role:" refuses the token, as does a groups
-// claim that is not a string or a list of at most 256 names. Failures wrap
+// claim that is not a string or a list of at most 256 names (a group
+// named with either prefix is left out). Failures wrap
 // [ErrUnauthenticated] with a reason.
 func (v *OIDCVerifier) Verify(ctx context.Context, token string) (Principal, error) {
 	if err := wellFormed(token); err != nil {
@@ -200,20 +204,36 @@ func (v *OIDCVerifier) Verify(ctx context.Context, token string) (Principal, err
 		if kid == "" {
 			return nil, errKeyMissing
 		}
-		k, err := v.keys.lookup(ctx, kid)
+		ks, err := v.keys.lookup(ctx, kid)
 		if err != nil {
 			return nil, err
 		}
-		if t.Method.Alg() != k.alg {
-			return nil, &pinError{pinned: k.alg}
+		// Only the keys whose type pins the token's alg may verify it.
+		var set jwt.VerificationKeySet
+		var pinned []string
+		for _, k := range ks {
+			if k.alg == t.Method.Alg() {
+				set.Keys = append(set.Keys, k.key)
+			} else if !slices.Contains(pinned, k.alg) {
+				pinned = append(pinned, k.alg)
+			}
 		}
-		return k.key, nil
+		switch len(set.Keys) {
+		case 0:
+			return nil, &pinError{pinned: strings.Join(pinned, " or ")}
+		case 1:
+			return set.Keys[0], nil
+		}
+		return set, nil
 	})
 	if err != nil {
 		return Principal{}, unauthenticated(v.reason(t, &c, kid, err))
 	}
 	if _, crit := t.Header["crit"]; crit {
 		return Principal{}, unauthenticated("unsupported critical header")
+	}
+	if why := v.forUs(t, &c); why != "" {
+		return Principal{}, unauthenticated(why)
 	}
 	person, why := v.personOf(c.all)
 	if why != "" {
@@ -256,6 +276,31 @@ func (v *OIDCVerifier) reason(t *jwt.Token, c *oidcClaims, kid string, err error
 		return "wrong audience: the token was not issued for this server's client id"
 	}
 	return claimReason(&c.tokenClaims, err)
+}
+
+// forUs refuses a token of the provider that is not an ID token issued to
+// this server's client: an access token (RFC 9068's typ at+jwt), or a
+// token whose authorized party (azp) is another client — a provider lists
+// more than one audience when a project or an audience mapper says so, and
+// then only azp says whom it was issued to (OpenID Connect Core 3.1.3.7),
+// so with several audiences azp is required.
+func (v *OIDCVerifier) forUs(t *jwt.Token, c *oidcClaims) string {
+	typ, _ := t.Header["typ"].(string)
+	if typ = strings.ToLower(typ); typ == "at+jwt" || typ == "application/at+jwt" {
+		return "an access token, not an ID token: send the ID token of your sign-in (approvectl login does)"
+	}
+	raw, ok := c.all["azp"]
+	if !ok {
+		if len(c.Audience) > 1 {
+			return fmt.Sprintf("token names %d audiences and no azp: it does not say it was issued to client %q", len(c.Audience), v.clientID)
+		}
+		return ""
+	}
+	var azp string
+	if json.Unmarshal(raw, &azp) != nil || azp != v.clientID {
+		return fmt.Sprintf("token issued to client %.100s, not %q: sign in to this server's client", raw, v.clientID)
+	}
+	return ""
 }
 
 // personOf reads the person claim.
@@ -301,13 +346,23 @@ func (v *OIDCVerifier) groupsOf(all map[string]json.RawMessage) ([]string, strin
 	if len(list) > maxGroups {
 		return nil, fmt.Sprintf("%s claim lists %d groups; at most %d", v.groups, len(list), maxGroups)
 	}
+	kept := list[:0]
 	for _, g := range list {
 		if why := checkName(v.groups, g); why != "" {
 			return nil, why
 		}
+		// A group named "role:…" or "group:…" is no member policy can
+		// mean (authz refuses such a name, and would refuse every decision
+		// of its members): it is left out, the person's other groups kept.
+		if !slices.ContainsFunc(reservedPrefixes, func(p string) bool { return strings.HasPrefix(g, p) }) {
+			kept = append(kept, g)
+		}
 	}
-	slices.Sort(list)
-	return slices.Compact(list), ""
+	if len(kept) == 0 {
+		return nil, ""
+	}
+	slices.Sort(kept)
+	return slices.Compact(kept), ""
 }
 
 // checkName bounds a person or group name: not empty, valid UTF-8, at

@@ -32,7 +32,9 @@ func (s *Service) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*t
 	if err != nil {
 		return nil, err
 	}
-	if kindOf(a) == approvals.Retry {
+	// A reply that approves is a vote like Decide's: earlier votes are
+	// re-checked before it counts (I9), whatever the ask's type.
+	if kindOf(a).Approves() {
 		if err := s.cfg.Approvals.RecheckVotes(ctx, s.cfg.Runner, run, a, who); err != nil {
 			return nil, err
 		}
