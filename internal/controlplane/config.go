@@ -123,7 +123,7 @@ func (o *Options) settings() []setting {
 		{&o.OIDCIssuer, "oidc-issuer", "oidc_issuer", "", "OpenID provider whose ID tokens sign people in (exact issuer URL; discovery and JWKS; the start fails if it is unreachable); empty: off"},
 		{&o.OIDCClientID, "oidc-client-id", "oidc_client_id", "", "client id people sign in with (approvectl login); the default --oidc-audience"},
 		{&o.OIDCAudience, "oidc-audience", "oidc_audience", "", "audience the provider's tokens must carry (default: --oidc-client-id)"},
-		{&o.OIDCPersonClaim, "oidc-person-claim", "oidc_person_claim", "sub", "claim that names the person (email counts only when email_verified is true)"},
+		{&o.OIDCPersonClaim, "oidc-person-claim", "oidc_person_claim", "sub", "claim that names the person: sub or email (email counts only when email_verified is true)"},
 		{&o.OIDCGroupsClaim, "oidc-groups-claim", "oidc_groups_claim", "groups", "claim listing the person's groups; group NAME is the policy member group:NAME"},
 		{&o.Policy, "policy", "policy", "", "policy file (CSV, pkg/authz): roles, limits, quorum, separation of duties, delegations; reloaded on change (--dev: examples/policy.csv copied to the dev folder)"},
 		{&o.PolicyModel, "policy-model", "policy_model", "", "casbin model file (default: the built-in one)"},

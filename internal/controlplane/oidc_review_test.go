@@ -60,3 +60,43 @@ b: notes.store {"text": "{a}"}
 		t.Fatalf("bob's lapsed vote and dave's answer completed the quorum: store ran %d times", n)
 	}
 }
+
+// A vote given by a typed answer (Answer, "1") through an IdP group is a
+// vote like one given by Decide: it must still count when the next vote
+// comes. (The answer's event records no groups, so the re-check judged
+// dave without finance-emea and withdrew his vote.)
+func TestGroupVoteByAnswerSurvivesTheNextVote(t *testing.T) {
+	e, p, _ := oidcEnvKey(t, func(pol string) string {
+		const one = "p2, acme, payments.pay, 1, requester+agent_owner, INR"
+		if !strings.Contains(pol, one) {
+			t.Fatal("examples/policy.csv no longer has the payments.pay floor this test raises")
+		}
+		return strings.Replace(pol, one, "p2, acme, payments.pay, 2, requester+agent_owner, INR", 1) + "g, erin, role:finance-1m, acme, _, _\n"
+	})
+	p.SetGroups("dave", "finance-emea")
+	resp, err := tollgatev1.NewRunServiceClient(signedIn(t, e, p, "alice")).StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: "vendor-payment"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.settle()
+	ask := resp.GetRun().GetId() + "/ask_1"
+	ans, err := surface{tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "dave"))}.Answer(bg, &tollgatev1.AnswerRequest{AskId: ask, Text: "1"})
+	if err != nil {
+		t.Fatalf("dave answers 1, through finance-emea: %v", err)
+	}
+	if ans.GetKind() != tollgatev1.AnswerKind_ANSWER_KIND_SELECTED {
+		t.Fatalf("dave's answer: %v", ans)
+	}
+	e.settle()
+	if _, err := (surface{tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "frank"))}).Decide(bg, approve(ask)); err != nil {
+		t.Fatalf("frank, by name: %v", err)
+	}
+	e.settle()
+	got, err := tollgatev1.NewApprovalServiceClient(signedIn(t, e, p, "audrey")).GetAsk(bg, &tollgatev1.GetAskRequest{AskId: ask})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got.GetAsk().GetState(); st != tollgatev1.AskState_ASK_STATE_APPROVED && st != tollgatev1.AskState_ASK_STATE_CONSUMED {
+		t.Fatalf("dave's answer (through his group) and frank's approval: the ask is %v (dave's vote withdrawn when frank's came?)", st)
+	}
+}

@@ -27,6 +27,11 @@ func TestOIDCFlags(t *testing.T) {
 	if err := startDev(t, "--oidc-issuer", p.Issuer); err == nil || !strings.Contains(err.Error(), "--oidc-client-id") {
 		t.Fatalf("start without a client id: %v", err)
 	}
+	// A claim the person may edit at the provider would let them name
+	// themselves anyone.
+	if err := startDev(t, "--oidc-issuer", p.Issuer, "--oidc-client-id", oidctest.ClientID, "--oidc-person-claim", "preferred_username"); err == nil || !strings.Contains(err.Error(), "give sub") {
+		t.Fatalf("start with an editable person claim: %v", err)
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -205,7 +205,12 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		// Discovery and the first key fetch happen now: a provider that
 		// cannot be reached fails the start. Later fetch failures are
 		// logged and the cached keys keep verifying.
-		if people, err = identity.NewOIDCVerifier(ctx, identity.OIDCConfig{Issuer: o.OIDCIssuer, Audience: aud,
+		if o.OIDCPersonClaim != "sub" && o.OIDCPersonClaim != "email" {
+			// A claim people can set themselves at many providers (name,
+			// preferred_username) would let them claim anyone's name.
+			return fmt.Errorf("--oidc-person-claim %q: give sub (the provider's id for the person) or email (counted only when email_verified is true); other claims are often editable by the person", limits.Short(o.OIDCPersonClaim))
+		}
+		if people, err = identity.NewOIDCVerifier(ctx, identity.OIDCConfig{Issuer: o.OIDCIssuer, Audience: aud, ClientID: o.OIDCClientID,
 			PersonClaim: o.OIDCPersonClaim, GroupsClaim: o.OIDCGroupsClaim, Leeway: 30 * time.Second, Log: log}); err != nil {
 			return err
 		}

@@ -601,7 +601,7 @@ func (t *tx) answer(e Answer, expired bool) error {
 			t.reject(a, e.Actor, "answered "+opt.Label)
 			return nil
 		}
-		return t.vote(a, Decision{Kind: DecisionAnswer, Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy}, opt)
+		return t.vote(a, Decision{Kind: DecisionAnswer, Actor: e.Actor, Option: opt.ID, Why: e.Why, Policy: e.Policy, Groups: e.Groups}, opt)
 	case answer.Dropped:
 		return t.cancel(e.Actor, fmt.Sprintf("dropped while %q was asked", a.Title))
 	}

@@ -125,7 +125,8 @@ type Answer struct {
 	Why     string
 	Policy  string
 	Judged  Judged
-	Quorum  int // as Decide.Quorum
+	Quorum  int      // as Decide.Quorum
+	Groups  []string // as Decide.Groups
 	At      time.Time
 }
 

@@ -40,7 +40,8 @@ func (s *Service) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*t
 		}
 	}
 	tr, err := s.cfg.Runner.Event(ctx, run.ID, func(now time.Time) engine.Event {
-		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.Why, Policy: auth.Policy, Quorum: auth.Quorum, Judged: judged, At: now}
+		return engine.Answer{Ask: a.ID, Actor: who, Text: req.GetText(), Why: auth.Why, Policy: auth.Policy, Quorum: auth.Quorum,
+			Groups: approvals.CallerGroups(ctx, who), Judged: judged, At: now}
 	})
 	if err != nil {
 		return nil, err
