@@ -429,6 +429,31 @@ func TestTokenCacheRefusesAFileOthersCanRead(t *testing.T) {
 	if _, _, code := e.run("whoami", "--server", "other.test:443"); code != ExitUsage {
 		t.Errorf("whoami for a server with no entry: exit %d, want %d", code, ExitUsage)
 	}
+	// A 0600 file in a directory others may write: they could have put it
+	// there, or swap it next time.
+	if err := os.Chmod(c.path(server), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(c.dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = e.run("whoami", "--local", "--server", server)
+	if code != ExitRefused || !strings.Contains(stderr, "other users may replace the tokens in it") {
+		t.Errorf("a cache directory others may write: exit %d %s", code, stderr)
+	}
+	if err := os.Chmod(c.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		// root may give the file away: then it is someone else's token.
+		if err := os.Chown(c.path(server), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code = e.run("whoami", "--local", "--server", server)
+		if code != ExitRefused || !strings.Contains(stderr, "belongs to uid 65534, not to you") {
+			t.Errorf("a cache file another user owns: exit %d %s", code, stderr)
+		}
+	}
 }
 
 // Ctrl-C while the device flow waits ends the login at once, and says so.

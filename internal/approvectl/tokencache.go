@@ -95,6 +95,14 @@ func (c tokenCache) load(server string) (*cachedToken, error) {
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("token cache %s has mode %04o: other users may read or change it, so it is not used; remove it (approvectl logout) and run approvectl login again", p, perm)
 	}
+	if err := ownedByMe(st); err != nil {
+		return nil, fmt.Errorf("token cache %s: %w, so it is not used; remove it (approvectl logout) and run approvectl login again", p, err)
+	}
+	// A directory others may write lets them put their own file in place
+	// of this one (between reads, or before the first).
+	if dst, err := os.Stat(c.dir); err == nil && dst.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("token cache directory %s has mode %04o: other users may replace the tokens in it, so none is used; chmod 700 %s, then run approvectl login again", c.dir, dst.Mode().Perm(), c.dir)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("token cache %s: %w", p, err)
@@ -435,4 +443,17 @@ func (g *globals) checkIDToken(tok *oauth2.Token, issuer, clientID string) (*cla
 		return nil, "", fmt.Errorf("the provider's ID token expired at %s already: check this machine's clock", cl.expiry().Format(time.RFC3339))
 	}
 	return cl, raw, nil
+}
+
+// ownedByMe refuses a file another user owns: it may hold their token, put
+// there for this user to send as their own.
+func ownedByMe(st fs.FileInfo) error {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil // not a Unix file system: the mode check is what there is
+	}
+	if uid := os.Getuid(); uid >= 0 && int(sys.Uid) != uid {
+		return fmt.Errorf("it belongs to uid %d, not to you (uid %d)", sys.Uid, uid)
+	}
+	return nil
 }
