@@ -397,7 +397,7 @@ func TestLoginWrongIssuer(t *testing.T) {
 	issuer := startIdP(t)
 	e := newLoginEnv(t)
 	_, stderr, code := e.run("login", "--issuer", issuer+"/", "--server", "tollgate.test:443")
-	if code == 0 || !strings.Contains(stderr, fmt.Sprintf("names the issuer %q, not %q", issuer, issuer+"/")) || !strings.Contains(stderr, "pass --issuer "+issuer) {
+	if code == 0 || !strings.Contains(stderr, fmt.Sprintf("calls itself %q, not %q", issuer, issuer+"/")) || !strings.Contains(stderr, "pass --issuer "+issuer) {
 		t.Errorf("wrong issuer: exit %d: %s", code, stderr)
 	}
 	_, stderr, code = e.run("login", "--server", "tollgate.test:443")

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/tollgate-dev/tollgate/internal/identity"
 )
 
 // The token cache keeps what approvectl login got from the OpenID provider,
@@ -279,44 +281,22 @@ func oidcContext(ctx context.Context) (context.Context, *http.Client) {
 }
 
 // provider is what discovery says of an issuer.
-type provider struct {
-	Issuer        string `json:"issuer"`
-	AuthURL       string `json:"authorization_endpoint"`
-	TokenURL      string `json:"token_endpoint"`
-	DeviceAuthURL string `json:"device_authorization_endpoint"`
-}
+type provider identity.Discovery
 
-// discover reads issuer's OpenID configuration. The issuer it names must
-// be the one asked for, exactly (OpenID Connect Discovery §4.3): a
-// document naming another issuer is refused.
+// discover reads issuer's OpenID configuration (identity.Discover): the
+// issuer it names must be the one asked for, exactly.
 func discover(ctx context.Context, hc *http.Client, issuer string) (*provider, error) {
-	u := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("issuer %q: %w", issuer, err)
+	d, err := identity.Discover(ctx, hc, issuer)
+	var mismatch *identity.IssuerMismatchError
+	switch {
+	case errors.As(err, &mismatch):
+		return nil, fmt.Errorf("OpenID discovery at %s: %w: pass --issuer %s exactly", issuer, err, mismatch.Named)
+	case err != nil:
+		return nil, fmt.Errorf("OpenID discovery at %s: %w: is --issuer the provider's issuer URL?", issuer, err)
+	case d.TokenURL == "":
+		return nil, fmt.Errorf("OpenID discovery at %s names no token_endpoint", issuer)
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("OpenID discovery at %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("OpenID discovery at %s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("OpenID discovery at %s answered %s: is --issuer the provider's issuer URL?", u, resp.Status)
-	}
-	var p provider
-	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, fmt.Errorf("OpenID discovery at %s: not an OpenID configuration: %w", u, err)
-	}
-	if p.Issuer != issuer {
-		return nil, fmt.Errorf("OpenID discovery at %s names the issuer %q, not %q: pass --issuer %s exactly", u, p.Issuer, issuer, p.Issuer)
-	}
-	if p.TokenURL == "" {
-		return nil, fmt.Errorf("OpenID discovery at %s names no token_endpoint", u)
-	}
+	p := provider(d)
 	return &p, nil
 }
 

@@ -113,15 +113,13 @@ func NewOIDCVerifier(ctx context.Context, cfg OIDCConfig) (*OIDCVerifier, error)
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	var disc struct {
-		Issuer  string `json:"issuer"`
-		JWKSURI string `json:"jwks_uri"`
-	}
-	if err := getJSON(ctx, cfg.HTTPClient, strings.TrimSuffix(cfg.Issuer, "/")+"/.well-known/openid-configuration", &disc); err != nil {
+	disc, err := Discover(ctx, cfg.HTTPClient, cfg.Issuer)
+	var mismatch *IssuerMismatchError
+	switch {
+	case errors.As(err, &mismatch):
+		return nil, fmt.Errorf("OIDC discovery for %s: %w; give exactly that as the issuer", cfg.Issuer, err)
+	case err != nil:
 		return nil, fmt.Errorf("OIDC discovery for %s: %w (is --oidc-issuer right and the provider reachable?)", cfg.Issuer, err)
-	}
-	if disc.Issuer != cfg.Issuer {
-		return nil, fmt.Errorf("OIDC discovery for %s: the provider calls itself %q; give exactly that as the issuer", cfg.Issuer, disc.Issuer)
 	}
 	if disc.JWKSURI == "" {
 		return nil, fmt.Errorf("OIDC discovery for %s: no jwks_uri", cfg.Issuer)
