@@ -1,12 +1,9 @@
 package controlplane
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 )
 
 // AdminConfig is what the admin listener serves besides /healthz.
@@ -51,23 +48,4 @@ func AdminMux(cfg AdminConfig) *http.ServeMux {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
-}
-
-// startAdmin listens on addr and serves h until the server is shut down;
-// a serving error after the start goes to errc. It returns the address
-// it listens on (addr may ask for any port).
-func startAdmin(addr string, h http.Handler, errc chan<- error) (*http.Server, string, error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", fmt.Errorf("admin listen: %w", err)
-	}
-	// No WriteTimeout: a CPU profile or a trace streams for as long as
-	// its ?seconds= asks.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
-	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("admin listener: %w", err)
-		}
-	}()
-	return srv, lis.Addr().String(), nil
 }

@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
+	"github.com/tollgate-dev/tollgate/internal/adminhttp"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -325,17 +325,20 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	} else {
 		log.Warn("no --executor-listen: no executor can connect, so runs with tool steps stay blocked")
 	}
-	adminFailed := make(chan error, 1)
-	var admin *http.Server
+	var admin *adminhttp.Listener
+	var adminFailed <-chan error // nil: never
 	adminAddr := ""
 	if o.AdminListen != "" {
-		if admin, adminAddr, err = startAdmin(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: readiness(srv, o.Dev && mc.DevExecutor != nil)}), adminFailed); err != nil {
+		// No write timeout: a CPU profile or a trace streams for as long
+		// as its ?seconds= asks.
+		if admin, err = adminhttp.Start(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: readiness(srv, o.Dev && mc.DevExecutor != nil)}), 0); err != nil {
 			lis.Close()
 			if execLis != nil {
 				execLis.Close()
 			}
 			return err
 		}
+		adminFailed, adminAddr = admin.Failed(), admin.Addr()
 	}
 	execAddr := ""
 	if execLis != nil {
@@ -390,9 +393,9 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	// fail (NOT_SERVING) rather than a refused connection, /healthz still
 	// passes, and metrics are scraped to the end.
 	if admin != nil {
-		drain, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = admin.Shutdown(drain)
+		if err := admin.Close(); err != nil && failed == nil {
+			log.Warn("admin listener", "error", err)
+		}
 	}
 	if failed == nil && !errors.Is(err, ErrDrainCut) {
 		failed = err // a cut drain is logged, not a failed run

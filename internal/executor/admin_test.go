@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/adminhttp"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 )
 
@@ -64,7 +65,7 @@ func waitProbe(t *testing.T, url string, code int, prefix string) string {
 // 200 throughout.
 func TestReadyzFollowsTheStream(t *testing.T) {
 	st := &Status{}
-	adm, err := startAdmin("127.0.0.1:0", AdminMux(st))
+	adm, err := adminhttp.Start("127.0.0.1:0", AdminMux(st), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestReadyzFollowsTheStream(t *testing.T) {
 			t.Errorf("admin: %v", err)
 		}
 	}()
-	base := "http://" + adm.addr
+	base := "http://" + adm.Addr()
 	// Each Connect takes what the test hands it: nil fails the attempt.
 	streams := make(chan *fakeStream)
 	ctx, stop := context.WithCancel(context.Background())

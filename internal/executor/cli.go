@@ -22,6 +22,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/adminhttp"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
@@ -163,11 +164,11 @@ Flags:`)
 	if *adminListen != "" {
 		// Up before the MCP servers start, so liveness answers meanwhile;
 		// down only after Serve returned, so probes answer while it drains.
-		adm, err := startAdmin(*adminListen, AdminMux(status))
+		adm, err := adminhttp.Start(*adminListen, AdminMux(status), 10*time.Second)
 		if err != nil {
 			return err
 		}
-		log.Info("admin listener", "addr", adm.addr)
+		log.Info("admin listener", "addr", adm.Addr())
 		defer func() {
 			if err := adm.Close(); err != nil {
 				log.Error("admin listener failed", "error", err)

@@ -1,0 +1,59 @@
+// Package adminhttp runs an admin listener: plain HTTP for probes,
+// metrics and profiles, owned by the process that starts it (Close stops
+// it and waits for its goroutine). The control plane and the executor both
+// serve theirs through it.
+package adminhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Listener is a running admin listener.
+type Listener struct {
+	srv  *http.Server
+	addr string
+	done chan error // the Serve goroutine's error, if any, then closed
+}
+
+// Start listens on addr (HOST:PORT; port 0 picks one) and serves h on a
+// goroutine of its own until Close. writeTimeout bounds a response (0:
+// none, for a CPU profile that streams as long as it is asked to).
+func Start(addr string, h http.Handler, writeTimeout time.Duration) (*Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
+	}
+	l := &Listener{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: writeTimeout, IdleTimeout: time.Minute}, addr: lis.Addr().String(), done: make(chan error, 1)}
+	go func() {
+		defer close(l.done)
+		if err := l.srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			l.done <- fmt.Errorf("admin listener %s: %w", l.addr, err)
+		}
+	}()
+	return l, nil
+}
+
+// Addr is the address it listens on.
+func (l *Listener) Addr() string { return l.addr }
+
+// Failed receives the error the listener stopped serving with, should it
+// stop before Close.
+func (l *Listener) Failed() <-chan error { return l.done }
+
+// Close shuts the listener down (a request in progress gets up to a second
+// to finish) and returns once its goroutine has, with the error it served
+// with, if any.
+func (l *Listener) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := l.srv.Shutdown(ctx); err != nil {
+		_ = l.srv.Close()
+	}
+	return <-l.done
+}
