@@ -66,13 +66,7 @@ b: notes.store {"text": "{a}"}
 // comes. (The answer's event records no groups, so the re-check judged
 // dave without finance-emea and withdrew his vote.)
 func TestGroupVoteByAnswerSurvivesTheNextVote(t *testing.T) {
-	e, p, _ := oidcEnvKey(t, func(pol string) string {
-		const one = "p2, acme, payments.pay, 1, requester+agent_owner, INR"
-		if !strings.Contains(pol, one) {
-			t.Fatal("examples/policy.csv no longer has the payments.pay floor this test raises")
-		}
-		return strings.Replace(pol, one, "p2, acme, payments.pay, 2, requester+agent_owner, INR", 1) + "g, erin, role:finance-1m, acme, _, _\n"
-	})
+	e, p := quorumTwoEnv(t)
 	p.SetGroups("dave", "finance-emea")
 	resp, err := tollgatev1.NewRunServiceClient(signedIn(t, e, p, "alice")).StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: "vendor-payment"}})
 	if err != nil {

@@ -205,15 +205,7 @@ func TestGroupsOnlyFromTheProvider(t *testing.T) {
 // with the groups the vote was judged with, not as if they had none —
 // which withdrew it and left a two-person quorum one vote short for good.
 func TestGroupVoteSurvivesTheNextVote(t *testing.T) {
-	e, p, _ := oidcEnvKey(t, func(pol string) string {
-		const one = "p2, acme, payments.pay, 1, requester+agent_owner, INR"
-		if !strings.Contains(pol, one) {
-			t.Fatal("examples/policy.csv no longer has the payments.pay floor this test raises")
-		}
-		// erin by name too: a start is refused unless people policy names
-		// could meet the quorum (pkg/decidable cannot see groups).
-		return strings.Replace(pol, one, "p2, acme, payments.pay, 2, requester+agent_owner, INR", 1) + "g, erin, role:finance-1m, acme, _, _\n"
-	})
+	e, p := quorumTwoEnv(t)
 	p.SetGroups("dave", "finance-emea")
 	resp, err := tollgatev1.NewRunServiceClient(signedIn(t, e, p, "alice")).StartRun(bg, &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: "vendor-payment"}})
 	if err != nil {
@@ -304,4 +296,20 @@ func TestGroupStandingApprovalApplies(t *testing.T) {
 	if st := state(r2); st != tollgatev1.RunState_RUN_STATE_COMPLETE {
 		t.Fatalf("the next matching ask is not approved by the standing approval granted through a group: %v", st)
 	}
+}
+
+// quorumTwoEnv is oidcEnv with two distinct approvers needed for
+// payments.pay, and erin holding finance-1m by name too: a start is
+// refused unless people policy names could meet the quorum (pkg/decidable
+// cannot see groups).
+func quorumTwoEnv(t *testing.T) (*env, *oidctest.Provider) {
+	t.Helper()
+	e, p, _ := oidcEnvKey(t, func(pol string) string {
+		const one = "p2, acme, payments.pay, 1, requester+agent_owner, INR"
+		if !strings.Contains(pol, one) {
+			t.Fatal("examples/policy.csv no longer has the payments.pay floor this test raises")
+		}
+		return strings.Replace(pol, one, "p2, acme, payments.pay, 2, requester+agent_owner, INR", 1) + "g, erin, role:finance-1m, acme, _, _\n"
+	})
+	return e, p
 }
