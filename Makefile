@@ -3,17 +3,22 @@ SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test fmt-check vet buf-lint generate check-generated tools jaeger helm chart-check ci fuzz bench bench-peers bench-replicas bench-go
+.PHONY: all build test test-go fmt-check vet buf-lint generate check-generated tools jaeger helm chart-check ci fuzz bench bench-peers bench-replicas bench-go
 
 all: build
 
 build:
 	go build ./...
 
-## test: the whole suite, with the race detector. Without a Jaeger binary
-## (bin/jaeger or $TOLLGATE_JAEGER) the tracing tests skip: the last line
-## says so and how to run them; the exit status is go test's.
-test:
+## test: the whole suite: the main module's tests with the race detector
+## (test-go), then the deployment artifacts' (chart-check: the chart and its
+## Go test; image-test: the image read back and run), each a module of its own.
+test: test-go chart-check image-test
+
+## test-go: the main module's tests, with the race detector. Without a Jaeger
+## binary (bin/jaeger or $TOLLGATE_JAEGER) the tracing tests skip: the last
+## line says so and how to run them; the exit status is go test's.
+test-go:
 	@status=0; go test -race -count=1 -timeout 25m ./... || status=$$?; \
 	if [ -z "$$TOLLGATE_JAEGER" ] && [ ! -x "$(BIN)/jaeger" ]; then \
 		echo "make test: the tracing tests (real Jaeger, internal/jaegertest) were SKIPPED: no bin/jaeger and no \$$TOLLGATE_JAEGER."; \
