@@ -107,7 +107,7 @@ func Ask(run *engine.Run, m *engine.Machine, a *engine.AskRun, full bool) *tollg
 	for _, d := range a.Decisions {
 		pd := &tollgatev1.Decision{Kind: decisionKindToProto[d.Kind], Actor: d.Actor, Time: Time(d.At),
 			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, Counts: d.Kind != engine.DecisionExpire && d.Kind != engine.DecisionCancel,
-			Authority: d.Why, PolicyVersion: d.Policy, EvidenceRequest: evidenceRequest(d), DelegateTo: delegateTo(d)}
+			Authority: d.Why, PolicyVersion: d.Policy, EvidenceRequest: evidenceRequest(d), DelegateTo: delegateTo(d), Via: d.Via}
 		if d.Kind == engine.DecisionAmend {
 			pd.AmendField, pd.AmendValueJson, pd.PayloadDigest = d.Field, d.Value, d.Before
 		}

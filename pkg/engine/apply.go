@@ -33,12 +33,26 @@ type tx struct {
 	// unknown), touched the steps it wrote since, as they were (tally.go).
 	base    *tally
 	touched map[string]*StepRun
+	// via is the surface the applied decision came through (nil: none
+	// named), stamped on its decisions and journal records.
+	via *via
 }
 
 // Reply is the typed response to an Answer; see package answer.
 type Reply = answer.Reply
 
 func (t *tx) record(kind JournalKind, actor string, payload map[string]any) {
+	if v := t.via; v != nil && actor == v.actor {
+		if payload == nil {
+			payload = map[string]any{}
+		}
+		if v.surface != "" {
+			payload["via"] = v.surface
+		}
+		if v.link != "" {
+			payload["link"] = v.link
+		}
+	}
 	t.records = append(t.records, Record{Kind: kind, Actor: actor, At: t.at, Payload: payload})
 }
 
@@ -85,6 +99,8 @@ func (t *tx) apply(ev Event) (Transition, error) {
 		t.at = t.run.UpdatedAt // the store's clock never runs backwards for a run
 	}
 	expired := t.expire()
+	t.via = t.viaOf(ev)
+	defer func() { t.via = nil }()
 	var err error
 	switch e := ev.(type) {
 	case Tick:
@@ -148,6 +164,8 @@ func (t *tx) apply(ev Event) (Transition, error) {
 	}
 	if err != nil {
 		t.refusal = err
+	} else {
+		t.stampVia()
 	}
 	t.advance()
 	return t.result(), nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/pkg/freshness"
 )
@@ -28,6 +29,13 @@ type Judged struct {
 	// of an ask that governs actions and the evidence digest of an ask
 	// that shows evidence.
 	Approves bool
+	// Via is the surface the decision came through ("api", "web",
+	// "slack", …); the engine records it on the decision and its journal
+	// records. Link, when set, is the id of the single-use link it was
+	// made through: the engine refuses a second decision through one link
+	// (ErrLinkUsed), on any replica, since the ask carries its uses.
+	Via  string
+	Link string
 }
 
 // Refusals of a decision judged on another ask than the one it would
@@ -40,6 +48,9 @@ var (
 	// ErrDigestMismatch: the decision quotes a payload digest the ask
 	// never bound.
 	ErrDigestMismatch = errors.New("digest mismatch")
+	// ErrLinkUsed: a decision was already made through this single-use
+	// link.
+	ErrLinkUsed = errors.New("this link was already used")
 )
 
 // Bound reports whether the ask binds, or bound before an amendment,
@@ -81,6 +92,9 @@ func (a *AskRun) StillAsJudged(j Judged) error {
 	if j == (Judged{}) {
 		return nil
 	}
+	if d, ok := a.LinkUse(j.Link); ok {
+		return fmt.Errorf("%w: %s decided %q through it at %s (%s); a link decides once", ErrLinkUsed, d.Actor, a.Title, d.At.UTC().Format(time.RFC3339), d.Kind)
+	}
 	payload, evidence := a.PayloadDigest(), a.EvidenceDigest()
 	if j.Approves && payload != "" && j.Payload == "" {
 		return fmt.Errorf("%w: %q binds payload %s; send the payload digest you were shown (expected_payload_digest, approvectl asks show)", ErrUnreviewed, a.Title, payload)
@@ -106,6 +120,20 @@ func (a *AskRun) StillAsJudged(j Judged) error {
 		return fmt.Errorf("%w: %q is now %s for %s, binding %s; read it again and decide on what it is now", ErrStaleAsk, a.Title, a.State, whom(a), orNone(payload))
 	}
 	return nil
+}
+
+// LinkUse is the decision made through single-use link id, if any ("" is
+// no link, never used).
+func (a *AskRun) LinkUse(id string) (Decision, bool) {
+	if id == "" {
+		return Decision{}, false
+	}
+	for _, d := range a.Decisions {
+		if d.Link == id {
+			return d, true
+		}
+	}
+	return Decision{}, false
 }
 
 // showed reports whether the ask ever showed the evidence digest d: its
@@ -136,4 +164,59 @@ func whom(a *AskRun) string {
 		w += fmt.Sprintf(", %d approvals", a.Quorum)
 	}
 	return w
+}
+
+// judgedEvent is a person's decision on one ask, pinned by a Judged.
+type judgedEvent interface {
+	pinned() (ask, actor string, j Judged)
+}
+
+func (e Decide) pinned() (string, string, Judged)          { return e.Ask, e.Actor, e.Judged }
+func (e Amend) pinned() (string, string, Judged)           { return e.Ask, e.Actor, e.Judged }
+func (e RequestEvidence) pinned() (string, string, Judged) { return e.Ask, e.Actor, e.Judged }
+func (e Delegate) pinned() (string, string, Judged)        { return e.Ask, e.Actor, e.Judged }
+func (e Revoke) pinned() (string, string, Judged)          { return e.Ask, e.Actor, e.Judged }
+func (e Answer) pinned() (string, string, Judged)          { return e.Ask, e.Actor, e.Judged }
+
+// via is the surface and link of the decision a transition applies, for
+// its decisions and journal records (tx.record, tx.stampVia).
+type via struct {
+	actor, surface, link string
+	ask                  string
+	from                 int // how many decisions the ask held before
+}
+
+// viaOf is the surface ev came through, if it is a decision that names one.
+func (t *tx) viaOf(ev Event) *via {
+	je, ok := ev.(judgedEvent)
+	if !ok {
+		return nil
+	}
+	ask, actor, j := je.pinned()
+	if j.Via == "" && j.Link == "" {
+		return nil
+	}
+	v := &via{actor: actor, surface: j.Via, link: j.Link, ask: ask}
+	if a, ok := t.run.Asks[ask]; ok {
+		v.from = len(a.Decisions)
+	}
+	return v
+}
+
+// stampVia marks the decisions the transition's actor made on its ask with
+// the surface and link they came through.
+func (t *tx) stampVia() {
+	v := t.via
+	if v == nil {
+		return
+	}
+	a, ok := t.run.Asks[v.ask]
+	if !ok || v.from > len(a.Decisions) {
+		return
+	}
+	for i := v.from; i < len(a.Decisions); i++ {
+		if d := &a.Decisions[i]; d.Actor == v.actor {
+			d.Via, d.Link = v.surface, v.link
+		}
+	}
 }

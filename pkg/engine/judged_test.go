@@ -102,3 +102,60 @@ func TestEvidenceDigestMismatchSaysWhich(t *testing.T) {
 		t.Errorf("approve quoting the evidence shown: %v", err)
 	}
 }
+
+// A decision through a single-use link is stamped with its surface and
+// link, on the ask and in the journal; a second decision through the same
+// link is refused, whoever makes it and whatever it decides, also while
+// the ask stays open (an amendment, a first vote of two).
+func TestSingleUseLinkDecidesOnce(t *testing.T) {
+	s := newSim(t, compile(t, `a: notes.search {"q": "x"}
+ask finance:
+  pay?
+  approvers: 2 of bob, carol
+b: payments.pay {"vendor": "V", "invoice": "I", "amount": 10, "currency": "INR", "bank_account": "{a}"}
+`))
+	s.succeed("a", "x")
+	ask := ""
+	for id := range s.run.Asks {
+		ask = id
+	}
+	a := s.run.Asks[ask]
+	j := JudgedOn(a, a.PayloadDigest(), a.EvidenceDigest(), true)
+	j.Via, j.Link = "web", "lnk_bob"
+	tr := s.apply(Decide{Ask: ask, Actor: "bob", Option: "1", Judged: j, At: s.tick(time.Second)})
+	d := s.run.Asks[ask].Decisions
+	if len(d) != 1 || d[0].Via != "web" || d[0].Link != "lnk_bob" {
+		t.Fatalf("decisions after a vote through a link: %+v, want one stamped web/lnk_bob", d)
+	}
+	stamped := false
+	for _, r := range tr.Records {
+		if r.Actor == "bob" && r.Payload["via"] == "web" && r.Payload["link"] == "lnk_bob" {
+			stamped = true
+		}
+	}
+	if !stamped {
+		t.Errorf("no journal record of bob's vote names its surface and link: %+v", tr.Records)
+	}
+	if u, ok := s.run.Asks[ask].LinkUse("lnk_bob"); !ok || u.Actor != "bob" {
+		t.Errorf("LinkUse(lnk_bob) = %+v, %v", u, ok)
+	}
+	for name, ev := range map[string]Event{
+		"the same vote again": Decide{Ask: ask, Actor: "bob", Option: "1", Judged: j, At: s.tick(time.Second)},
+		"another's vote":      Decide{Ask: ask, Actor: "carol", Option: "1", Judged: j, At: s.tick(time.Second)},
+		"a rejection":         Decide{Ask: ask, Actor: "bob", Reject: true, Reason: "no", Judged: Judged{Via: "web", Link: "lnk_bob"}, At: s.tick(time.Second)},
+		"an answer in words":  Answer{Ask: ask, Actor: "carol", Text: "1", Judged: j, At: s.tick(time.Second)},
+		"a request for proof": RequestEvidence{Ask: ask, Actor: "carol", What: "invoice", Judged: Judged{Link: "lnk_bob"}, At: s.tick(time.Second)},
+		"a hand-over":         Delegate{Ask: ask, Actor: "bob", To: "dave", Judged: Judged{Link: "lnk_bob"}, At: s.tick(time.Second)},
+	} {
+		if _, err := s.m.Apply(s.run, ev); !errors.Is(err, ErrLinkUsed) || !strings.Contains(err.Error(), "bob") {
+			t.Errorf("%s through a used link: %v, want ErrLinkUsed naming who used it", name, err)
+		}
+	}
+	// Another link, or none, still decides.
+	j2 := JudgedOn(s.run.Asks[ask], a.PayloadDigest(), a.EvidenceDigest(), true)
+	j2.Via, j2.Link = "web", "lnk_carol"
+	s.apply(Decide{Ask: ask, Actor: "carol", Option: "1", Judged: j2, At: s.tick(time.Second)})
+	if st := s.run.Asks[ask].State; st == AskPending {
+		t.Fatalf("carol's vote through her own link did not complete the quorum: %s", st)
+	}
+}

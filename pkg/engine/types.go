@@ -334,6 +334,10 @@ type Decision struct {
 	Policy string       `json:"policy,omitempty"` // the policy version it was authorized under
 	// Groups are the actor's identity-provider groups it was judged with.
 	Groups []string `json:"groups,omitempty"`
+	// Via is the surface it came through (Judged.Via); Link the
+	// single-use link it was made through, if any.
+	Via  string `json:"via,omitempty"`
+	Link string `json:"link,omitempty"`
 	// An amendment: the field, its new value (JSON) and the payload
 	// digest the ask bound before it.
 	Field  string `json:"field,omitempty"`

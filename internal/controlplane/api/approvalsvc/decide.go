@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/wire"
@@ -44,6 +45,8 @@ func (s *Service) decidable(ctx context.Context, askID string, kindOf func(*engi
 		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%s: %w", v.Why, errkind.Denied)
 	}
 	judged := engine.JudgedOn(a, reviewed, evidence, kind.Approves())
+	via := api.ViaOf(ctx)
+	judged.Via, judged.Link = via.Surface, via.Link
 	if err := a.StillAsJudged(judged); err != nil {
 		return "", nil, nil, v, engine.Judged{}, err
 	}
