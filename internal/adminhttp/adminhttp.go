@@ -1,7 +1,8 @@
-// Package adminhttp runs an admin listener: plain HTTP for probes,
-// metrics and profiles, owned by the process that starts it (Close stops
-// it and waits for its goroutine). The control plane and the executor both
-// serve theirs through it.
+// Package adminhttp runs an HTTP listener owned by the process that starts
+// it (Close stops it and waits for its goroutine): the admin listener —
+// plain HTTP for probes, metrics and profiles, which the control plane and
+// the executor both serve through it — and the control plane's web inbox
+// (Serve, on a listener that may speak TLS).
 package adminhttp
 
 import (
@@ -28,15 +29,20 @@ func Start(addr string, h http.Handler, writeTimeout time.Duration) (*Listener, 
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
 	}
+	return Serve(lis, h, writeTimeout), nil
+}
+
+// Serve serves h on lis (a TLS listener, say) as Start does.
+func Serve(lis net.Listener, h http.Handler, writeTimeout time.Duration) *Listener {
 	l := &Listener{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: writeTimeout, IdleTimeout: time.Minute}, addr: lis.Addr().String(), done: make(chan error, 1)}
 	go func() {
 		defer close(l.done)
 		if err := l.srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			l.done <- fmt.Errorf("admin listener %s: %w", l.addr, err)
+			l.done <- fmt.Errorf("listener %s: %w", l.addr, err)
 		}
 	}()
-	return l, nil
+	return l
 }
 
 // Addr is the address it listens on.

@@ -76,6 +76,16 @@ type Options struct {
 	// Bounds on what callers can make a replica hold in memory.
 	PlanCache           int
 	MaxWatchesPerCaller int
+	// The web inbox (internal/web): its listener, its address as
+	// browsers reach it, the key that seals its sessions and signs its
+	// links (shared by every replica), and how links and sessions behave.
+	WebListen       string
+	WebURL          string
+	WebKey          string
+	WebLinkSignsIn  bool
+	WebSessionTTL   time.Duration
+	WebLinkTTL      time.Duration
+	WebClientSecret string // a file holding the OpenID client secret of a confidential web client
 }
 
 // WebhookOption is one webhook receiver in the config file. The secret is
@@ -151,6 +161,13 @@ func (o *Options) settings() []setting {
 		{&o.TrustDomain, "trust-domain", "trust_domain", identity.DefaultTrustDomain, "executors are spiffe://TRUST-DOMAIN/executor/NAME in their certificate's URI SAN"},
 		{&o.PlanCache, "plan-cache", "plan_cache", runner.DefaultPlanCache, "plans kept in memory in each plan cache (engines, compilations, plan views), least recently used evicted; an evicted plan is read from the store again"},
 		{&o.MaxWatchesPerCaller, "max-watches-per-caller", "max_watches_per_caller", api.DefaultMaxWatchesPerCaller, "watch streams (WatchRun, WatchAsks) one caller may hold open at once; more are refused with RESOURCE_EXHAUSTED"},
+		{&o.WebListen, "web-listen", "web_listen", "", "web inbox address: people sign in (--oidc-issuer, or the dev picker) and decide in a browser (default 127.0.0.1:7445 with --dev; empty: off). Served with --tls-cert when given"},
+		{&o.WebURL, "web-url", "web_url", "", "the web inbox's address as browsers reach it (https://inbox.example.com): links in notices and the OpenID redirect are made from it; plain http only on loopback (default: http://--web-listen when that is loopback)"},
+		{&o.WebKey, "web-key", "web_key", "", "file holding at least 32 random bytes that seal web sessions and sign links and CSRF tokens; every replica behind one --web-url shares it (--dev: made in the dev folder)"},
+		{&o.WebLinkSignsIn, "web-link-signs-in", "web_link_signs_in", false, "a notice's single-use link alone lets its person see and decide its one ask (one-click approval from email); off: the holder signs in as that person first"},
+		{&o.WebSessionTTL, "web-session-ttl", "web_session_ttl", 8 * time.Hour, "how long a web sign-in lasts; the provider's groups are those at sign-in"},
+		{&o.WebLinkTTL, "web-link-ttl", "web_link_ttl", 24 * time.Hour, "how long a notice's link is good for (never past its ask's deadline)"},
+		{&o.WebClientSecret, "web-oidc-client-secret-file", "web_oidc_client_secret_file", "", "file holding the client secret, when the web inbox signs in as a confidential client (--oidc-client-id); empty: a public client, PKCE alone"},
 	}
 }
 

@@ -52,6 +52,9 @@ func setUpDev(mc MainConfig, o *Options, dev devConfig) (store.Store, identity.D
 	if o.ExecutorListen == "" {
 		o.ExecutorListen = "127.0.0.1:7444"
 	}
+	if o.WebListen == "" {
+		o.WebListen = "127.0.0.1:7445"
+	}
 	if !identity.Loopback(o.ExecutorListen) {
 		return nil, identity.DevBundle{}, fmt.Errorf("--dev listens on loopback only; %s is not", o.ExecutorListen)
 	}
@@ -92,9 +95,10 @@ func setUpDev(mc MainConfig, o *Options, dev devConfig) (store.Store, identity.D
   tokens:  %s (users %s)
   policy:  %s (%s)
   certs:   %s (executors %s)
+  inbox:   http://%s (pick a dev user)
   use:     approvectl --as alice run graph-ask-demo --wait
            TOLLGATE_TOKEN=$(cat %s) approvectl asks
-`, filepath.Join(dir, "tokens"), strings.Join(dev.Users, ", "), o.Policy, policyNote, filepath.Join(dir, "pki"), strings.Join(dev.Executors, ", "), b.TokenPaths["alice"])
+`, filepath.Join(dir, "tokens"), strings.Join(dev.Users, ", "), o.Policy, policyNote, filepath.Join(dir, "pki"), strings.Join(dev.Executors, ", "), o.WebListen, b.TokenPaths["alice"])
 	return memstore.New(memstore.Config{}), b, nil
 }
 

@@ -311,6 +311,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
 	}
+	inbox, err := newWeb(ctx, &o, webSetup{Server: srv, Verifier: verifier, APITLS: apiTLS, DevUsers: dev.Users, Log: log})
+	if err != nil {
+		return err
+	}
 
 	lis, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -340,11 +344,27 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		}
 		adminFailed, adminAddr = admin.Failed(), admin.Addr()
 	}
+	var webLis *adminhttp.Listener
+	var webFailed <-chan error // nil: never
+	webAddr := ""
+	if inbox != nil {
+		if webLis, err = serveWeb(&o, inbox, apiTLS); err != nil {
+			lis.Close()
+			if execLis != nil {
+				execLis.Close()
+			}
+			if admin != nil {
+				admin.Close()
+			}
+			return err
+		}
+		webFailed, webAddr = webLis.Failed(), webLis.Addr()
+	}
 	execAddr := ""
 	if execLis != nil {
 		execAddr = execLis.Addr().String()
 	}
-	log.Info("serving", "listen", lis.Addr().String(), "executor_listen", execAddr, "admin", adminAddr, "dev", o.Dev)
+	log.Info("serving", "listen", lis.Addr().String(), "executor_listen", execAddr, "admin", adminAddr, "web", webAddr, "dev", o.Dev)
 
 	// The server runs until the dev executor, a client of its executor
 	// listener, has stopped: then it drains (srv.Run owns the rest).
@@ -382,8 +402,16 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	case <-ctx.Done():
 		log.Info("shutting down: NOT_SERVING, draining", "timeout", o.DrainTimeout)
 	case failed = <-adminFailed:
+	case failed = <-webFailed:
 	case failed = <-ran: // a listener failed; the server has drained
 		ran <- failed
+	}
+	// The web inbox stops first: its pages and streams call the server,
+	// which drains next.
+	if webLis != nil {
+		if err := webLis.Close(); err != nil && failed == nil {
+			log.Warn("web listener", "error", err)
+		}
 	}
 	stopExec()
 	<-execDone

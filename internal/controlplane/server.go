@@ -156,7 +156,12 @@ type Server struct {
 	// notices sends the outbox's webhook deliveries; nil without a
 	// Notifier.
 	notices *approvals.Deliverer
+	local   api.Local
 }
+
+// Local is the API as the control plane's own surfaces (the web inbox,
+// Slack) call it: the same handlers, limits and errors as the listener.
+func (s *Server) Local() api.Local { return s.local }
 
 // pendingRuns is a coalescing set of run ids with a signal.
 type pendingRuns struct {
@@ -285,7 +290,8 @@ func NewServer(cfg Config) *Server {
 	runs := runsvc.New(runsvc.Config{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Approvals: desk,
 		Readers: readers, Views: views, Watches: watches, Log: cfg.Log, PlanCache: cfg.PlanCache})
 	runs.Register(gs)
-	approvalsvc.New(approvalsvc.Config{Runner: run, Store: cfg.Store, Approvals: desk, Readers: readers, Watches: watches, Log: cfg.Log}).Register(gs)
+	approvalSvc := approvalsvc.New(approvalsvc.Config{Runner: run, Store: cfg.Store, Approvals: desk, Readers: readers, Watches: watches, Log: cfg.Log})
+	approvalSvc.Register(gs)
 	auditsvc.New(auditsvc.Config{Runner: run, Store: cfg.Store, Readers: readers}).Register(gs)
 	gatesvc.New(gatesvc.Config{Runner: run, Approvals: desk, Readers: readers, Views: views,
 		SigningKey: cfg.SigningKey, KeyID: cfg.KeyID, GateGrantTTL: cfg.GateGrantTTL, Log: cfg.Log}).Register(gs)
@@ -297,7 +303,8 @@ func NewServer(cfg Config) *Server {
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	srv := &Server{GRPC: gs, Runner: run, health: hs, catalog: cat, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns()}
+	srv := &Server{GRPC: gs, Runner: run, health: hs, catalog: cat, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns(),
+		local: api.Local{Approvals: approvalSvc, Runs: runs, Log: cfg.Log}}
 	if cfg.Notifier != nil {
 		srv.notices = approvals.NewDeliverer(approvals.DelivererConfig{Store: cfg.Store, Sender: cfg.Notifier, Recorder: run, Replica: cfg.Replica, Held: desk, Log: cfg.Log})
 	}

@@ -107,7 +107,7 @@ func Ask(run *engine.Run, m *engine.Machine, a *engine.AskRun, full bool) *tollg
 	for _, d := range a.Decisions {
 		pd := &tollgatev1.Decision{Kind: decisionKindToProto[d.Kind], Actor: d.Actor, Time: Time(d.At),
 			Reason: d.Reason, OptionId: d.Option, AnswerText: d.Text, Counts: d.Kind != engine.DecisionExpire && d.Kind != engine.DecisionCancel,
-			Authority: d.Why, PolicyVersion: d.Policy, EvidenceRequest: evidenceRequest(d), DelegateTo: delegateTo(d), Via: d.Via}
+			Authority: d.Why, PolicyVersion: d.Policy, EvidenceRequest: evidenceRequest(d), DelegateTo: delegateTo(d), Via: via(d)}
 		if d.Kind == engine.DecisionAmend {
 			pd.AmendField, pd.AmendValueJson, pd.PayloadDigest = d.Field, d.Value, d.Before
 		}
@@ -276,4 +276,13 @@ func delegateTo(d engine.Decision) string {
 		return d.Text
 	}
 	return ""
+}
+
+// via is the surface a decision came through, with the single-use link it
+// was made through: "web link lnk_…".
+func via(d engine.Decision) string {
+	if d.Link == "" {
+		return d.Via
+	}
+	return d.Via + " link " + d.Link
 }

@@ -1,0 +1,127 @@
+package controlplane
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/internal/adminhttp"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
+	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/web"
+)
+
+// webSetup is what the web inbox is built from, besides the options.
+type webSetup struct {
+	Server   *Server
+	Verifier *identity.Verifier
+	APITLS   *tls.Config
+	DevUsers []string // --dev: the picker's users
+	Mount    map[string]http.Handler
+	Log      *slog.Logger
+}
+
+// webCaller is how the inbox's calls carry their person: authenticated by
+// the inbox's session, through the web surface (and a link, if any).
+func webCaller(ctx context.Context, p identity.Principal, link string) context.Context {
+	return api.As(ctx, p, api.Via{Surface: api.SurfaceWeb, Link: link})
+}
+
+// newWeb builds the web inbox from the options (nil when --web-listen is
+// not given).
+func newWeb(ctx context.Context, o *Options, ws webSetup) (*web.Handler, error) {
+	if o.WebListen == "" {
+		return nil, nil
+	}
+	base := o.WebURL
+	if base == "" {
+		if !identity.Loopback(o.WebListen) {
+			return nil, fmt.Errorf("--web-listen %s is off loopback: give --web-url, the https address browsers reach it at", o.WebListen)
+		}
+		scheme := "http"
+		if ws.APITLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + o.WebListen
+	}
+	if o.Dev && !identity.Loopback(o.WebListen) {
+		return nil, fmt.Errorf("--dev serves the web inbox on loopback only; %s is not", o.WebListen)
+	}
+	key, err := webKey(o)
+	if err != nil {
+		return nil, err
+	}
+	var oidc *web.OIDC
+	if o.OIDCIssuer != "" {
+		d, err := identity.Discover(ctx, nil, o.OIDCIssuer)
+		if err != nil {
+			return nil, fmt.Errorf("web inbox: %w", err)
+		}
+		secret := ""
+		if o.WebClientSecret != "" {
+			b, err := os.ReadFile(o.WebClientSecret)
+			if err != nil {
+				return nil, fmt.Errorf("--web-oidc-client-secret-file: %w", err)
+			}
+			secret = strings.TrimSpace(string(b))
+		}
+		oidc = &web.OIDC{Issuer: o.OIDCIssuer, AuthURL: d.AuthURL, TokenURL: d.TokenURL, ClientID: o.OIDCClientID, ClientSecret: secret, Verifier: ws.Verifier}
+	}
+	var dev []string
+	if o.Dev {
+		dev = ws.DevUsers
+	}
+	return web.New(web.Config{API: ws.Server.Local(), Caller: webCaller, Key: key, BaseURL: base, OIDC: oidc, DevUsers: dev, DevIssuer: o.Issuer,
+		LinkSignsIn: o.WebLinkSignsIn, SessionTTL: o.WebSessionTTL, LinkTTL: o.WebLinkTTL, Mount: ws.Mount, Log: ws.Log})
+}
+
+// webKey reads --web-key; --dev makes one in its folder the first time.
+func webKey(o *Options) ([]byte, error) {
+	path := o.WebKey
+	if path == "" && o.Dev {
+		path = filepath.Join(o.Home, "dev", "web.key")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(path, []byte(rand.Text()+rand.Text()), 0o600); err != nil {
+				return nil, fmt.Errorf("make the dev web key: %w", err)
+			}
+		}
+	}
+	if path == "" {
+		return nil, errors.New("--web-listen needs --web-key FILE: at least 32 random bytes that seal sessions and sign links, the same file on every replica (e.g. head -c 48 /dev/urandom | base64 > web.key)")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--web-key: %w", err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 && !o.Dev {
+		return nil, fmt.Errorf("--web-key %s can be read by others (mode %v); chmod 600 it", path, fi.Mode().Perm())
+	}
+	b = []byte(strings.TrimSpace(string(b)))
+	if len(b) < web.MinKeyBytes {
+		return nil, fmt.Errorf("--web-key %s holds %d bytes; at least %d random bytes are needed", path, len(b), web.MinKeyBytes)
+	}
+	return b, nil
+}
+
+// serveWeb listens on --web-listen (TLS with the API's certificate when it
+// has one) and serves h until Close. No write timeout: the inbox's live
+// updates are a stream.
+func serveWeb(o *Options, h http.Handler, apiTLS *tls.Config) (*adminhttp.Listener, error) {
+	lis, err := net.Listen("tcp", cmp.Or(o.WebListen, "127.0.0.1:0"))
+	if err != nil {
+		return nil, fmt.Errorf("web listen: %w", err)
+	}
+	if apiTLS != nil {
+		lis = tls.NewListener(lis, apiTLS)
+	}
+	return adminhttp.Serve(lis, h, 0), nil
+}
