@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-go fmt-check vet buf-lint generate check-generated tools jaeger helm chart-check ci fuzz bench bench-peers bench-replicas bench-go
+.PHONY: all build axe test test-go fmt-check vet buf-lint generate check-generated tools jaeger helm chart-check ci fuzz bench bench-peers bench-replicas bench-go
 
 all: build
 
@@ -18,12 +18,21 @@ test: test-go chart-check image-test
 ## test-go: the main module's tests, with the race detector. Without a Jaeger
 ## binary (bin/jaeger or $TOLLGATE_JAEGER) the tracing tests skip: the last
 ## line says so and how to run them; the exit status is go test's.
-test-go:
+test-go: axe
 	@status=0; go test -race -count=1 -timeout 25m ./... || status=$$?; \
 	if [ -z "$$TOLLGATE_JAEGER" ] && [ ! -x "$(BIN)/jaeger" ]; then \
 		echo "make test: the tracing tests (real Jaeger, internal/jaegertest) were SKIPPED: no bin/jaeger and no \$$TOLLGATE_JAEGER."; \
 		echo "make test: to run them, 'make jaeger' once (~5 min, ~3 GB of Go cache) or set TOLLGATE_JAEGER=/path/to/jaeger, then make test again."; \
 	fi; exit $$status
+
+## axe: axe-core for the browser tests (internal/browsertest, the web
+## inbox's accessibility check), pinned in tools/axe; Chromium itself is
+## Debian's (apt-get install chromium; .ci/run installs it).
+axe: tools/axe/node_modules/axe-core/axe.min.js
+
+tools/axe/node_modules/axe-core/axe.min.js: tools/axe/package.json tools/axe/package-lock.json
+	npm ci --prefix tools/axe --no-audit --no-fund
+	@touch $@
 
 ## tools: build buf and the protoc plugins pinned in tools/go.mod into bin/.
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc

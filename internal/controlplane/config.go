@@ -86,6 +86,16 @@ type Options struct {
 	WebSessionTTL   time.Duration
 	WebLinkTTL      time.Duration
 	WebClientSecret string // a file holding the OpenID client secret of a confidential web client
+	// Slack (internal/slackapp): the bot token and signing secret are
+	// read from files, never given on a command line.
+	SlackTokenFile  string
+	SlackSecretFile string
+	SlackChannel    string
+	SlackUsers      []string // SLACK_USER_ID=person
+	SlackEmail      bool
+	SlackTeam       string
+	SlackDM         bool
+	SlackAPIURL     string
 }
 
 // WebhookOption is one webhook receiver in the config file. The secret is
@@ -167,6 +177,14 @@ func (o *Options) settings() []setting {
 		{&o.WebLinkSignsIn, "web-link-signs-in", "web_link_signs_in", false, "a notice's single-use link alone lets its person see and decide its one ask (one-click approval from email); off: the holder signs in as that person first"},
 		{&o.WebSessionTTL, "web-session-ttl", "web_session_ttl", 8 * time.Hour, "how long a web sign-in lasts; the provider's groups are those at sign-in"},
 		{&o.WebLinkTTL, "web-link-ttl", "web_link_ttl", 24 * time.Hour, "how long a notice's link is good for (never past its ask's deadline)"},
+		{&o.SlackTokenFile, "slack-token-file", "slack_token_file", "", "file holding the Slack bot token (xoxb-…): asks are posted to Slack (--slack-channel, --slack-dm); empty: no Slack"},
+		{&o.SlackSecretFile, "slack-signing-secret-file", "slack_signing_secret_file", "", "file holding the Slack app's signing secret: Approve and Reject in Slack decide (POST /slack/interactions on the web listener); empty: buttons are not offered"},
+		{&o.SlackChannel, "slack-channel", "slack_channel", "", "Slack channel id asks are posted to (its members see each packet)"},
+		{&o.SlackUsers, "slack-user", "slack_users", nil, "SLACK_USER_ID=PERSON: who a Slack user decides as (repeat); an unmapped user cannot decide"},
+		{&o.SlackEmail, "slack-email-is-person", "slack_email_is_person", false, "a Slack user whose email Slack confirmed decides as that email (use with --oidc-person-claim email)"},
+		{&o.SlackTeam, "slack-team", "slack_team", "", "only users of this Slack workspace (team id) may decide"},
+		{&o.SlackDM, "slack-dm", "slack_dm", false, "also send each person an ask names (and --slack-user maps) a direct message with their own single-use link"},
+		{&o.SlackAPIURL, "slack-api-url", "slack_api_url", "", "Slack Web API base URL (default https://slack.com/api/)"},
 		{&o.WebClientSecret, "web-oidc-client-secret-file", "web_oidc_client_secret_file", "", "file holding the client secret, when the web inbox signs in as a confidential client (--oidc-client-id); empty: a public client, PKCE alone"},
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -247,7 +248,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
-	var notifier *webhook.Notifier
+	var hooks *webhook.Notifier
 	if len(o.Webhooks) > 0 {
 		var eps []webhook.Endpoint
 		for _, w := range o.Webhooks {
@@ -257,7 +258,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			}
 			eps = append(eps, webhook.Endpoint{Name: w.Name, URL: w.URL, Secret: []byte(strings.TrimSpace(string(secret))), Roles: w.Roles, People: w.People, Kinds: w.Kinds})
 		}
-		notifier, err = webhook.New(webhook.Config{Log: log}, eps)
+		hooks, err = webhook.New(webhook.Config{Log: log}, eps)
 		if err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}
@@ -285,10 +286,41 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		defer met.Shutdown(context.Background())
 		observers = append(observers, met)
 	}
+	// The web inbox listens now: its address is what notices link to.
+	site, inboxLis, err := webSite(&o, apiTLS)
+	if err != nil {
+		return err
+	}
+	closeInbox := func() {
+		if inboxLis != nil {
+			inboxLis.Close()
+		}
+	}
+	var srv *Server
+	slack, err := newSlack(&o, site, func() *Server { return srv }, log)
+	if err != nil {
+		closeInbox()
+		return err
+	}
+	var notifier approvals.Notifier
+	if hooks != nil || slack != nil {
+		if hooks == nil {
+			// Slack alone: the notices are encoded as webhooks would be.
+			if hooks, err = webhook.New(webhook.Config{Log: log}, nil); err != nil {
+				closeInbox()
+				return err
+			}
+		}
+		notifier = notices{hooks: hooks, slack: slack, site: site, personLinks: !o.WebLinkSignsIn}
+	}
 	// The notifier only prepares and sends: pending deliveries live in
 	// the store, and the server's deliverer sends them (approvals).
 	background := []func(context.Context) error{az.Watch}
-	var srv *Server
+	mount := map[string]http.Handler{}
+	if slack != nil {
+		background = append(background, slack.Run)
+		mount["POST /slack/interactions"] = slack.Interactions()
+	}
 	if len(o.Catalogs) > 0 {
 		// Read again as the policy is: a ConfigMap edit takes effect
 		// without a restart.
@@ -298,7 +330,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	srv = NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, PolicyFile: o.Policy, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, Replica: o.Replica, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
-		EscalateTo: o.EscalateTo, Notifier: optionalNotifier(notifier), Observers: observers, Tracing: tracing,
+		EscalateTo: o.EscalateTo, Notifier: notifier, Observers: observers, Tracing: tracing,
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller,
 		SweepEvery: max(o.DeadlinePass, time.Second), DrainTimeout: max(o.DrainTimeout, time.Nanosecond), DrainDelay: o.DrainDelay,
 		APITLS: apiTLS, Background: background})
@@ -311,19 +343,22 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
 	}
-	inbox, err := newWeb(ctx, &o, webSetup{Server: srv, Verifier: verifier, APITLS: apiTLS, DevUsers: dev.Users, Log: log})
+	inbox, err := newWeb(ctx, &o, webSetup{Site: site, Server: srv, Verifier: verifier, DevUsers: dev.Users, Mount: mount, Log: log})
 	if err != nil {
+		closeInbox()
 		return err
 	}
 
 	lis, err := net.Listen("tcp", o.Listen)
 	if err != nil {
+		closeInbox()
 		return fmt.Errorf("listen: %w", err)
 	}
 	var execLis net.Listener
 	if o.ExecutorListen != "" {
 		if execLis, err = net.Listen("tcp", o.ExecutorListen); err != nil {
 			lis.Close()
+			closeInbox()
 			return fmt.Errorf("executor listen: %w", err)
 		}
 	} else {
@@ -337,6 +372,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		// as its ?seconds= asks.
 		if admin, err = adminhttp.Start(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: readiness(srv, o.Dev && mc.DevExecutor != nil)}), 0); err != nil {
 			lis.Close()
+			closeInbox()
 			if execLis != nil {
 				execLis.Close()
 			}
@@ -348,16 +384,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var webFailed <-chan error // nil: never
 	webAddr := ""
 	if inbox != nil {
-		if webLis, err = serveWeb(&o, inbox, apiTLS); err != nil {
-			lis.Close()
-			if execLis != nil {
-				execLis.Close()
-			}
-			if admin != nil {
-				admin.Close()
-			}
-			return err
-		}
+		webLis = serveWeb(inboxLis, inbox)
 		webFailed, webAddr = webLis.Failed(), webLis.Addr()
 	}
 	execAddr := ""
@@ -526,13 +553,4 @@ func loadOrCreateKey(path string, create bool) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("grant key %s: not an Ed25519 key", path)
 	}
 	return priv, nil
-}
-
-// optionalNotifier keeps a nil *webhook.Notifier from becoming a non-nil
-// Notifier interface.
-func optionalNotifier(n *webhook.Notifier) approvals.Notifier {
-	if n == nil {
-		return nil
-	}
-	return n
 }

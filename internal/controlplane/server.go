@@ -157,6 +157,13 @@ type Server struct {
 	// Notifier.
 	notices *approvals.Deliverer
 	local   api.Local
+	packets *approvalsvc.Service
+}
+
+// Packet is an ask's decision packet as a notice shows it (no caller: the
+// control plane's own notifiers read it; never serve it to a caller).
+func (s *Server) Packet(ctx context.Context, askID string) (*tollgatev1.Ask, error) {
+	return s.packets.Packet(ctx, askID)
 }
 
 // Local is the API as the control plane's own surfaces (the web inbox,
@@ -304,7 +311,7 @@ func NewServer(cfg Config) *Server {
 		reflection.Register(gs)
 	}
 	srv := &Server{GRPC: gs, Runner: run, health: hs, catalog: cat, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns(),
-		local: api.Local{Approvals: approvalSvc, Runs: runs, Log: cfg.Log}}
+		local: api.Local{Approvals: approvalSvc, Runs: runs, Log: cfg.Log}, packets: approvalSvc}
 	if cfg.Notifier != nil {
 		srv.notices = approvals.NewDeliverer(approvals.DelivererConfig{Store: cfg.Store, Sender: cfg.Notifier, Recorder: run, Replica: cfg.Replica, Held: desk, Log: cfg.Log})
 	}

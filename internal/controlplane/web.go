@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -22,6 +21,7 @@ import (
 
 // webSetup is what the web inbox is built from, besides the options.
 type webSetup struct {
+	Site     *web.Site
 	Server   *Server
 	Verifier *identity.Verifier
 	APITLS   *tls.Config
@@ -36,29 +36,50 @@ func webCaller(ctx context.Context, p identity.Principal, link string) context.C
 	return api.As(ctx, p, api.Via{Surface: api.SurfaceWeb, Link: link})
 }
 
-// newWeb builds the web inbox from the options (nil when --web-listen is
-// not given).
-func newWeb(ctx context.Context, o *Options, ws webSetup) (*web.Handler, error) {
+// webSite listens for the web inbox and makes its Site (address and keys),
+// which notices link to (nil when --web-listen is not given). The caller
+// owns the listener; newWeb builds the inbox served on it.
+func webSite(o *Options, apiTLS *tls.Config) (*web.Site, net.Listener, error) {
 	if o.WebListen == "" {
-		return nil, nil
-	}
-	base := o.WebURL
-	if base == "" {
-		if !identity.Loopback(o.WebListen) {
-			return nil, fmt.Errorf("--web-listen %s is off loopback: give --web-url, the https address browsers reach it at", o.WebListen)
-		}
-		scheme := "http"
-		if ws.APITLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + o.WebListen
+		return nil, nil, nil
 	}
 	if o.Dev && !identity.Loopback(o.WebListen) {
-		return nil, fmt.Errorf("--dev serves the web inbox on loopback only; %s is not", o.WebListen)
+		return nil, nil, fmt.Errorf("--dev serves the web inbox on loopback only; %s is not", o.WebListen)
+	}
+	if o.WebURL == "" && !identity.Loopback(o.WebListen) {
+		return nil, nil, fmt.Errorf("--web-listen %s is off loopback: give --web-url, the https address browsers reach it at", o.WebListen)
 	}
 	key, err := webKey(o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	lis, err := net.Listen("tcp", o.WebListen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("web listen: %w", err)
+	}
+	base := o.WebURL
+	if base == "" {
+		scheme := "http"
+		if apiTLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + lis.Addr().String()
+	}
+	site, err := web.NewSite(key, base, o.WebLinkTTL, nil)
+	if err != nil {
+		lis.Close()
+		return nil, nil, fmt.Errorf("--web-url: %w", err)
+	}
+	if apiTLS != nil {
+		lis = tls.NewListener(lis, apiTLS)
+	}
+	return site, lis, nil
+}
+
+// newWeb builds the web inbox of site (nil without one).
+func newWeb(ctx context.Context, o *Options, ws webSetup) (*web.Handler, error) {
+	if ws.Site == nil {
+		return nil, nil
 	}
 	var oidc *web.OIDC
 	if o.OIDCIssuer != "" {
@@ -80,8 +101,8 @@ func newWeb(ctx context.Context, o *Options, ws webSetup) (*web.Handler, error) 
 	if o.Dev {
 		dev = ws.DevUsers
 	}
-	return web.New(web.Config{API: ws.Server.Local(), Caller: webCaller, Key: key, BaseURL: base, OIDC: oidc, DevUsers: dev, DevIssuer: o.Issuer,
-		LinkSignsIn: o.WebLinkSignsIn, SessionTTL: o.WebSessionTTL, LinkTTL: o.WebLinkTTL, Mount: ws.Mount, Log: ws.Log})
+	return web.New(web.Config{API: ws.Server.Local(), Caller: webCaller, Site: ws.Site, OIDC: oidc, DevUsers: dev, DevIssuer: o.Issuer,
+		LinkSignsIn: o.WebLinkSignsIn, SessionTTL: o.WebSessionTTL, Mount: ws.Mount, Log: ws.Log})
 }
 
 // webKey reads --web-key; --dev makes one in its folder the first time.
@@ -112,16 +133,8 @@ func webKey(o *Options) ([]byte, error) {
 	return b, nil
 }
 
-// serveWeb listens on --web-listen (TLS with the API's certificate when it
-// has one) and serves h until Close. No write timeout: the inbox's live
-// updates are a stream.
-func serveWeb(o *Options, h http.Handler, apiTLS *tls.Config) (*adminhttp.Listener, error) {
-	lis, err := net.Listen("tcp", cmp.Or(o.WebListen, "127.0.0.1:0"))
-	if err != nil {
-		return nil, fmt.Errorf("web listen: %w", err)
-	}
-	if apiTLS != nil {
-		lis = tls.NewListener(lis, apiTLS)
-	}
-	return adminhttp.Serve(lis, h, 0), nil
+// serveWeb serves h on lis until Close. No write timeout: the inbox's
+// live updates are a stream.
+func serveWeb(lis net.Listener, h http.Handler) *adminhttp.Listener {
+	return adminhttp.Serve(lis, h, 0)
 }

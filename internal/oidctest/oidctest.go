@@ -35,6 +35,9 @@ const (
 	// RedirectURL is the client's registered loopback redirect; any port
 	// is accepted at run time (RFC 8252 §7.3).
 	RedirectURL = "http://127.0.0.1/callback"
+	// WebRedirectURL is the web inbox's sign-in callback on loopback,
+	// registered on the same client (any port).
+	WebRedirectURL = "http://127.0.0.1/signin/callback"
 )
 
 // DefaultUsers are the users a Provider starts with.
@@ -57,7 +60,7 @@ func Start(t testing.TB) *Provider {
 	for _, u := range DefaultUsers {
 		us.add(u)
 	}
-	clients := map[string]*storage.Client{ClientID: storage.NativeClient(ClientID, RedirectURL)}
+	clients := map[string]*storage.Client{ClientID: storage.NativeClient(ClientID, RedirectURL, WebRedirectURL)}
 	st := &idpStorage{Storage: storage.NewStorageWithClients(us, clients), users: us,
 		groups: map[string][]string{}, claims: map[string]map[string]any{}}
 	k, err := newKey("RS256", "rsa-1")

@@ -48,23 +48,73 @@ type OIDC struct {
 	// Endpoints are the provider's (identity.Discover).
 	AuthURL, TokenURL string
 	ClientID          string
-	ClientSecret      string // "" for a public client (PKCE alone)
+	ClientSecret      string   // "" for a public client (PKCE alone)
+	Scopes            []string // asked for besides openid, profile and email (e.g. groups)
 	Verifier          TokenVerifier
 	HTTPClient        *http.Client
+}
+
+// Site is the inbox's address and keys: what a notice needs to link to it
+// (AskURL, PersonLink), built before the control plane's notifiers, and
+// what the inbox then serves under.
+type Site struct {
+	keys    keys
+	base    *url.URL
+	secure  bool
+	linkTTL time.Duration
+	now     func() time.Time
+}
+
+// NewSite checks the inbox's address and key. key seals sessions and
+// signs links and CSRF tokens (at least MinKeyBytes; replicas behind one
+// address share it). baseURL is the inbox's address as browsers reach it
+// (https://inbox.example.com): links and the OpenID redirect are made from
+// it, and cookies are Secure when it is https; plain http only on
+// loopback. linkTTL bounds a link's life (0: DefaultLinkTTL).
+func NewSite(key []byte, baseURL string, linkTTL time.Duration, now func() time.Time) (*Site, error) {
+	k, err := newKeys(key)
+	if err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
+	base, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("web: the base URL %q is not an http(s) address", baseURL)
+	}
+	secure := base.Scheme == "https"
+	if !secure && !identity.Loopback(base.Host) {
+		return nil, fmt.Errorf("web: the base URL %s is plain http off loopback: sessions would cross the network in the clear; serve https (or end TLS at a proxy and give its https address)", baseURL)
+	}
+	if linkTTL <= 0 {
+		linkTTL = DefaultLinkTTL
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Site{keys: k, base: base, secure: secure, linkTTL: linkTTL, now: now}, nil
+}
+
+// url is path under the inbox's base URL.
+func (s *Site) url(path string) string { return s.base.String() + path }
+
+// AskURL is the inbox's page of an ask (it needs a sign-in).
+func (s *Site) AskURL(askID string) string { return s.url("/asks/" + askID) }
+
+// PersonLink is a new single-use link to askID for person, good until the
+// sooner of the link TTL and the ask's deadline.
+func (s *Site) PersonLink(askID, person string, expires time.Time) (string, error) {
+	tok, _, err := s.keys.mintLink(askID, person, expires, s.now(), s.linkTTL)
+	if err != nil {
+		return "", err
+	}
+	return s.url("/l/" + tok), nil
 }
 
 // Config is what the inbox needs.
 type Config struct {
 	API    API
 	Caller Caller
-	// Key seals sessions and signs links and CSRF tokens; at least
-	// MinKeyBytes. Replicas behind one address share it.
-	Key []byte
-	// BaseURL is the inbox's address as browsers reach it
-	// (https://inbox.example.com); links and the OpenID redirect are made
-	// from it. Cookies are Secure when it is https.
-	BaseURL string
-	OIDC    *OIDC
+	Site   *Site
+	OIDC   *OIDC
 	// DevUsers, when set, offers a picker of these users on the sign-in
 	// page, each signed in as a person of DevIssuer (controlplane --dev
 	// only: it is no sign-in at all).
@@ -75,7 +125,6 @@ type Config struct {
 	// to sign in as the person it names.
 	LinkSignsIn bool
 	SessionTTL  time.Duration // default 8h
-	LinkTTL     time.Duration // default DefaultLinkTTL
 	// Mount serves more handlers under the inbox's address (Slack's
 	// interactivity endpoint): path pattern → handler.
 	Mount map[string]http.Handler
@@ -85,13 +134,11 @@ type Config struct {
 
 // Handler is the web inbox.
 type Handler struct {
-	cfg    Config
-	keys   keys
-	base   *url.URL
-	secure bool
-	pages  map[string]*template.Template
-	mux    *http.ServeMux
-	oauth  *oauth2.Config
+	*Site
+	cfg   Config
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+	oauth *oauth2.Config
 }
 
 //go:embed templates/*.html
@@ -105,17 +152,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.API == nil || cfg.Caller == nil {
 		return nil, errors.New("web: an API and a Caller are required")
 	}
-	k, err := newKeys(cfg.Key)
-	if err != nil {
-		return nil, fmt.Errorf("web: %w", err)
-	}
-	base, err := url.Parse(strings.TrimSuffix(cfg.BaseURL, "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("web: the base URL %q is not an http(s) address", cfg.BaseURL)
-	}
-	secure := base.Scheme == "https"
-	if !secure && !identity.Loopback(base.Host) {
-		return nil, fmt.Errorf("web: the base URL %s is plain http off loopback: sessions would cross the network in the clear; serve https (or end TLS at a proxy and give its https address)", cfg.BaseURL)
+	if cfg.Site == nil {
+		return nil, errors.New("web: a Site is required")
 	}
 	if cfg.OIDC == nil && len(cfg.DevUsers) == 0 {
 		return nil, errors.New("web: nobody could sign in: configure an OpenID provider (or dev users, in --dev)")
@@ -123,41 +161,29 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 8 * time.Hour
 	}
-	if cfg.LinkTTL <= 0 {
-		cfg.LinkTTL = DefaultLinkTTL
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{cfg: cfg, keys: k, base: base, secure: secure}
+	h := &Handler{cfg: cfg, Site: cfg.Site}
+	var err error
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
 	if o := cfg.OIDC; o != nil {
-		h.oauth = &oauth2.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, Endpoint: oauth2.Endpoint{AuthURL: o.AuthURL, TokenURL: o.TokenURL, AuthStyle: oauth2.AuthStyleAutoDetect},
-			RedirectURL: h.url("/signin/callback"), Scopes: []string{"openid", "profile", "email", "groups"}}
+		// A public client sends its id in the form: Basic with an empty
+		// secret makes providers take it for a confidential one.
+		style := oauth2.AuthStyleInParams
+		if o.ClientSecret != "" {
+			style = oauth2.AuthStyleAutoDetect
+		}
+		h.oauth = &oauth2.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, Endpoint: oauth2.Endpoint{AuthURL: o.AuthURL, TokenURL: o.TokenURL, AuthStyle: style},
+			RedirectURL: h.url("/signin/callback"), Scopes: append([]string{"openid", "profile", "email"}, o.Scopes...)}
 	}
 	h.routes()
 	return h, nil
-}
-
-// url is path under the inbox's base URL.
-func (h *Handler) url(path string) string { return h.base.String() + path }
-
-// AskURL is the inbox's page of an ask (it needs a sign-in).
-func (h *Handler) AskURL(askID string) string { return h.url("/asks/" + askID) }
-
-// PersonLink is a new single-use link to askID for person, good until the
-// sooner of the link TTL and the ask's deadline.
-func (h *Handler) PersonLink(askID, person string, expires time.Time) (string, error) {
-	tok, _, err := h.keys.mintLink(askID, person, expires, h.cfg.Now(), h.cfg.LinkTTL)
-	if err != nil {
-		return "", err
-	}
-	return h.url("/l/" + tok), nil
 }
 
 func (h *Handler) routes() {

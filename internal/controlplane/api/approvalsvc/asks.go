@@ -137,3 +137,25 @@ func (s *Service) packet(ctx context.Context, run *engine.Run, a *engine.AskRun,
 	}
 	return wire.Ask(run, m, a, full)
 }
+
+// Packet is the decision packet of ask id as a notice shows it, read for
+// the control plane's own notifiers (Slack): there is no caller, so no
+// visibility rule applies, and who may see the notice is the operator's
+// choice of where it goes. Never serve it to a caller.
+func (s *Service) Packet(ctx context.Context, id string) (*tollgatev1.Ask, error) {
+	runID, stop, err := api.SplitAskID(id)
+	if err != nil {
+		return nil, err
+	}
+	run, _, err := s.cfg.Runner.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := run.Asks[stop]
+	if !ok {
+		return nil, fmt.Errorf("ask %s: %w", limits.Short(id), errkind.NotFound)
+	}
+	out := s.packet(ctx, run, a, false)
+	out.AuthorityRequired = api.AuthorityRequired(ctx, s.cfg.Approvals, run, a)
+	return out, nil
+}

@@ -1,0 +1,66 @@
+package controlplane
+
+import (
+	"context"
+	"maps"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/internal/slackapp"
+	"github.com/tollgate-dev/tollgate/internal/web"
+	"github.com/tollgate-dev/tollgate/pkg/webhook"
+)
+
+// notices is the outbox's one notifier over every channel a notice goes
+// out on: webhooks (pkg/webhook) and Slack (slackapp). Each notice carries
+// the web inbox's address of its ask and, for each person it names, a
+// single-use link bound to that ask and that person (web.Site), encoded
+// once when the commit that causes it is built; Slack endpoints are named
+// slackapp.EndpointPrefix….
+type notices struct {
+	hooks *webhook.Notifier
+	slack *slackapp.App // nil: no Slack
+	site  *web.Site     // nil: no web inbox, no links
+	// personLinks puts the people's links in webhook payloads: off where
+	// a link alone signs its person in (--web-link-signs-in), since a
+	// webhook endpoint is not each person's own channel.
+	personLinks bool
+}
+
+// Prepare implements approvals.Notifier.
+func (n notices) Prepare(ev webhook.Event) ([]byte, []string, error) {
+	if n.site != nil {
+		p := maps.Clone(ev.Payload)
+		if p == nil {
+			p = map[string]any{}
+		}
+		p["ask_url"] = n.site.AskURL(ev.AskID)
+		if n.personLinks && ev.Kind != webhook.KindDecided && ev.Kind != webhook.KindExpired {
+			links := map[string]string{}
+			for _, person := range ev.People {
+				if l, err := n.site.PersonLink(ev.AskID, person, ev.ExpiresAt); err == nil {
+					links[person] = l
+				}
+			}
+			if len(links) > 0 {
+				p["links"] = links
+			}
+		}
+		ev.Payload = p
+	}
+	raw, eps, err := n.hooks.Prepare(ev)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n.slack != nil {
+		eps = append(eps, n.slack.Endpoints(ev)...)
+	}
+	return raw, eps, nil
+}
+
+// Deliver implements approvals.Sender.
+func (n notices) Deliver(ctx context.Context, endpoint string, raw []byte, rec webhook.Recorder) webhook.Delivery {
+	if n.slack != nil && strings.HasPrefix(endpoint, slackapp.EndpointPrefix) {
+		return n.slack.Deliver(ctx, endpoint, raw, rec)
+	}
+	return n.hooks.Deliver(ctx, endpoint, raw, rec)
+}
