@@ -99,7 +99,7 @@ func (b *browser) do(method, path string, form url.Values, header http.Header) (
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusSeeOther {
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		return resp.StatusCode, resp.Header.Get("Location")
 	}
 	b.last = string(out)

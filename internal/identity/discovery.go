@@ -29,9 +29,12 @@ func (e *IssuerMismatchError) Error() string {
 }
 
 // Discover reads issuer's configuration document through hc (its timeout
-// bounds the wait; the body is bounded too) and checks that it names
-// issuer exactly ([IssuerMismatchError] if not).
+// bounds the wait; nil: a client of 10 s; the body is bounded too) and
+// checks that it names issuer exactly ([IssuerMismatchError] if not).
 func Discover(ctx context.Context, hc *http.Client, issuer string) (Discovery, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: defaultTimeout}
+	}
 	var d Discovery
 	if err := getJSON(ctx, hc, strings.TrimSuffix(issuer, "/")+"/.well-known/openid-configuration", &d); err != nil {
 		return d, err

@@ -173,6 +173,15 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	if o := cfg.OIDC; o != nil {
+		if o.Verifier == nil {
+			return nil, errors.New("web: OpenID sign-in needs the token verifier")
+		}
+		if o.HTTPClient == nil {
+			// The code exchange is bounded like every call to the provider.
+			c := *o
+			c.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+			h.cfg.OIDC = &c
+		}
 		// A public client sends its id in the form: Basic with an empty
 		// secret makes providers take it for a confidential one.
 		style := oauth2.AuthStyleInParams
