@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,7 +55,7 @@ func setUpDev(mc MainConfig, o *Options, dev devConfig) (store.Store, identity.D
 		o.ExecutorListen = "127.0.0.1:7444"
 	}
 	if o.WebListen == "" {
-		o.WebListen = "127.0.0.1:7445"
+		o.WebListen = devWebListen(o.Listen)
 	}
 	if !identity.Loopback(o.ExecutorListen) {
 		return nil, identity.DevBundle{}, fmt.Errorf("--dev listens on loopback only; %s is not", o.ExecutorListen)
@@ -95,10 +97,9 @@ func setUpDev(mc MainConfig, o *Options, dev devConfig) (store.Store, identity.D
   tokens:  %s (users %s)
   policy:  %s (%s)
   certs:   %s (executors %s)
-  inbox:   http://%s (pick a dev user)
   use:     approvectl --as alice run graph-ask-demo --wait
            TOLLGATE_TOKEN=$(cat %s) approvectl asks
-`, filepath.Join(dir, "tokens"), strings.Join(dev.Users, ", "), o.Policy, policyNote, filepath.Join(dir, "pki"), strings.Join(dev.Executors, ", "), o.WebListen, b.TokenPaths["alice"])
+`, filepath.Join(dir, "tokens"), strings.Join(dev.Users, ", "), o.Policy, policyNote, filepath.Join(dir, "pki"), strings.Join(dev.Executors, ", "), b.TokenPaths["alice"])
 	return memstore.New(memstore.Config{}), b, nil
 }
 
@@ -107,4 +108,19 @@ func devExecutorTLS(o *Options, dev devConfig) (string, string) {
 	pki := filepath.Join(o.Home, "dev", "pki")
 	name := dev.Executors[0]
 	return filepath.Join(pki, "executor-"+name+".pem"), filepath.Join(pki, "executor-"+name+".key")
+}
+
+// devWebListen is where --dev serves the web inbox unless told: beside the
+// API, two ports up (127.0.0.1:7443 → 7445), or a free port when the API's
+// is (port 0: tests and several dev planes on one machine).
+func devWebListen(api string) string {
+	host, port, err := net.SplitHostPort(api)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n == 0 || n+2 > 65535 {
+		return net.JoinHostPort(host, "0")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+2))
 }

@@ -291,6 +291,9 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err != nil {
 		return err
 	}
+	if o.Dev && site != nil {
+		fmt.Fprintf(mc.Stdout, "  inbox:   %s (sign in as any dev user)\n", site.URL())
+	}
 	closeInbox := func() {
 		if inboxLis != nil {
 			inboxLis.Close()

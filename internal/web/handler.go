@@ -93,6 +93,9 @@ func NewSite(key []byte, baseURL string, linkTTL time.Duration, now func() time.
 	return &Site{keys: k, base: base, secure: secure, linkTTL: linkTTL, now: now}, nil
 }
 
+// URL is the inbox's address as browsers reach it.
+func (s *Site) URL() string { return s.base.String() }
+
 // url is path under the inbox's base URL.
 func (s *Site) url(path string) string { return s.base.String() + path }
 
