@@ -180,6 +180,7 @@ type packetDecision struct {
 	AmendField    string `json:"amend_field,omitempty"`
 	AmendValue    string `json:"amend_value,omitempty"`
 	AmendedDigest string `json:"amended_payload_digest,omitempty"`
+	Via           string `json:"via,omitempty"` // the surface it came through: api, web, slack, "web link lnk_…"
 }
 
 // packetOf is the packet of resp for scripts; now is the clock the ask
@@ -226,7 +227,7 @@ func packetOf(resp *tollgatev1.GetAskResponse, now time.Time) packetJSON {
 		out.Decisions = append(out.Decisions, packetDecision{decisionJSON: decisionJSON{Kind: decisionWord(d), Actor: d.GetActor(),
 			Time: d.GetTime().AsTime(), Option: d.GetOptionId(), Reason: d.GetReason(), Text: d.GetAnswerText()},
 			Authority: d.GetAuthority(), PayloadDigest: d.GetPayloadDigest(), AmendField: d.GetAmendField(), AmendValue: d.GetAmendValueJson(),
-			AmendedDigest: d.GetAmendedPayloadDigest()})
+			AmendedDigest: d.GetAmendedPayloadDigest(), Via: d.GetVia()})
 	}
 	return out
 }
@@ -299,7 +300,11 @@ func writePacket(w io.Writer, resp *tollgatev1.GetAskResponse, now time.Time) {
 		fmt.Fprintf(w, "  %s) %s\n", o.GetId(), o.GetLabel())
 	}
 	for _, d := range a.GetDecisions() {
-		fmt.Fprintf(w, "  %s by %s at %s %s\n", enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), d.GetTime().AsTime().Format(time.RFC3339), d.GetReason())
+		via := ""
+		if v := d.GetVia(); v != "" {
+			via = " (" + v + ")"
+		}
+		fmt.Fprintf(w, "  %s by %s at %s%s %s\n", enumWord(d.GetKind().String(), "DECISION_KIND_"), d.GetActor(), d.GetTime().AsTime().Format(time.RFC3339), via, d.GetReason())
 		if d.GetAuthority() != "" {
 			fmt.Fprintf(w, "    authority: %s\n", d.GetAuthority())
 		}
