@@ -1,11 +1,11 @@
 package browsertest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tollgate-dev/tollgate/internal/reporoot"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,7 +96,7 @@ func AxePath() (string, error) {
 		}
 		return p, nil
 	}
-	root, err := repoRoot()
+	root, err := reporoot.Find()
 	if err != nil {
 		return "", fmt.Errorf("browsertest: %w", err)
 	}
@@ -123,34 +123,6 @@ func need(t testing.TB, find func() (string, error), missing error) string {
 		t.Fatal(err.Error() + "; CI must install it before the tests (.ci/run)")
 	default:
 		t.Fatal(err)
-	}
-	return ""
-}
-
-// repoRoot walks up from the working directory to the main module's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == "github.com/tollgate-dev/tollgate" {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("the repository root (the go.mod of github.com/tollgate-dev/tollgate) is not above the working directory")
-		}
-		dir = parent
-	}
-}
-
-func modulePath(gomod []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(gomod))
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "module" {
-			return strings.Trim(f[1], `"`)
-		}
 	}
 	return ""
 }

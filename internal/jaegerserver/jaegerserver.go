@@ -1,12 +1,12 @@
 package jaegerserver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tollgate-dev/tollgate/internal/reporoot"
 	"io"
 	"net"
 	"net/http"
@@ -77,7 +77,7 @@ func Binary() (string, error) {
 		}
 		return p, nil
 	}
-	root, err := repoRoot()
+	root, err := reporoot.Find()
 	if err != nil {
 		return "", fmt.Errorf("jaegerserver: %w", err)
 	}
@@ -86,35 +86,6 @@ func Binary() (string, error) {
 		return "", fmt.Errorf("jaegerserver: %w at %s (build it with `make jaeger` at the repository root, ~5 min cold, or set $%s): %w", ErrNoBinary, p, EnvBinary, err)
 	}
 	return p, nil
-}
-
-// repoRoot walks up from the working directory (a test's is its package's
-// directory) to the main module's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == "github.com/tollgate-dev/tollgate" {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("the repository root (the go.mod of github.com/tollgate-dev/tollgate) is not above the working directory")
-		}
-		dir = parent
-	}
-}
-
-func modulePath(gomod []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(gomod))
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "module" {
-			return strings.Trim(f[1], `"`)
-		}
-	}
-	return ""
 }
 
 // Config returns the YAML config that Start gives Jaeger: the in-memory
