@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/internal/slackapp"
@@ -14,7 +15,9 @@ import (
 // out on: webhooks (pkg/webhook) and Slack (slackapp). Each notice carries
 // the web inbox's address of its ask and, for each person it names, a
 // single-use link bound to that ask and that person (web.Site), encoded
-// once when the commit that causes it is built; Slack endpoints are named
+// once when the commit that causes it is built (the people it names, and
+// those policy finds able to decide an ask of a role: the payload's
+// deciders); Slack endpoints are named
 // slackapp.EndpointPrefix….
 type notices struct {
 	hooks *webhook.Notifier
@@ -36,7 +39,11 @@ func (n notices) Prepare(ev webhook.Event) ([]byte, []string, error) {
 		p["ask_url"] = n.site.AskURL(ev.AskID)
 		if n.personLinks && ev.Kind != webhook.KindDecided && ev.Kind != webhook.KindExpired {
 			links := map[string]string{}
-			for _, person := range ev.People {
+			people := ev.People
+			if ds, ok := ev.Payload["deciders"].([]string); ok {
+				people = append(slices.Clip(people), ds...)
+			}
+			for _, person := range people {
 				if l, err := n.site.PersonLink(ev.AskID, person, ev.ExpiresAt); err == nil {
 					links[person] = l
 				}

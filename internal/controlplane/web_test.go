@@ -3,6 +3,7 @@ package controlplane
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"html"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/web"
+	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
 // site is the web inbox over a test control plane, served on loopback.
@@ -470,5 +472,68 @@ func assertAuditClean(t *testing.T, e *env, run string) {
 	}
 	if v := resp.GetViolations(); len(v) > 0 || len(resp.GetQueries()) == 0 {
 		t.Errorf("audit of %s: %d queries, violations %v", run, len(resp.GetQueries()), v)
+	}
+}
+
+// A notice of an ask that asks a role carries a link for each person
+// policy finds able to decide it — not for the requester separation of
+// duties keeps out, nor for someone over their limit — and the ask's
+// address; each link opens the ask for its person only.
+func TestNoticeLinksForEveryDecider(t *testing.T) {
+	got := make(chan webhook.Event, 16)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env webhook.Envelope
+		if err := json.NewDecoder(r.Body).Decode(&env); err == nil {
+			got <- env.Event
+		}
+	}))
+	defer recv.Close()
+	hooks, err := webhook.New(webhook.Config{BaseBackoff: time.Millisecond}, []webhook.Endpoint{{Name: "all", URL: recv.URL, Secret: []byte(strings.Repeat("s", 32)), Roles: []string{"*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(nil)
+	ws, err := web.NewSite([]byte(strings.Repeat("k", 40)), "http://"+ts.Listener.Addr().String(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, nil, devPolicy(t), echoTools(), func(c *Config) { c.Notifier = notices{hooks: hooks, site: ws, personLinks: true} })
+	h, err := web.New(web.Config{API: e.srv.Local(), Caller: webCaller, Site: ws, DevUsers: devPickerUsers, DevIssuer: testIssuer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Config.Handler = h
+	ts.Start()
+	defer ts.Close()
+	s := &site{t: t, h: h, url: ws.URL()}
+	ask := parkedVendorPayment(t, e)
+	var ev webhook.Event
+	for ev.Kind != webhook.KindOpened {
+		select {
+		case ev = <-got:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no opened notice")
+		}
+	}
+	if ev.Payload["ask_url"] != ws.AskURL(ask) {
+		t.Errorf("ask_url %v, want %s", ev.Payload["ask_url"], ws.AskURL(ask))
+	}
+	links, _ := ev.Payload["links"].(map[string]any)
+	if _, ok := links["dave"]; !ok {
+		t.Fatalf("no link for dave, who may decide it: %v", ev.Payload)
+	}
+	for _, never := range []string{"alice", "bob", "mallory"} {
+		if _, ok := links[never]; ok {
+			t.Errorf("a link for %s, who may not decide it", never)
+		}
+	}
+	dave, bob := s.browser(), s.browser()
+	dave.signIn("dave")
+	bob.signIn("bob")
+	if code, page := dave.get(links["dave"].(string)); code != 200 || !strings.Contains(text(page, "link-note"), "dave") {
+		t.Fatalf("dave's link: %d", code)
+	}
+	if code, _ := bob.get(links["dave"].(string)); code != http.StatusForbidden {
+		t.Fatalf("dave's link opened by bob: %d", code)
 	}
 }

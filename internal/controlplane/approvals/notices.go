@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,10 +96,39 @@ func (d *Desk) notice(run *engine.Run, a *engine.AskRun, kind string) webhook.Ev
 		audience, people = "", []string{run.Requester}
 	}
 	people = append(people, a.Approvers...)
+	payload := map[string]any{"state": string(a.State), "requester": run.Requester, "payload_digest": a.PayloadDigest(),
+		"answer_command": d.answerCommand(run, a)}
+	if ds := d.deciders(run, a, kind); len(ds) > 0 {
+		payload["deciders"] = ds
+	}
 	return webhook.Event{ID: noticeID(run, a.ID, kind), Kind: kind, AskID: store.AskID(run.ID, a.ID), RunID: run.ID,
 		Title: a.Title, Audience: audience, People: people, ExpiresAt: a.ExpiresAt, OccurredAt: run.UpdatedAt,
-		Payload: map[string]any{"state": string(a.State), "requester": run.Requester, "payload_digest": a.PayloadDigest(),
-			"answer_command": d.answerCommand(run, a)}}
+		Payload: payload}
+}
+
+// maxNoticeDeciders bounds the people a notice names as able to decide.
+const maxNoticeDeciders = 50
+
+// deciders are the people policy finds able to decide an ask that asks a
+// role, when its notice calls for a decision (opened, reminded,
+// escalated): each gets a link of their own (a notice's links are bound to
+// one person). Separation of duties keeps its excluded out. Who may decide
+// is judged again at decision time; this only says whom to tell.
+func (d *Desk) deciders(run *engine.Run, a *engine.AskRun, kind string) []string {
+	if kind != webhook.KindOpened && kind != webhook.KindReminder && kind != webhook.KindEscalated {
+		return nil
+	}
+	if d.cfg.Policy == nil || a.Audience == "" || a.Audience == plan.AudienceRequester {
+		return nil
+	}
+	req := d.Requirement(context.Background(), run, a)
+	var out []string
+	for _, p := range req.Principals {
+		if !slices.Contains(req.Excluded, p) && !slices.Contains(out, p) && len(out) < maxNoticeDeciders {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func noticeID(run *engine.Run, askID, kind string) string {
