@@ -204,6 +204,12 @@ func artifact(e *tollgatev1.EvidenceArtifact) artifactView {
 	v := artifactView{Name: esc(cmpOr(e.GetName(), e.GetRef())), MediaType: e.GetMediaType(), Digest: e.GetDigest(), Note: esc(e.GetNote()), StepID: e.GetStepId(),
 		AttachedBy: e.GetAttachedBy(), Size: e.GetSize(), Truncated: e.GetTruncated()}
 	c := e.GetContent()
+	var str string
+	if len(c) > 0 && c[0] == '"' && json.Unmarshal(c, &str) == nil {
+		// A step's text output is its canonical JSON, a string: shown as
+		// the text it is.
+		c = []byte(str)
+	}
 	switch {
 	case !utf8.Valid(c):
 		v.Text = fmt.Sprintf("(%d bytes of binary content; digest %s)", e.GetSize(), e.GetDigest())
