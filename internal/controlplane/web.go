@@ -123,8 +123,10 @@ func webKey(o *Options) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--web-key: %w", err)
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 && !o.Dev {
-		return nil, fmt.Errorf("--web-key %s can be read by others (mode %v); chmod 600 it", path, fi.Mode().Perm())
+	// Anyone may not read it; a group may (Kubernetes mounts a Secret
+	// group-readable for the pod's fsGroup).
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o007 != 0 && !o.Dev {
+		return nil, fmt.Errorf("--web-key %s can be read by anyone (mode %v); chmod 600 it", path, fi.Mode().Perm())
 	}
 	b = []byte(strings.TrimSpace(string(b)))
 	if len(b) < web.MinKeyBytes {

@@ -26,6 +26,7 @@ var served = map[string][]string{
 	"--listen":          nil,
 	"--executor-listen": nil,
 	"--admin-listen":    {"/healthz", "/readyz", "/metrics"},
+	"--web-listen":      {"/healthz", "/signin"},
 }
 
 // TestChartRendersEveryValueSet: each CI value set renders, every document
@@ -45,6 +46,7 @@ func TestChartRendersEveryValueSet(t *testing.T) {
 			checkExecutor(t, m)
 			checkNetworkPolicies(t, m)
 			checkCertificates(t, m)
+			checkWeb(t, m)
 		})
 	}
 }
@@ -632,6 +634,13 @@ func checkNetworkPolicies(t *testing.T, m *manifest) {
 				if p.Port.String() == "admin" && len(rule.From) == 0 {
 					t.Error("the admin port is open to anyone")
 				}
+				if p.Port.String() == "web" {
+					// The people's door: webFrom, or anyone when it is empty.
+					want, _ := np["webFrom"].([]any)
+					if len(rule.From) != len(want) {
+						t.Errorf("the web port admits %d peers; networkPolicy.webFrom gives %d (none: anyone)", len(rule.From), len(want))
+					}
+				}
 			}
 		}
 		for _, c := range cp.spec.Containers {
@@ -689,10 +698,125 @@ func checkCertificates(t *testing.T, m *manifest) {
 	}
 }
 
+// checkWeb: with web.enabled, the control plane serves the inbox off
+// loopback at the address web.url names, with the key and the OpenID
+// provider it needs; the -web Service reaches --web-listen; its Ingress
+// routes web.url's host there (with TLS for that host when a Secret is
+// named); cert-manager's API certificate, which the listener serves, names
+// the host; Slack's buttons have the web listener to call. Off, none of
+// it is rendered.
+func checkWeb(t *testing.T, m *manifest) {
+	web, _ := m.values["web"].(map[string]any)
+	slack, _ := m.values["slack"].(map[string]any)
+	cp := m.podWith("controlplane")
+	var c corev1.Container
+	for _, x := range cp.spec.Containers {
+		if x.Name == "controlplane" {
+			c = x
+		}
+	}
+	args := map[string][]string{}
+	for _, a := range c.Args {
+		flag, v, _ := strings.Cut(a, "=")
+		args[flag] = append(args[flag], v)
+	}
+	svc := m.service(release + "-tollgate-web")
+	if web["enabled"] != true || m.values["dev"] == true {
+		if svc != nil || len(m.ingresses) > 0 {
+			t.Error("a web Service or Ingress is rendered while web.enabled is false")
+		}
+		if addr := listeners(c)["--web-listen"]; addr != "" {
+			if host, _ := portOf(t, addr); !loopback(host) {
+				t.Errorf("--web-listen %s is off loopback while web.enabled is false", addr)
+			}
+		}
+		if slack["enabled"] == true && len(args["--slack-signing-secret-file"]) > 0 {
+			t.Error("Slack's buttons are on with no web listener to call")
+		}
+		return
+	}
+	url, _ := web["url"].(string)
+	url = strings.TrimSuffix(url, "/")
+	host, _, _ := strings.Cut(strings.TrimPrefix(url, "https://"), "/")
+	host, _, _ = strings.Cut(host, ":")
+	switch {
+	case !strings.HasPrefix(url, "https://"):
+		t.Errorf("web.url %q is not https", url)
+	case !slices.Equal(args["--web-url"], []string{url}):
+		t.Errorf("--web-url is %v; web.url is %s", args["--web-url"], url)
+	case len(args["--web-key"]) != 1:
+		t.Errorf("no --web-key: %v", c.Args)
+	case len(args["--oidc-issuer"]) != 1:
+		t.Error("the web inbox has no OpenID provider: nobody could sign in")
+	}
+	listen := listeners(c)["--web-listen"]
+	if listen == "" {
+		t.Fatal("web.enabled, and the control plane has no --web-listen")
+	}
+	if h, _ := portOf(t, listen); loopback(h) {
+		t.Errorf("--web-listen %s is on loopback: nothing outside the pod reaches it", listen)
+	}
+	if svc == nil {
+		t.Fatal("web.enabled, and no -web Service is rendered")
+	}
+	_, want := portOf(t, listen)
+	tlsOn := len(args["--tls-cert"]) == 1
+	for _, sp := range svc.Spec.Ports {
+		_, target, ok := m.servicePort(t, fmt.Sprintf("%s.%s.svc:%d", svc.Name, namespace, sp.Port))
+		if !ok || target != want {
+			t.Errorf("Service %s port %d reaches %d; --web-listen is %s", svc.Name, sp.Port, target, listen)
+		}
+		if wantProto := map[bool]string{true: "https", false: "http"}[tlsOn]; sp.AppProtocol == nil || *sp.AppProtocol != wantProto {
+			t.Errorf("Service %s port %s: appProtocol %v, the listener speaks %s", svc.Name, sp.Name, sp.AppProtocol, wantProto)
+		}
+	}
+	ing, _ := web["ingress"].(map[string]any)
+	if (ing["enabled"] == true) != (len(m.ingresses) == 1) {
+		t.Errorf("web.ingress.enabled is %v and %d Ingresses are rendered", ing["enabled"], len(m.ingresses))
+	}
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range m.ingresses {
+		if len(in.Spec.Rules) != 1 || in.Spec.Rules[0].Host != host || in.Spec.Rules[0].HTTP == nil {
+			t.Errorf("Ingress %s: rules %+v; want one for %s", in.Name, in.Spec.Rules, host)
+			continue
+		}
+		for _, p := range in.Spec.Rules[0].HTTP.Paths {
+			b := p.Backend.Service
+			if b == nil || b.Name != svc.Name {
+				t.Errorf("Ingress %s path %s does not lead to Service %s", in.Name, p.Path, svc.Name)
+				continue
+			}
+			if _, target, ok := m.servicePort(t, fmt.Sprintf("%s.%s.svc:%d", b.Name, namespace, b.Port.Number)); !ok || target != want {
+				t.Errorf("Ingress %s leads to %s port %d, which does not reach --web-listen %s", in.Name, b.Name, b.Port.Number, listen)
+			}
+		}
+		for _, tl := range in.Spec.TLS {
+			if !slices.Contains(tl.Hosts, host) {
+				t.Errorf("Ingress %s TLS for %v, not %s", in.Name, tl.Hosts, host)
+			}
+			if tl.SecretName != ing["tlsSecret"] || !strings.Contains(string(readme), "`web.ingress.tlsSecret`") {
+				t.Errorf("Ingress %s names Secret %s: not web.ingress.tlsSecret, or README.md does not document `web.ingress.tlsSecret`", in.Name, tl.SecretName)
+			}
+		}
+		if tlsOn && in.Annotations["nginx.ingress.kubernetes.io/backend-protocol"] != "HTTPS" {
+			t.Errorf("Ingress %s: the listener speaks TLS, and ingress-nginx is not told so", in.Name)
+		}
+	}
+	for _, cert := range m.certificates {
+		if strings.HasSuffix(cert.Spec.SecretName, "-api-tls") && !slices.Contains(cert.Spec.DNSNames, host) {
+			t.Errorf("Certificate %s, which the web listener serves, does not name %s", cert.Name, host)
+		}
+	}
+}
+
 // TestChartRefuses: the combinations that cannot run do not render, each
 // with a reason that names the value to change.
 func TestChartRefuses(t *testing.T) {
 	def := filepath.Join(chartDir, "ci", "default-values.yaml")
+	web := filepath.Join(chartDir, "ci", "web-slack-values.yaml")
 	for _, c := range []struct {
 		name, values string
 		set          []string
@@ -716,6 +840,19 @@ func TestChartRefuses(t *testing.T) {
 		{"ca without tls", def, []string{"redis.ca.existingSecret=ca"}, "rediss://"},
 		{"no token signer", def, []string{"jwt.existingSecret=", "jwt.keyIDs=null"}, "(or oidc.issuer) are required"},
 		{"oidc without a client", def, []string{"oidc.issuer=https://idp.example"}, "oidc.clientID is required"},
+		{"web without url", web, []string{"web.url="}, "web.url is required"},
+		{"web over http", web, []string{"web.url=http://inbox.acme.example"}, "must be https://"},
+		{"web without key", web, []string{"web.key.existingSecret="}, "web.key.existingSecret is required"},
+		{"web without sign-in", def, []string{"web.enabled=true", "web.url=https://inbox.example", "web.key.existingSecret=k"}, "web.enabled needs oidc.issuer"},
+		{"web in dev", filepath.Join(chartDir, "ci", "dev-values.yaml"), []string{"web.enabled=true"}, "set web.enabled: false"},
+		{"web on the api port", web, []string{"web.port=7443"}, "already a port of controlPlane.ports"},
+		{"ingress without web", def, []string{"web.ingress.enabled=true"}, "web.ingress.enabled needs web.enabled"},
+		{"web url with a path", web, []string{"web.url=https://acme.example/inbox"}, "/web/url"},
+		{"slack buttons without web", web, []string{"web.enabled=false", "web.ingress.enabled=false"}, "slack.signingSecret.existingSecret needs web.enabled"},
+		{"slack without token", web, []string{"slack.tokenSecret.existingSecret="}, "slack.tokenSecret.existingSecret is required"},
+		{"slack posting nowhere", web, []string{"slack.channel=", "slack.dm=false"}, "posts nowhere"},
+		{"slack bad channel", web, []string{"slack.channel=#approvals"}, "/slack/channel"},
+		{"unknown web value", web, []string{"web.sessionTtl=1h"}, "additional properties"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := renderRaw(t, c.values, c.set...)

@@ -148,6 +148,7 @@ type manifest struct {
 	pdbs         []policyv1.PodDisruptionBudget
 	hpas         []autoscalingv2.HorizontalPodAutoscaler
 	netpols      []networkingv1.NetworkPolicy
+	ingresses    []networkingv1.Ingress
 	certificates []certificate
 	monitors     []serviceMonitor
 }
@@ -196,6 +197,9 @@ func decode(out []byte) (*manifest, error) {
 		case "networking.k8s.io/v1 NetworkPolicy":
 			m.netpols = append(m.netpols, networkingv1.NetworkPolicy{})
 			into = &m.netpols[len(m.netpols)-1]
+		case "networking.k8s.io/v1 Ingress":
+			m.ingresses = append(m.ingresses, networkingv1.Ingress{})
+			into = &m.ingresses[len(m.ingresses)-1]
 		case "cert-manager.io/v1 Certificate":
 			m.certificates = append(m.certificates, certificate{})
 			into = &m.certificates[len(m.certificates)-1]

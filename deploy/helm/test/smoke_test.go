@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -25,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/oidctest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 )
 
@@ -34,12 +37,15 @@ import (
 // against a real redis-server (durable, with a password), answer every
 // probe the chart gives them, pass a run with a fan, a gate and an
 // approved side effect, leave the audit clean, and on SIGTERM turn
-// NOT_SERVING and exit within their grace periods.
+// NOT_SERVING and exit within their grace periods. The web inbox is on
+// (sign-in at a real OpenID provider here): its listener answers, over
+// the API's TLS, every path the served table gives it.
 //
 // What is changed from the rendering, and only that: listen addresses
-// (a free loopback port for each), the Redis URL (the test's server), and
-// every mounted path (under the temp dir). The Secrets are external, so
-// the test makes them: keys, certificates, a password.
+// (a free loopback port for each), the Redis URL (the test's server), the
+// OpenID issuer (the test's provider), and every mounted path (under the
+// temp dir). The Secrets are external, so the test makes them: keys,
+// certificates, a password.
 func TestRenderedControlPlaneRuns(t *testing.T) {
 	policy, err := filepath.Abs("../../../examples/policy.csv")
 	if err != nil {
@@ -50,6 +56,8 @@ func TestRenderedControlPlaneRuns(t *testing.T) {
 		`executor.mcpServers[0].command={executor,mcp-server,monitor}`,
 		`executor.mcpServers[1].name=notes`,
 		`executor.mcpServers[1].command={executor,mcp-server,notes,--file,/var/lib/tollgate/notes.jsonl}`,
+		"web.enabled=true", "web.url=https://inbox.example.com", "web.key.existingSecret=tollgate-web",
+		"oidc.issuer=https://idp.example.com", "oidc.clientID="+oidctest.ClientID,
 		"file:policy.csv="+policy)
 	if err != nil {
 		t.Fatal(err)
@@ -65,15 +73,23 @@ func TestRenderedControlPlaneRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	sec := makeSecrets(t, redisPassword)
+	idp := oidctest.Start(t)
 
 	cpPod := m.podWith("controlplane")
 	cp := start(t, m, cpPod, "controlplane", bins, sec, "", func(flag, v string) string {
-		if flag == "--redis" {
+		switch flag {
+		case "--redis":
 			return srv.URL()
+		case "--oidc-issuer":
+			return idp.Issuer
 		}
 		return v
 	})
 	cp.waitProbes(t)
+	if cp.addrs["--web-listen"] == "" {
+		t.Fatal("web.enabled rendered no --web-listen")
+	}
+	cp.askServed(t, sec.caFile)
 
 	exPod := m.podWith("executor")
 	// The config's control_plane (the executor Service) is this control
@@ -161,6 +177,7 @@ func TestRenderedDevControlPlaneRuns(t *testing.T) {
 	bins := buildBinaries(t)
 	cp := start(t, m, p, "controlplane", bins, secrets{}, "", nil)
 	cp.waitProbes(t)
+	cp.askServed(t, "")
 	if !strings.HasPrefix(cp.addrs["--listen"], "127.0.0.1:") {
 		t.Fatalf("dev mode's API is not on loopback: %s", cp.addrs["--listen"])
 	}
@@ -232,6 +249,7 @@ func makeSecrets(t *testing.T, redisPassword string) secrets {
 			"tollgate-api-tls":               server,
 			"tollgate-executor-listener-tls": server,
 			"tollgate-executor-client-tls":   {"tls.crt": read(pki.Executors["pool"].Cert), "tls.key": read(pki.Executors["pool"].Key), "ca.crt": ca},
+			"tollgate-web":                   {"web.key": []byte(rand.Text() + rand.Text() + "\n")},
 		},
 		jwtKey: jpriv,
 		caFile: pki.CA,
@@ -241,6 +259,7 @@ func makeSecrets(t *testing.T, redisPassword string) secrets {
 // proc is one rendered container run as a process.
 type proc struct {
 	name    string
+	args    []string          // as run here
 	root    string            // the temp dir mounts are laid out under
 	ports   map[int32]int32   // container port → the loopback port here
 	addrs   map[string]string // listener flag → address here
@@ -344,6 +363,7 @@ func start(t *testing.T, m *manifest, p *pod, container, bins string, sec secret
 	if len(c.Command) != 1 {
 		t.Fatalf("%s: command %v: want the one binary", container, c.Command)
 	}
+	pr.args = args
 	pr.cmd = exec.Command(filepath.Join(bins, filepath.Base(c.Command[0])), args...)
 	pr.cmd.Env = []string{"PATH=" + bins}
 	for k, v := range env {
@@ -457,7 +477,22 @@ func layOut(t *testing.T, m *manifest, p *pod, c corev1.Container, root string, 
 			if !ok {
 				t.Fatalf("volume %s takes key %s, which its source does not hold", mnt.Name, it.Key)
 			}
-			if err := os.WriteFile(filepath.Join(dir, it.Path), b, 0o400); err != nil {
+			// The kubelet's mode: defaultMode (0644 unless set), made
+			// group-readable for the pod's fsGroup (which every pod of
+			// the chart sets).
+			mode := os.FileMode(0o644)
+			if v.Secret != nil && v.Secret.DefaultMode != nil {
+				mode = os.FileMode(*v.Secret.DefaultMode)
+			} else if v.ConfigMap != nil && v.ConfigMap.DefaultMode != nil {
+				mode = os.FileMode(*v.ConfigMap.DefaultMode)
+			}
+			if p.spec.SecurityContext != nil && p.spec.SecurityContext.FSGroup != nil {
+				mode |= 0o440
+			}
+			if err := os.WriteFile(filepath.Join(dir, it.Path), b, mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(dir, it.Path), mode); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -540,6 +575,46 @@ func (pr *proc) waitProbes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// askServed asks each listener of the process for every path the served
+// table gives its flag, as a browser or a scraper would, and wants 2xx
+// from each. The web listener speaks TLS when the API does (--tls-cert),
+// checked against caFile.
+func (pr *proc) askServed(t *testing.T, caFile string) {
+	t.Helper()
+	tlsOn := slices.ContainsFunc(pr.args, func(a string) bool { return strings.HasPrefix(a, "--tls-cert=") })
+	client := &http.Client{Timeout: 5 * time.Second}
+	if tlsOn {
+		ca, err := os.ReadFile(caFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ca)
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	}
+	asked := 0
+	for flag, addr := range pr.addrs {
+		scheme := "http"
+		if flag == "--web-listen" && tlsOn {
+			scheme = "https"
+		}
+		for _, path := range served[flag] {
+			url := scheme + "://" + addr + path
+			resp, err := client.Get(url)
+			if err != nil {
+				t.Errorf("%s %s: %v", pr.name, url, err)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode/100 != 2 {
+				t.Errorf("%s %s (%s): %s", pr.name, url, flag, resp.Status)
+			}
+			asked++
+		}
+	}
+	t.Logf("%s: %d served paths answered", pr.name, asked)
 }
 
 // terminate sends SIGTERM and checks that readiness fails while the

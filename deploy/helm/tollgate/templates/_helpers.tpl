@@ -103,6 +103,24 @@ against each other.
   {{- end -}}
 {{- end -}}
 {{- if and $v.catalog.yaml $v.catalog.existingConfigMap -}}{{ fail "give catalog.yaml or catalog.existingConfigMap, not both" }}{{- end -}}
+{{- $web := $v.web -}}
+{{- if $web.enabled -}}
+  {{- if $v.dev -}}{{ fail "web.enabled: dev: true serves the web inbox (the dev picker) on the pod's loopback already, at web.port: kubectl port-forward it; set web.enabled: false" }}{{- end -}}
+  {{- if not $web.url -}}{{ fail "web.url is required with web.enabled: the https address browsers reach the inbox at (https://inbox.example.com); links in notices and the OpenID redirect are made from it" }}{{- end -}}
+  {{- if not (hasPrefix "https://" $web.url) -}}{{ fail (printf "web.url %q must be https://: sign-in and session cookies cross the network (end TLS at an Ingress, or serve it with tls.api)" $web.url) }}{{- end -}}
+  {{- if not $web.key.existingSecret -}}{{ fail "web.key.existingSecret is required with web.enabled: a Secret holding at least 32 random bytes (key web.key.key) that seal sessions and sign links, the same for every replica (README: Approvers in a browser)" }}{{- end -}}
+  {{- if not $v.oidc.issuer -}}{{ fail "web.enabled needs oidc.issuer (and oidc.clientID): people sign in to the inbox at your OpenID provider, and nobody could sign in otherwise" }}{{- end -}}
+  {{- if has ($web.port | int) (list ($v.controlPlane.ports.api | int) ($v.controlPlane.ports.executor | int) ($v.controlPlane.ports.admin | int)) -}}{{ fail (printf "web.port %d is already a port of controlPlane.ports: give the inbox its own" ($web.port | int)) }}{{- end -}}
+{{- else -}}
+  {{- if $web.ingress.enabled -}}{{ fail "web.ingress.enabled needs web.enabled: the Ingress leads to the web inbox's Service" }}{{- end -}}
+{{- end -}}
+{{- $slack := $v.slack -}}
+{{- if $slack.enabled -}}
+  {{- if $v.dev -}}{{ fail "slack.enabled: dev: true is for trying the chart in the pod; set slack.enabled: false (or dev: false)" }}{{- end -}}
+  {{- if not $slack.tokenSecret.existingSecret -}}{{ fail "slack.tokenSecret.existingSecret is required with slack.enabled: a Secret holding the bot token (xoxb-…) that posts asks" }}{{- end -}}
+  {{- if and $slack.signingSecret.existingSecret (not $web.enabled) -}}{{ fail "slack.signingSecret.existingSecret needs web.enabled: Slack's Approve and Reject buttons call the web listener (web.url/slack/interactions); enable the web inbox, or drop the signing secret (messages without buttons)" }}{{- end -}}
+  {{- if not (or $slack.channel $slack.dm) -}}{{ fail "slack.enabled posts nowhere: give slack.channel (a channel id), or slack.dm with slack.users" }}{{- end -}}
+{{- end -}}
 {{- $pdb := $v.controlPlane.pdb -}}
 {{- if and $pdb.enabled (not $v.dev) -}}
   {{- if and (ne (toString $pdb.minAvailable) "") (ne (toString $pdb.maxUnavailable) "") -}}{{ fail "controlPlane.pdb: give minAvailable or maxUnavailable, not both (set the other to \"\")" }}{{- end -}}
