@@ -96,6 +96,16 @@ type Options struct {
 	SlackTeam       string
 	SlackDM         bool
 	SlackAPIURL     string
+	// Email (internal/emailnotify): the password is read from a file.
+	SMTPAddr         string
+	SMTPFrom         string
+	SMTPTLS          string
+	SMTPUser         string
+	SMTPPasswordFile string
+	SMTPServerName   string
+	SMTPCA           string
+	Emails           []string // PERSON=ADDRESS
+	EmailIsPerson    bool
 }
 
 // WebhookOption is one webhook receiver in the config file. The secret is
@@ -185,6 +195,15 @@ func (o *Options) settings() []setting {
 		{&o.SlackTeam, "slack-team", "slack_team", "", "only users of this Slack workspace (team id) may decide"},
 		{&o.SlackDM, "slack-dm", "slack_dm", false, "also send each person an ask names (and --slack-user maps) a direct message with their own single-use link"},
 		{&o.SlackAPIURL, "slack-api-url", "slack_api_url", "", "Slack Web API base URL (default https://slack.com/api/)"},
+		{&o.SMTPAddr, "smtp-addr", "smtp_addr", "", "SMTP server (HOST:PORT) asks are mailed through, each to its people with their own single-use link (needs --web-listen); empty: no email"},
+		{&o.SMTPFrom, "smtp-from", "smtp_from", "", "the From address of the mail"},
+		{&o.SMTPTLS, "smtp-tls", "smtp_tls", "starttls", "starttls, tls (implicit) or none (loopback only)"},
+		{&o.SMTPUser, "smtp-user", "smtp_user", "", "SMTP user (PLAIN, over TLS only)"},
+		{&o.SMTPPasswordFile, "smtp-password-file", "smtp_password_file", "", "file holding the SMTP password"},
+		{&o.SMTPServerName, "smtp-server-name", "smtp_server_name", "", "the name the SMTP server's certificate must carry (default: the host of --smtp-addr)"},
+		{&o.SMTPCA, "smtp-ca", "smtp_ca", "", "CA bundle (PEM) the SMTP server's certificate must chain to (default: the system's)"},
+		{&o.Emails, "email", "emails", nil, "PERSON=ADDRESS: where a person's mail goes (repeat)"},
+		{&o.EmailIsPerson, "email-is-person", "email_is_person", false, "a person named by an email address is mailed there (with --oidc-person-claim email)"},
 		{&o.WebClientSecret, "web-oidc-client-secret-file", "web_oidc_client_secret_file", "", "file holding the client secret, when the web inbox signs in as a confidential client (--oidc-client-id); empty: a public client, PKCE alone"},
 	}
 }

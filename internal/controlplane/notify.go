@@ -6,13 +6,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tollgate-dev/tollgate/internal/emailnotify"
 	"github.com/tollgate-dev/tollgate/internal/slackapp"
 	"github.com/tollgate-dev/tollgate/internal/web"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
 // notices is the outbox's one notifier over every channel a notice goes
-// out on: webhooks (pkg/webhook) and Slack (slackapp). Each notice carries
+// out on: webhooks (pkg/webhook), Slack (slackapp) and email
+// (emailnotify; each person's own channel, so always with their link). Each notice carries
 // the web inbox's address of its ask and, for each person it names, a
 // single-use link bound to that ask and that person (web.Site), encoded
 // once when the commit that causes it is built (the people it names, and
@@ -21,8 +23,9 @@ import (
 // slackapp.EndpointPrefix….
 type notices struct {
 	hooks *webhook.Notifier
-	slack *slackapp.App // nil: no Slack
-	site  *web.Site     // nil: no web inbox, no links
+	slack *slackapp.App         // nil: no Slack
+	email *emailnotify.Notifier // nil: no email
+	site  *web.Site             // nil: no web inbox, no links
 	// personLinks puts the people's links in webhook payloads: off where
 	// a link alone signs its person in (--web-link-signs-in), since a
 	// webhook endpoint is not each person's own channel.
@@ -61,6 +64,9 @@ func (n notices) Prepare(ev webhook.Event) ([]byte, []string, error) {
 	if n.slack != nil {
 		eps = append(eps, n.slack.Endpoints(ev)...)
 	}
+	if n.email != nil {
+		eps = append(eps, n.email.Endpoints(ev)...)
+	}
 	return raw, eps, nil
 }
 
@@ -68,6 +74,9 @@ func (n notices) Prepare(ev webhook.Event) ([]byte, []string, error) {
 func (n notices) Deliver(ctx context.Context, endpoint string, raw []byte, rec webhook.Recorder) webhook.Delivery {
 	if n.slack != nil && strings.HasPrefix(endpoint, slackapp.EndpointPrefix) {
 		return n.slack.Deliver(ctx, endpoint, raw, rec)
+	}
+	if n.email != nil && strings.HasPrefix(endpoint, emailnotify.EndpointPrefix) {
+		return n.email.Deliver(ctx, endpoint, raw, rec)
 	}
 	return n.hooks.Deliver(ctx, endpoint, raw, rec)
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	"github.com/tollgate-dev/tollgate/internal/adminhttp"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
+	"github.com/tollgate-dev/tollgate/internal/emailnotify"
+	"github.com/tollgate-dev/tollgate/internal/slackapp"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
@@ -252,6 +254,9 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if len(o.Webhooks) > 0 {
 		var eps []webhook.Endpoint
 		for _, w := range o.Webhooks {
+			if strings.HasPrefix(w.Name, slackapp.EndpointPrefix) || strings.HasPrefix(w.Name, emailnotify.EndpointPrefix) {
+				return fmt.Errorf("webhook %s: a name starting %s or %s names a Slack or email endpoint; choose another", w.Name, slackapp.EndpointPrefix, emailnotify.EndpointPrefix)
+			}
 			secret, err := os.ReadFile(w.SecretFile)
 			if err != nil {
 				return fmt.Errorf("webhook %s: read secret: %w", w.Name, err)
@@ -305,16 +310,22 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		closeInbox()
 		return err
 	}
+	email, err := newEmail(&o, site, func() *Server { return srv }, log)
+	if err != nil {
+		closeInbox()
+		return err
+	}
 	var notifier approvals.Notifier
-	if hooks != nil || slack != nil {
+	if hooks != nil || slack != nil || email != nil {
 		if hooks == nil {
-			// Slack alone: the notices are encoded as webhooks would be.
+			// Slack or email alone: the notices are encoded as webhooks
+			// would be.
 			if hooks, err = webhook.New(webhook.Config{Log: log}, nil); err != nil {
 				closeInbox()
 				return err
 			}
 		}
-		notifier = notices{hooks: hooks, slack: slack, site: site, personLinks: !o.WebLinkSignsIn}
+		notifier = notices{hooks: hooks, slack: slack, email: email, site: site, personLinks: !o.WebLinkSignsIn}
 	}
 	// The notifier only prepares and sends: pending deliveries live in
 	// the store, and the server's deliverer sends them (approvals).

@@ -492,20 +492,13 @@ func TestNoticeLinksForEveryDecider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewUnstartedServer(nil)
-	ws, err := web.NewSite([]byte(strings.Repeat("k", 40)), "http://"+ts.Listener.Addr().String(), 0, nil)
+	u := newUnstartedWeb(t)
+	ws, err := web.NewSite([]byte(strings.Repeat("k", 40)), u.base, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEnvOn(t, nil, devPolicy(t), echoTools(), func(c *Config) { c.Notifier = notices{hooks: hooks, site: ws, personLinks: true} })
-	h, err := web.New(web.Config{API: e.srv.Local(), Caller: webCaller, Site: ws, DevUsers: devPickerUsers, DevIssuer: testIssuer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Config.Handler = h
-	ts.Start()
-	defer ts.Close()
-	s := &site{t: t, h: h, url: ws.URL()}
+	s := u.serve(t, e, ws)
 	ask := parkedVendorPayment(t, e)
 	var ev webhook.Event
 	for ev.Kind != webhook.KindOpened {
@@ -536,4 +529,29 @@ func TestNoticeLinksForEveryDecider(t *testing.T) {
 	if code, _ := bob.get(links["dave"].(string)); code != http.StatusForbidden {
 		t.Fatalf("dave's link opened by bob: %d", code)
 	}
+}
+
+// unstartedWeb is a listener for a web inbox whose address must be known
+// before the control plane is built (its notices link to it).
+type unstartedWeb struct {
+	ts   *httptest.Server
+	base string
+}
+
+func newUnstartedWeb(t *testing.T) *unstartedWeb {
+	ts := httptest.NewUnstartedServer(nil)
+	t.Cleanup(ts.Close)
+	return &unstartedWeb{ts: ts, base: "http://" + ts.Listener.Addr().String()}
+}
+
+// serve starts the inbox of e's control plane on it.
+func (u *unstartedWeb) serve(t *testing.T, e *env, ws *web.Site) *site {
+	t.Helper()
+	h, err := web.New(web.Config{API: e.srv.Local(), Caller: webCaller, Site: ws, DevUsers: devPickerUsers, DevIssuer: testIssuer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.ts.Config.Handler = h
+	u.ts.Start()
+	return &site{t: t, h: h, url: u.base}
 }

@@ -25,12 +25,15 @@ func TestMakeTestSaysWhenTheJaegerTestsSkip(t *testing.T) {
 			t.Fatal(err)
 		}
 		if jaeger {
-			if err := os.WriteFile(filepath.Join(bin, "jaeger"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-				t.Fatal(err)
+			// With every test server's binary (Jaeger, Mailpit).
+			for _, name := range []string{"jaeger", "mailpit"} {
+				if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		cmd := exec.Command("make", "-s", "-C", root, "test-go", "BIN="+bin) // make test runs it first
-		cmd.Env = append(os.Environ(), "TOLLGATE_JAEGER=", "MAKEFLAGS=")
+		cmd.Env = append(os.Environ(), "TOLLGATE_JAEGER=", "TOLLGATE_MAILPIT=", "MAKEFLAGS=")
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if err != nil && !errors.As(err, &ee) {
