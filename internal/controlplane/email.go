@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"strings"
 
-	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/emailnotify"
 	"github.com/tollgate-dev/tollgate/internal/web"
 )
@@ -58,5 +56,5 @@ func newEmail(o *Options, site *web.Site, server func() *Server, log *slog.Logge
 	return emailnotify.New(emailnotify.Config{SMTPAddr: o.SMTPAddr, From: o.SMTPFrom, Username: o.SMTPUser, Password: pw,
 		TLS: emailnotify.TLSMode(o.SMTPTLS), ServerName: o.SMTPServerName, RootCAs: pool, Addresses: addrs,
 		EmailIsPerson: o.EmailIsPerson, Log: log, Linker: site,
-		Packets: emailnotify.PacketsFunc(func(ctx context.Context, id string) (*tollgatev1.Ask, error) { return server().Packet(ctx, id) })})
+		Packets: packetsOf(server)})
 }

@@ -28,7 +28,7 @@ func TestEmailNoticeThroughTheOutbox(t *testing.T) {
 	var srv *Server
 	mail, err := emailnotify.New(emailnotify.Config{SMTPAddr: mp.SMTPAddr, From: "tollgate@acme.example", TLS: emailnotify.NoTLS, Linker: ws,
 		Addresses: map[string]string{"dave": "dave@acme.example", "alice": "alice@acme.example", "bob": "bob@acme.example"},
-		Packets:   emailnotify.PacketsFunc(func(ctx context.Context, id string) (*tollgatev1.Ask, error) { return srv.Packet(ctx, id) })})
+		Packets:   packetsOf(func() *Server { return srv })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/emailnotify"
+	"github.com/tollgate-dev/tollgate/internal/notice"
 	"github.com/tollgate-dev/tollgate/internal/slackapp"
 	"github.com/tollgate-dev/tollgate/internal/web"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
@@ -79,4 +81,11 @@ func (n notices) Deliver(ctx context.Context, endpoint string, raw []byte, rec w
 		return n.email.Deliver(ctx, endpoint, raw, rec)
 	}
 	return n.hooks.Deliver(ctx, endpoint, raw, rec)
+}
+
+// packetsOf is the server's packets as the Slack and email notifiers read
+// them: asked of server() when a notice goes out, since the server is
+// built after them (with the notifier that holds them).
+func packetsOf(server func() *Server) notice.Packets {
+	return notice.PacketsFunc(func(ctx context.Context, id string) (*tollgatev1.Ask, error) { return server().Packet(ctx, id) })
 }

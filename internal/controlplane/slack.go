@@ -60,7 +60,7 @@ func newSlack(o *Options, site *web.Site, server func() *Server, log *slog.Logge
 		Decider: decideFunc(func(ctx context.Context, req *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
 			return server().Local().Decide(ctx, req)
 		}),
-		Packets: slackapp.PacketsFunc(func(ctx context.Context, id string) (*tollgatev1.Ask, error) { return server().Packet(ctx, id) })}
+		Packets: packetsOf(server)}
 	if site != nil {
 		cfg.Linker = site
 	}

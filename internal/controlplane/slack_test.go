@@ -169,7 +169,7 @@ func TestSlackDecidesThroughTheOnePath(t *testing.T) {
 		Decider: decideFunc(func(ctx context.Context, req *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error) {
 			return srv.Local().Decide(ctx, req)
 		}),
-		Packets: slackapp.PacketsFunc(func(ctx context.Context, id string) (*tollgatev1.Ask, error) { return srv.Packet(ctx, id) })})
+		Packets: packetsOf(func() *Server { return srv })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package emailnotify
 
 import (
-	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -12,37 +11,9 @@ import (
 	"strings"
 	"time"
 
-	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/internal/notice"
 )
-
-// Packets gives the notifier the whole decision packet of an ask, read
-// without a caller (from the store): what a notice shows. An ask that
-// does not exist is an error wrapping ErrNoAsk (or a gRPC NotFound
-// status): its delivery is final at once (Rejected) instead of retried.
-type Packets interface {
-	Packet(ctx context.Context, askID string) (*tollgatev1.Ask, error)
-}
-
-// PacketsFunc adapts a function to Packets.
-type PacketsFunc func(ctx context.Context, askID string) (*tollgatev1.Ask, error)
-
-// Packet calls f.
-func (f PacketsFunc) Packet(ctx context.Context, askID string) (*tollgatev1.Ask, error) {
-	return f(ctx, askID)
-}
-
-// ErrNoAsk is what Packets wraps for an ask that does not exist.
-var ErrNoAsk = errors.New("no such ask")
-
-// Linker makes the link a notice carries (the web inbox, web.Site):
-// PersonLink is a single-use link bound to one ask and one person, valid
-// until expires (or sooner); AskURL is the ask's page behind the inbox's
-// sign-in, used only when PersonLink fails. Opening either never decides.
-type Linker interface {
-	AskURL(askID string) string
-	PersonLink(askID, person string, expires time.Time) (string, error)
-}
 
 // TLSMode is how the connection to the SMTP server is protected.
 type TLSMode string
@@ -87,8 +58,8 @@ type Config struct {
 	// people are named by email, --oidc-person-claim email).
 	EmailIsPerson bool
 
-	Packets Packets // required
-	Linker  Linker  // required: every notice of an open ask carries its person's link
+	Packets notice.Packets // required
+	Linker  notice.Linker  // required: every notice of an open ask carries its person's link (PersonLink; AskURL only when that fails)
 
 	Now func() time.Time // default time.Now
 	Log *slog.Logger     // default discards
@@ -111,6 +82,7 @@ type Notifier struct {
 	domain string // From's domain: the right of each Message-ID
 	sem    chan struct{}
 	sent   *lru.Cache[string, struct{}] // event id + "\x00" + endpoint
+	tries  notice.Attempts
 }
 
 // EndpointPrefix starts every endpoint name the Notifier delivers to:
@@ -185,26 +157,18 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	def := func(p *int, v int) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	defD := func(p *time.Duration, v time.Duration) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	def(&cfg.Concurrency, 4)
-	def(&cfg.Remembered, 4096)
-	def(&cfg.MaxAttempts, 5)
-	defD(&cfg.DialTimeout, 10*time.Second)
-	defD(&cfg.AttemptTimeout, 30*time.Second)
-	defD(&cfg.BaseBackoff, 2*time.Second)
-	defD(&cfg.MaxBackoff, time.Minute)
+	notice.Default(&cfg.Concurrency, 4)
+	notice.Default(&cfg.Remembered, 4096)
+	notice.Default(&cfg.MaxAttempts, 5)
+	notice.Default(&cfg.DialTimeout, 10*time.Second)
+	notice.Default(&cfg.AttemptTimeout, 30*time.Second)
+	notice.Default(&cfg.BaseBackoff, 2*time.Second)
+	notice.Default(&cfg.MaxBackoff, time.Minute)
 
 	n := &Notifier{cfg: cfg, from: *from, domain: domain,
-		sem: make(chan struct{}, cfg.Concurrency), sent: lru.New[string, struct{}](cfg.Remembered)}
+		sem: make(chan struct{}, cfg.Concurrency), sent: lru.New[string, struct{}](cfg.Remembered),
+		tries: notice.Attempts{Name: "email", Log: cfg.Log, Now: cfg.Now,
+			Max: cfg.MaxAttempts, BaseBackoff: cfg.BaseBackoff, MaxBackoff: cfg.MaxBackoff}}
 	return n, nil
 }
 

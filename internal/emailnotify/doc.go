@@ -6,7 +6,7 @@
 // What it enforces:
 //
 //   - Opening never decides. A notice about an open ask carries the
-//     person's single-use link (Linker.PersonLink: bound to that ask and
+//     person's single-use link (notice.PersonLink: bound to that ask and
 //     that person, valid until the ask's deadline or the inbox's link TTL,
 //     whichever is sooner), with the words "Opening this link never
 //     approves anything; you decide on the page." The message holds no

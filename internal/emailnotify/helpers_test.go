@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/notice"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
@@ -68,7 +69,7 @@ func (p *packets) Packet(_ context.Context, id string) (*tollgatev1.Ask, error) 
 		return nil, p.err
 	}
 	if p.ask == nil || p.ask.GetId() != id {
-		return nil, fmt.Errorf("%q: %w", id, ErrNoAsk)
+		return nil, fmt.Errorf("%q: %w", id, notice.ErrNoAsk)
 	}
 	return p.ask, nil
 }

@@ -2,7 +2,6 @@ package emailnotify
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"mime"
@@ -10,12 +9,11 @@ import (
 	"mime/quotedprintable"
 	"net/mail"
 	"net/textproto"
-	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/notice"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/humantext"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -85,7 +83,7 @@ type kv struct{ K, V string }
 
 // esc is s made safe to show (no control characters but newline and
 // tab, no bidi overrides) and clipped to n runes.
-func esc(s string, n int) string { return clip(humantext.Escape(s), n) }
+func esc(s string, n int) string { return notice.Clip(humantext.Escape(s), n) }
 
 // flat is s on one line: line and paragraph breaks and tabs become
 // spaces (a title is one line, in the body as in Subject).
@@ -99,15 +97,6 @@ func flat(s string) string {
 	}, s)
 }
 
-// clip shortens s to at most n runes, marking the cut.
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
 // headerText is s for a header: on one line (every control character a
 // space), clipped, and Q-encoded when it is not printable ASCII.
 func headerText(s string, n int) string {
@@ -118,7 +107,7 @@ func headerText(s string, n int) string {
 		return r
 	}, s)
 	s = strings.Join(strings.Fields(s), " ")
-	return mime.QEncoding.Encode("utf-8", clip(s, n))
+	return mime.QEncoding.Encode("utf-8", notice.Clip(s, n))
 }
 
 // need is what the ask asks of the person, in a word or three.
@@ -245,144 +234,40 @@ func why(ask *tollgatev1.Ask, v view) string {
 	return strings.Join(parts, "; ")
 }
 
-// outcome says who decided and when, or what else became of the ask; ""
-// for an open ask nobody has approved yet.
+// outcome says who decided and when, or what else became of the ask
+// (notice.Words.Ending), as a sentence; "" for an open ask nobody has
+// approved yet.
 func outcome(ask *tollgatev1.Ask) string {
-	var approvers []string
-	var last *tollgatev1.Decision
-	lastOf := map[tollgatev1.DecisionKind]*tollgatev1.Decision{}
-	for _, d := range ask.GetDecisions() {
-		lastOf[d.GetKind()] = d
-		if d.GetKind() == tollgatev1.DecisionKind_DECISION_KIND_APPROVE && d.GetCounts() {
-			if !slices.Contains(approvers, d.GetActor()) {
-				approvers = append(approvers, d.GetActor())
-			}
-			last = d
-		}
+	e := words.Ending(ask)
+	if e.Text == "" || e.Quoted {
+		return e.Text
 	}
-	when := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") + " UTC" }
-	by := func(d *tollgatev1.Decision) string {
-		return esc(d.GetActor(), 200) + " at " + when(d.GetTime().AsTime())
-	}
-	approvedBy := func() string {
-		names := make([]string, len(approvers))
-		for i, a := range approvers {
-			names[i] = esc(a, 200)
-		}
-		return strings.Join(names, ", ") + " at " + when(last.GetTime().AsTime())
-	}
-	reason := func() string {
-		if r := ask.GetStateReason(); r != "" {
-			return ": " + esc(r, 300)
-		}
-		return ""
-	}
-	closed := ""
-	if c := ask.GetClosedAt(); c != nil {
-		closed = " at " + when(c.AsTime())
-	}
-	switch ask.GetState() {
-	case tollgatev1.AskState_ASK_STATE_APPROVED, tollgatev1.AskState_ASK_STATE_CONSUMED:
-		if last != nil {
-			return "Approved by " + approvedBy() + "."
-		}
-		return "Approved" + closed + "."
-	case tollgatev1.AskState_ASK_STATE_REJECTED:
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_REJECT]; d != nil {
-			return "Rejected by " + by(d) + ": " + esc(d.GetReason(), 300)
-		}
-		return "Rejected" + closed + reason()
-	case tollgatev1.AskState_ASK_STATE_ANSWERED:
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_ANSWER]; d != nil {
-			return "Answered by " + by(d) + "."
-		}
-		return "Answered" + closed + "."
-	case tollgatev1.AskState_ASK_STATE_EXPIRED:
-		return "Expired undecided" + closed + reason() + "; nothing it governs ran."
-	case tollgatev1.AskState_ASK_STATE_CANCELLED:
-		return "Cancelled" + closed + reason()
-	case tollgatev1.AskState_ASK_STATE_STALE:
-		return "Stale" + closed + reason() + "; it will be asked again."
-	case tollgatev1.AskState_ASK_STATE_REVOKED:
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_REVOKE]; d != nil {
-			return "Approval revoked by " + by(d) + ": " + esc(d.GetReason(), 300)
-		}
-		return "Approval revoked" + closed + reason()
-	case tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED:
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_REQUEST_EVIDENCE]; d != nil {
-			return "Evidence requested by " + by(d) + ": " + esc(d.GetEvidenceRequest(), 300)
-		}
-	}
-	if last != nil {
-		return fmt.Sprintf("Approved by %s: %d of %d approvals so far.", approvedBy(), len(approvers), max(ask.GetQuorum(), 1))
-	}
-	return ""
+	return e.Text + "."
 }
 
+// words writes names and reasons escaped (esc), times in UTC as the
+// record has them.
+var words = notice.Words{Esc: esc, When: func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") + " UTC" }}
+
 // keyArgs is an action's top-level args in key order, up to maxArgs,
-// each value clipped, and how many more there are.
+// each escaped and clipped, and how many more there are.
 func keyArgs(argsJSON string) ([]kv, int) {
-	args, keys := parseArgs(argsJSON)
+	args, more := notice.Args(argsJSON, maxArgs)
 	var out []kv
-	for i, k := range keys {
-		if i == maxArgs {
-			return out, len(keys) - maxArgs
-		}
-		out = append(out, kv{esc(k, 60), esc(compact(args[k]), maxArgValue)})
+	for _, a := range args {
+		out = append(out, kv{esc(a.Key, 60), esc(a.Value, maxArgValue)})
 	}
-	return out, 0
+	return out, more
 }
 
 // amount is the amount an action moves, with its currency, when its args
-// say: a top-level "amount" (or "*_amount") and "currency".
+// say (notice.Amount); not escaped.
 func amount(argsJSON string) string {
-	args, keys := parseArgs(argsJSON)
-	for _, k := range keys {
-		if k == "amount" || strings.HasSuffix(k, "_amount") {
-			amt := compact(args[k])
-			var cur string
-			if c, ok := args["currency"]; ok && json.Unmarshal(c, &cur) == nil && cur != "" {
-				return amt + " " + cur
-			}
-			return amt
-		}
+	amt, cur := notice.Amount(argsJSON)
+	if amt == "" || cur == "" {
+		return amt
 	}
-	return ""
-}
-
-func parseArgs(argsJSON string) (map[string]json.RawMessage, []string) {
-	var args map[string]json.RawMessage
-	if json.Unmarshal([]byte(argsJSON), &args) != nil || len(args) == 0 {
-		return nil, nil
-	}
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return args, keys
-}
-
-// compact is a JSON value as text: a string without its quotes.
-func compact(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
-}
-
-// openState reports whether ask still waits for a person.
-func openState(s tollgatev1.AskState) bool {
-	switch s {
-	case tollgatev1.AskState_ASK_STATE_PENDING, tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED, tollgatev1.AskState_ASK_STATE_IN_DOUBT:
-		return true
-	}
-	return false
+	return amt + " " + cur
 }
 
 // plainText is the text/plain part.

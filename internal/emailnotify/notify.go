@@ -2,13 +2,9 @@ package emailnotify
 
 import (
 	"context"
-	crand "crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/smtp"
 	"net/textproto"
@@ -16,9 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/tollgate-dev/tollgate/internal/notice"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
@@ -28,7 +22,7 @@ import (
 // opened, reminder or escalated notice carries the person's link; a
 // decided or expired one says how the ask ended, with no link.
 func (n *Notifier) Endpoints(ev webhook.Event) []string {
-	if !webhook.KnownKind(ev.Kind) || ev.AskID == "" {
+	if !notice.Deliverable(ev) {
 		return nil
 	}
 	var out []string
@@ -68,54 +62,23 @@ func (n *Notifier) Endpoints(ev webhook.Event) []string {
 // to the endpoint (remembered, bounded) is Delivered again without
 // mailing it twice.
 func (n *Notifier) Deliver(ctx context.Context, endpoint string, raw []byte, rec webhook.Recorder) webhook.Delivery {
-	var ev webhook.Event
-	if err := json.Unmarshal(raw, &ev); err != nil || !webhook.KnownKind(ev.Kind) || ev.AskID == "" {
-		d := webhook.Delivery{EventID: ev.ID, Endpoint: endpoint, Kind: ev.Kind, AskID: ev.AskID, Outcome: webhook.Rejected, Err: "not an event this sender can deliver", At: n.cfg.Now(), Final: true}
-		n.record(ctx, rec, d)
+	ev, d, ok := n.tries.Decode(ctx, endpoint, raw, rec)
+	if !ok {
 		return d
 	}
-	base := webhook.Delivery{EventID: ev.ID, Endpoint: endpoint, Kind: ev.Kind, AskID: ev.AskID}
 	person, _ := strings.CutPrefix(endpoint, EndpointPrefix)
 	to, ok := n.address(person)
 	if !strings.HasPrefix(endpoint, EndpointPrefix) || !ok {
-		d := base
-		d.Outcome, d.Err, d.At, d.Final = webhook.Dropped, fmt.Sprintf("no email address for endpoint %q", endpoint), n.cfg.Now(), true
-		n.record(ctx, rec, d)
-		return d
+		return n.tries.Drop(ctx, rec, ev, endpoint, fmt.Sprintf("no email address for endpoint %q", endpoint))
 	}
-	for attempt := 1; ; attempt++ {
-		d := n.attempt(ctx, ev, endpoint, person, to)
-		d.EventID, d.Endpoint, d.Kind, d.AskID, d.Attempt = base.EventID, base.Endpoint, base.Kind, base.AskID, attempt
-		switch {
-		case d.Outcome == webhook.Abandoned:
-			d.Final = false
-			return d
-		case d.Outcome != webhook.Retrying:
-			d.Final = true
-			n.record(ctx, rec, d)
-			return d
-		case attempt >= n.cfg.MaxAttempts:
-			d.Outcome, d.Final = webhook.Failed, true
-			d.Err += fmt.Sprintf(" (attempt %d of %d)", attempt, n.cfg.MaxAttempts)
-			n.record(ctx, rec, d)
-			return d
-		}
-		d.RetryIn = n.retryDelay(attempt)
-		n.record(ctx, rec, d)
-		t := time.NewTimer(d.RetryIn)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return webhook.Delivery{EventID: base.EventID, Endpoint: endpoint, Kind: ev.Kind, AskID: ev.AskID, Attempt: attempt,
-				Outcome: webhook.Abandoned, Err: "stopped before the delivery was final", At: n.cfg.Now()}
-		}
-	}
+	return n.tries.Deliver(ctx, rec, ev, endpoint, func() (webhook.Delivery, time.Duration) {
+		return n.attempt(ctx, ev, endpoint, person, to), 0
+	})
 }
 
 // attempt makes one attempt: read the packet, compose, send.
 func (n *Notifier) attempt(ctx context.Context, ev webhook.Event, endpoint, person, to string) (d webhook.Delivery) {
-	id := newID("eml_")
+	id := notice.NewID("eml_")
 	d = webhook.Delivery{ID: id, At: n.cfg.Now()}
 	start := time.Now()
 	defer func() { d.Duration = time.Since(start) }()
@@ -135,29 +98,15 @@ func (n *Notifier) attempt(ctx context.Context, ev webhook.Event, endpoint, pers
 	actx, cancel := context.WithTimeout(ctx, n.cfg.AttemptTimeout)
 	defer cancel()
 
-	ask, err := n.cfg.Packets.Packet(actx, ev.AskID)
-	if err == nil && ask == nil {
-		err = ErrNoAsk
-	}
-	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			d.Outcome, d.Err = webhook.Abandoned, "stopped during the attempt"
-		case errors.Is(err, ErrNoAsk) || status.Code(err) == codes.NotFound:
-			d.Outcome, d.Err = webhook.Rejected, "ask not found"
-		default:
-			d.Outcome, d.Err = webhook.Retrying, "reading the ask: "+err.Error()
-		}
+	ask, outcome, why := notice.Fetch(ctx, actx, n.cfg.Packets, ev.AskID)
+	if ask == nil {
+		d.Outcome, d.Err = outcome, why
 		return d
 	}
 	now := n.cfg.Now()
 	v := view{kind: ev.Kind, person: person, audience: ev.Audience, named: slices.Contains(ev.People, person), now: now}
-	if v.withLink() && openState(ask.GetState()) {
-		exp := now.Add(24 * time.Hour)
-		if e := ask.GetExpiresAt(); e != nil {
-			exp = e.AsTime()
-		}
-		link, err := n.cfg.Linker.PersonLink(ask.GetId(), person, exp)
+	if v.withLink() && notice.Waiting(ask.GetState()) {
+		link, exp, err := notice.PersonLink(n.cfg.Linker, ask, person, now)
 		if err != nil {
 			n.cfg.Log.WarnContext(ctx, "email: no single-use link; the message links the ask's page", "ask", ask.GetId(), "error", err)
 			v.link, v.signIn = n.cfg.Linker.AskURL(ask.GetId()), true
@@ -294,37 +243,7 @@ func isTimeout(err error) bool {
 // journal.
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	return clip(s, 300)
-}
-
-// retryDelay is the wait after attempt failed: BaseBackoff·2^(attempt-1)
-// with equal jitter, capped at MaxBackoff.
-func (n *Notifier) retryDelay(attempt int) time.Duration {
-	d := n.cfg.BaseBackoff
-	for i := 1; i < attempt && d < n.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, n.cfg.MaxBackoff)
-	return d/2 + rand.N(d/2+1)
-}
-
-// record hands d to rec and logs it.
-func (n *Notifier) record(ctx context.Context, rec webhook.Recorder, d webhook.Delivery) {
-	attrs := []any{"endpoint", d.Endpoint, "kind", d.Kind, "ask", d.AskID, "event", d.EventID, "attempt", d.Attempt, "outcome", string(d.Outcome)}
-	if d.Err != "" {
-		attrs = append(attrs, "err", d.Err)
-	}
-	if d.Outcome == webhook.Delivered {
-		n.cfg.Log.DebugContext(ctx, "email notice delivered", attrs...)
-	} else {
-		n.cfg.Log.WarnContext(ctx, "email notice not delivered", attrs...)
-	}
-	if rec == nil {
-		return
-	}
-	if err := rec.Delivered(ctx, d); err != nil {
-		n.cfg.Log.WarnContext(ctx, "email delivery not recorded", append(attrs, "error", err)...)
-	}
+	return notice.Clip(s, 300)
 }
 
 func (n *Notifier) wasSent(key string) bool {
@@ -333,10 +252,3 @@ func (n *Notifier) wasSent(key string) bool {
 }
 
 func (n *Notifier) markSent(key string) { n.sent.Add(key, struct{}{}) }
-
-// newID returns prefix and 32 random hex digits.
-func newID(prefix string) string {
-	var b [16]byte
-	crand.Read(b[:]) // never fails
-	return prefix + hex.EncodeToString(b[:])
-}

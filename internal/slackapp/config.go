@@ -16,6 +16,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/internal/notice"
 )
 
 // Decider is the approval service's Decide as a surface inside the
@@ -23,34 +24,6 @@ import (
 // ctx, and authority, digests, expiry and the journal are the service's.
 type Decider interface {
 	Decide(ctx context.Context, req *tollgatev1.DecideRequest) (*tollgatev1.DecideResponse, error)
-}
-
-// Packets gives the notifier the whole decision packet of an ask, read
-// without a caller (from the store): what a notice shows. An ask that
-// does not exist is an error wrapping ErrNoAsk (or a gRPC NotFound
-// status): its delivery is final at once instead of retried.
-type Packets interface {
-	Packet(ctx context.Context, askID string) (*tollgatev1.Ask, error)
-}
-
-// PacketsFunc adapts a function to Packets.
-type PacketsFunc func(ctx context.Context, askID string) (*tollgatev1.Ask, error)
-
-// Packet calls f.
-func (f PacketsFunc) Packet(ctx context.Context, askID string) (*tollgatev1.Ask, error) {
-	return f(ctx, askID)
-}
-
-// ErrNoAsk is what Packets wraps for an ask that does not exist.
-var ErrNoAsk = errors.New("no such ask")
-
-// Linker makes the links an Open button carries (the web inbox): AskURL
-// is the ask's page, behind the inbox's sign-in; PersonLink is a
-// single-use link bound to one ask and one person, valid until expires.
-// Opening either never decides.
-type Linker interface {
-	AskURL(askID string) string
-	PersonLink(askID, person string, expires time.Time) (string, error)
 }
 
 // Config is what an App needs. Nothing is read from it after New.
@@ -84,9 +57,9 @@ type Config struct {
 	// TeamID, when set, is the only workspace whose users may decide.
 	TeamID string
 
-	Decider Decider // required when SigningSecret is set
-	Packets Packets // required for notices
-	Linker  Linker  // optional: without it messages have no Open button
+	Decider Decider        // required when SigningSecret is set
+	Packets notice.Packets // required for notices
+	Linker  notice.Linker  // optional: without it messages have no Open button; AskURL for the channel, PersonLink for a direct message
 
 	Now        func() time.Time // default time.Now
 	Log        *slog.Logger     // default discards
@@ -116,6 +89,7 @@ type App struct {
 	replay  *replayCache
 	jobs    chan job
 	running atomic.Bool
+	tries   notice.Attempts
 
 	postedMu sync.Mutex
 	posted   *lru.Cache[string, remembered] // ask id + "\x00" + endpoint
@@ -171,28 +145,16 @@ func New(cfg Config) (*App, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	def := func(p *int, v int) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	defD := func(p *time.Duration, v time.Duration) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	if cfg.MaxBody <= 0 {
-		cfg.MaxBody = 64 << 10
-	}
-	def(&cfg.ReplayEntries, 10000)
-	def(&cfg.Remembered, 4096)
-	def(&cfg.Workers, 4)
-	def(&cfg.Queue, 64)
-	def(&cfg.MaxAttempts, 5)
-	defD(&cfg.DecideTimeout, 20*time.Second)
-	defD(&cfg.AttemptTimeout, 10*time.Second)
-	defD(&cfg.BaseBackoff, time.Second)
-	defD(&cfg.MaxBackoff, time.Minute)
+	notice.Default(&cfg.MaxBody, 64<<10)
+	notice.Default(&cfg.ReplayEntries, 10000)
+	notice.Default(&cfg.Remembered, 4096)
+	notice.Default(&cfg.Workers, 4)
+	notice.Default(&cfg.Queue, 64)
+	notice.Default(&cfg.MaxAttempts, 5)
+	notice.Default(&cfg.DecideTimeout, 20*time.Second)
+	notice.Default(&cfg.AttemptTimeout, 10*time.Second)
+	notice.Default(&cfg.BaseBackoff, time.Second)
+	notice.Default(&cfg.MaxBackoff, time.Minute)
 
 	var hc http.Client
 	if cfg.HTTPClient != nil {
@@ -212,6 +174,8 @@ func New(cfg Config) (*App, error) {
 		replay: newReplayCache(cfg.ReplayEntries),
 		jobs:   make(chan job, cfg.Queue),
 		posted: lru.New[string, remembered](cfg.Remembered),
+		tries: notice.Attempts{Name: "slack", Log: cfg.Log, Now: cfg.Now,
+			Max: cfg.MaxAttempts, BaseBackoff: cfg.BaseBackoff, MaxBackoff: cfg.MaxBackoff},
 	}
 	return a, nil
 }

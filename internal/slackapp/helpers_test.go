@@ -24,6 +24,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/identity"
+	"github.com/tollgate-dev/tollgate/internal/notice"
 )
 
 const (
@@ -296,7 +297,7 @@ func (p *packets) Packet(_ context.Context, id string) (*tollgatev1.Ask, error) 
 		return nil, p.err
 	}
 	if p.ask == nil || p.ask.Id != id {
-		return nil, fmt.Errorf("%w: %s", ErrNoAsk, id)
+		return nil, fmt.Errorf("%w: %s", notice.ErrNoAsk, id)
 	}
 	return p.ask, nil
 }

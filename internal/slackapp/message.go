@@ -1,10 +1,8 @@
 package slackapp
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,6 +11,7 @@ import (
 	"github.com/slack-go/slack/slackutilsx"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/notice"
 )
 
 // Action ids of the message's buttons.
@@ -62,20 +61,11 @@ func esc(s string) string {
 // clipped so the escaped text fits in n characters, never mid-entity.
 func escClip(s string, n int) string {
 	for m := n; m > 0; m -= 8 {
-		if e := slackutilsx.EscapeMessage(clip(s, m)); utf8.RuneCountInString(e) <= n {
+		if e := slackutilsx.EscapeMessage(notice.Clip(s, m)); utf8.RuneCountInString(e) <= n {
 			return e
 		}
 	}
 	return ""
-}
-
-// clip shortens s to at most n runes, marking the cut.
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // shortDigest is "sha256:" and the first 12 hex digits.
@@ -114,7 +104,7 @@ func render(ask *tollgatev1.Ask, v view) (string, []slack.Block) {
 
 	var b strings.Builder
 	if s := ask.GetSummary(); s != "" {
-		fmt.Fprintf(&b, "%s\n", esc(clip(s, 400)))
+		fmt.Fprintf(&b, "%s\n", esc(notice.Clip(s, 400)))
 	}
 	acts := ask.GetActions()
 	for i, a := range acts {
@@ -132,7 +122,7 @@ func render(ask *tollgatev1.Ask, v view) (string, []slack.Block) {
 		}
 	}
 	if c := ask.GetConsequence(); c != "" {
-		fmt.Fprintf(&b, "*If approved:* %s\n", esc(clip(c, 400)))
+		fmt.Fprintf(&b, "*If approved:* %s\n", esc(notice.Clip(c, 400)))
 	}
 	if r := ask.GetRequester(); r != "" {
 		fmt.Fprintf(&b, "*Requested by:* %s\n", esc(r))
@@ -150,7 +140,7 @@ func render(ask *tollgatev1.Ask, v view) (string, []slack.Block) {
 		}
 		b.WriteString("\n")
 	}
-	blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clip(strings.TrimSpace(b.String()), maxSection), false, false), nil, nil))
+	blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, notice.Clip(strings.TrimSpace(b.String()), maxSection), false, false), nil, nil))
 
 	status := outcome(ask)
 	if status != "" {
@@ -163,7 +153,7 @@ func render(ask *tollgatev1.Ask, v view) (string, []slack.Block) {
 			WithStyle(slack.StylePrimary).
 			WithConfirm(slack.NewConfirmationBlockObject(
 				slack.NewTextBlockObject(slack.PlainTextType, "Approve?", false, false),
-				slack.NewTextBlockObject(slack.MarkdownType, clip(fmt.Sprintf("Approve *%s* with payload `%s`, exactly as shown? It is recorded with your name.", esc(clip(title, 200)), esc(shortDigest(ask.GetPayloadDigest()))), 300), false, false),
+				slack.NewTextBlockObject(slack.MarkdownType, notice.Clip(fmt.Sprintf("Approve *%s* with payload `%s`, exactly as shown? It is recorded with your name.", esc(notice.Clip(title, 200)), esc(shortDigest(ask.GetPayloadDigest()))), 300), false, false),
 				slack.NewTextBlockObject(slack.PlainTextType, "Approve", false, false),
 				slack.NewTextBlockObject(slack.PlainTextType, "Cancel", false, false)))
 		reject := slack.NewButtonBlockElement(actionReject, val, slack.NewTextBlockObject(slack.PlainTextType, "Reject", false, false)).
@@ -182,15 +172,15 @@ func render(ask *tollgatev1.Ask, v view) (string, []slack.Block) {
 		blocks = append(blocks, slack.NewActionBlock(blockActions, buttons...))
 	}
 
-	text := "Approval needed: " + esc(clip(title, 200))
+	text := "Approval needed: " + esc(notice.Clip(title, 200))
 	if status != "" {
-		text = esc(clip(title, 200)) + " — " + status
+		text = esc(notice.Clip(title, 200)) + " — " + status
 	}
 	return text, blocks
 }
 
 func contextBlock(mrkdwn string) *slack.ContextBlock {
-	return slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, clip(mrkdwn, maxSection), false, false))
+	return slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, notice.Clip(mrkdwn, maxSection), false, false))
 }
 
 // kindNote is the line that says why this message came now.
@@ -218,7 +208,7 @@ func whyLine(ask *tollgatev1.Ask, audience string) string {
 		parts = append(parts, "asked of "+esc(audience))
 	}
 	if d := ask.GetAuthorityRequired().GetDescription(); d != "" {
-		parts = append(parts, "who may decide: "+esc(clip(d, 300)))
+		parts = append(parts, "who may decide: "+esc(notice.Clip(d, 300)))
 	}
 	return strings.Join(parts, " · ")
 }
@@ -239,68 +229,35 @@ func onExpiry(ask *tollgatev1.Ask) string {
 // keyArgs is a short view of an action's args: up to maxArgs keys in
 // order, each value clipped.
 func keyArgs(argsJSON string) string {
-	args, keys := parseArgs(argsJSON)
-	if len(keys) == 0 {
-		return ""
+	args, more := notice.Args(argsJSON, maxArgs)
+	parts := make([]string, 0, len(args)+1)
+	for _, a := range args {
+		parts = append(parts, esc(notice.Clip(a.Key, 40))+"=`"+esc(notice.Clip(a.Value, maxArgValue))+"`")
 	}
-	var parts []string
-	for i, k := range keys {
-		if i == maxArgs {
-			parts = append(parts, fmt.Sprintf("+%d more", len(keys)-maxArgs))
-			break
-		}
-		parts = append(parts, esc(clip(k, 40))+"="+"`"+esc(clip(compact(args[k]), maxArgValue))+"`")
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("+%d more", more))
 	}
 	return strings.Join(parts, " ")
 }
 
 // amount is the amount an action moves, with its currency, when its args
-// say: a top-level "amount" (or "*_amount") and "currency".
+// say (notice.Amount), clipped; not escaped.
 func amount(argsJSON string) string {
-	args, keys := parseArgs(argsJSON)
-	for _, k := range keys {
-		if k == "amount" || strings.HasSuffix(k, "_amount") {
-			amt := compact(args[k])
-			if c, ok := args["currency"]; ok {
-				var cur string
-				if json.Unmarshal(c, &cur) == nil && cur != "" {
-					return clip(amt, maxArgValue) + " " + clip(cur, 12)
-				}
-			}
-			return clip(amt, maxArgValue)
-		}
+	amt, cur := notice.Amount(argsJSON)
+	if amt == "" {
+		return ""
 	}
-	return ""
+	if cur != "" {
+		return notice.Clip(amt, maxArgValue) + " " + notice.Clip(cur, 12)
+	}
+	return notice.Clip(amt, maxArgValue)
 }
 
-func parseArgs(argsJSON string) (map[string]json.RawMessage, []string) {
-	var args map[string]json.RawMessage
-	if json.Unmarshal([]byte(argsJSON), &args) != nil || len(args) == 0 {
-		return nil, nil
-	}
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return args, keys
-}
-
-// compact is a JSON value as text: a string without its quotes.
-func compact(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
-}
-
-// openState reports whether ask still takes approve-or-reject decisions.
-func openState(s tollgatev1.AskState) bool {
+// decidable reports whether an ask in state s still takes
+// approve-or-reject decisions: pending or evidence requested (an ask in
+// doubt waits for a person too, but for an account of what happened, on
+// its page).
+func decidable(s tollgatev1.AskState) bool {
 	return s == tollgatev1.AskState_ASK_STATE_PENDING || s == tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED
 }
 
@@ -314,7 +271,7 @@ func decisionValue(ask *tollgatev1.Ask) (string, bool) {
 	default:
 		return "", false
 	}
-	if !openState(ask.GetState()) {
+	if !decidable(ask.GetState()) {
 		return "", false
 	}
 	var option string
@@ -337,79 +294,35 @@ func decisionValue(ask *tollgatev1.Ask) (string, bool) {
 }
 
 // outcome is the line saying who decided and when, or what else became
-// of the ask; "" for an open ask nobody has approved yet.
+// of the ask (notice.Words.Ending), after an emoji for it; "" for an open
+// ask nobody has approved yet.
 func outcome(ask *tollgatev1.Ask) string {
-	var approvers []string
-	var last *tollgatev1.Decision
-	var lastOf = map[tollgatev1.DecisionKind]*tollgatev1.Decision{}
-	for _, d := range ask.GetDecisions() {
-		lastOf[d.GetKind()] = d
-		if d.GetKind() == tollgatev1.DecisionKind_DECISION_KIND_APPROVE && d.GetCounts() {
-			if !slices.Contains(approvers, d.GetActor()) {
-				approvers = append(approvers, d.GetActor())
-			}
-			last = d
-		}
+	if ask.GetState() == tollgatev1.AskState_ASK_STATE_IN_DOUBT {
+		return ":grey_question: In doubt — open it to say what happened"
 	}
-	by := func(d *tollgatev1.Decision) string {
-		return esc(d.GetActor()) + " at " + when(d.GetTime().AsTime())
-	}
-	approvedBy := func() string {
-		names := make([]string, len(approvers))
-		for i, a := range approvers {
-			names[i] = esc(a)
-		}
-		return strings.Join(names, ", ") + " at " + when(last.GetTime().AsTime())
-	}
-	reason := func() string {
-		if r := ask.GetStateReason(); r != "" {
-			return ": " + esc(clip(r, 300))
-		}
+	e := words.Ending(ask)
+	if e.Text == "" {
 		return ""
 	}
-	closed := ""
-	if c := ask.GetClosedAt(); c != nil {
-		closed = " at " + when(c.AsTime())
+	mark := marks[e.State]
+	if e.SoFar || mark == "" {
+		mark = ":ballot_box_with_check:"
 	}
-	switch ask.GetState() {
-	case tollgatev1.AskState_ASK_STATE_APPROVED, tollgatev1.AskState_ASK_STATE_CONSUMED:
-		if last != nil {
-			return ":white_check_mark: Approved by " + approvedBy()
-		}
-		return ":white_check_mark: Approved" + closed
-	case tollgatev1.AskState_ASK_STATE_REJECTED:
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_REJECT]; d != nil {
-			return ":no_entry: Rejected by " + by(d) + ": " + esc(clip(d.GetReason(), 300))
-		}
-		return ":no_entry: Rejected" + closed + reason()
-	case tollgatev1.AskState_ASK_STATE_ANSWERED:
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_ANSWER]; d != nil {
-			return ":speech_balloon: Answered by " + by(d)
-		}
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_APPROVE]; d != nil {
-			return ":speech_balloon: Answered by " + by(d)
-		}
-		return ":speech_balloon: Answered" + closed
-	case tollgatev1.AskState_ASK_STATE_EXPIRED:
-		return ":hourglass: Expired undecided" + closed + reason()
-	case tollgatev1.AskState_ASK_STATE_CANCELLED:
-		return ":octagonal_sign: Cancelled" + closed + reason()
-	case tollgatev1.AskState_ASK_STATE_STALE:
-		return ":warning: Stale" + closed + reason() + " — it will be asked again"
-	case tollgatev1.AskState_ASK_STATE_REVOKED:
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_REVOKE]; d != nil {
-			return ":leftwards_arrow_with_hook: Approval revoked by " + by(d) + ": " + esc(clip(d.GetReason(), 300))
-		}
-		return ":leftwards_arrow_with_hook: Approval revoked" + closed + reason()
-	case tollgatev1.AskState_ASK_STATE_IN_DOUBT:
-		return ":grey_question: In doubt — open it to say what happened"
-	case tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED:
-		if d := lastOf[tollgatev1.DecisionKind_DECISION_KIND_REQUEST_EVIDENCE]; d != nil {
-			return ":mag: Evidence requested by " + by(d) + ": " + esc(clip(d.GetEvidenceRequest(), 300))
-		}
-	}
-	if last != nil {
-		return fmt.Sprintf(":ballot_box_with_check: Approved by %s — %d of %d approvals so far", approvedBy(), len(approvers), max(ask.GetQuorum(), 1))
-	}
-	return ""
+	return mark + " " + e.Text
+}
+
+// words writes names and reasons as mrkdwn, times as the record has them.
+var words = notice.Words{Esc: func(s string, n int) string { return esc(notice.Clip(s, n)) }, When: when}
+
+// marks are the emoji before an ending, by the state it tells of.
+var marks = map[tollgatev1.AskState]string{
+	tollgatev1.AskState_ASK_STATE_APPROVED:           ":white_check_mark:",
+	tollgatev1.AskState_ASK_STATE_CONSUMED:           ":white_check_mark:",
+	tollgatev1.AskState_ASK_STATE_REJECTED:           ":no_entry:",
+	tollgatev1.AskState_ASK_STATE_ANSWERED:           ":speech_balloon:",
+	tollgatev1.AskState_ASK_STATE_EXPIRED:            ":hourglass:",
+	tollgatev1.AskState_ASK_STATE_CANCELLED:          ":octagonal_sign:",
+	tollgatev1.AskState_ASK_STATE_STALE:              ":warning:",
+	tollgatev1.AskState_ASK_STATE_REVOKED:            ":leftwards_arrow_with_hook:",
+	tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED: ":mag:",
 }

@@ -2,22 +2,17 @@ package slackapp
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/notice"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
@@ -43,7 +38,7 @@ const maxPerAsk = 8
 // person ev names who is in Users. An endpoint name is EndpointPrefix and
 // a channel or user id.
 func (a *App) Endpoints(ev webhook.Event) []string {
-	if !webhook.KnownKind(ev.Kind) || ev.AskID == "" {
+	if !notice.Deliverable(ev) {
 		return nil
 	}
 	var out []string
@@ -87,71 +82,30 @@ func (a *App) target(endpoint string) (string, bool) {
 // Rejected; an endpoint not configured now is Dropped. When ctx ends
 // first the result is Abandoned, not Final, and not recorded.
 func (a *App) Deliver(ctx context.Context, endpoint string, raw []byte, rec webhook.Recorder) webhook.Delivery {
-	var ev webhook.Event
-	if err := json.Unmarshal(raw, &ev); err != nil || !webhook.KnownKind(ev.Kind) || ev.AskID == "" {
-		d := webhook.Delivery{EventID: ev.ID, Endpoint: endpoint, Kind: ev.Kind, AskID: ev.AskID, Outcome: webhook.Rejected, Err: "not an event this sender can deliver", At: a.cfg.Now(), Final: true}
-		a.record(ctx, rec, d)
+	ev, d, ok := a.tries.Decode(ctx, endpoint, raw, rec)
+	if !ok {
 		return d
 	}
-	base := webhook.Delivery{EventID: ev.ID, Endpoint: endpoint, Kind: ev.Kind, AskID: ev.AskID}
 	target, ok := a.target(endpoint)
 	if !ok || a.cfg.Packets == nil {
-		d := base
-		d.Outcome, d.Err, d.At, d.Final = webhook.Dropped, fmt.Sprintf("no Slack endpoint named %q is configured", endpoint), a.cfg.Now(), true
-		a.record(ctx, rec, d)
-		return d
+		return a.tries.Drop(ctx, rec, ev, endpoint, fmt.Sprintf("no Slack endpoint named %q is configured", endpoint))
 	}
-	for attempt := 1; ; attempt++ {
-		d, retryAfter := a.attempt(ctx, ev, endpoint, target)
-		d.EventID, d.Endpoint, d.Kind, d.AskID, d.Attempt = base.EventID, base.Endpoint, base.Kind, base.AskID, attempt
-		switch {
-		case d.Outcome == webhook.Abandoned:
-			d.Final = false
-			return d
-		case d.Outcome != webhook.Retrying:
-			d.Final = true
-			a.record(ctx, rec, d)
-			return d
-		case attempt >= a.cfg.MaxAttempts:
-			d.Outcome, d.Final = webhook.Failed, true
-			d.Err += fmt.Sprintf(" (attempt %d of %d)", attempt, a.cfg.MaxAttempts)
-			a.record(ctx, rec, d)
-			return d
-		}
-		d.RetryIn = a.retryDelay(attempt, retryAfter)
-		a.record(ctx, rec, d)
-		t := time.NewTimer(d.RetryIn)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return webhook.Delivery{EventID: base.EventID, Endpoint: endpoint, Kind: ev.Kind, AskID: ev.AskID, Attempt: attempt,
-				Outcome: webhook.Abandoned, Err: "stopped before the delivery was final", At: a.cfg.Now()}
-		}
-	}
+	return a.tries.Deliver(ctx, rec, ev, endpoint, func() (webhook.Delivery, time.Duration) {
+		return a.attempt(ctx, ev, endpoint, target)
+	})
 }
 
 // attempt makes one attempt: read the packet, post or update.
 func (a *App) attempt(ctx context.Context, ev webhook.Event, endpoint, target string) (d webhook.Delivery, retryAfter time.Duration) {
-	d = webhook.Delivery{ID: newID("slk_"), At: a.cfg.Now()}
+	d = webhook.Delivery{ID: notice.NewID("slk_"), At: a.cfg.Now()}
 	start := time.Now()
 	defer func() { d.Duration = time.Since(start) }()
 	actx, cancel := context.WithTimeout(ctx, a.cfg.AttemptTimeout)
 	defer cancel()
 
-	ask, err := a.cfg.Packets.Packet(actx, ev.AskID)
-	if err == nil && ask == nil {
-		err = ErrNoAsk
-	}
-	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			d.Outcome, d.Err = webhook.Abandoned, "stopped during the attempt"
-		case errors.Is(err, ErrNoAsk) || status.Code(err) == codes.NotFound:
-			d.Outcome, d.Err = webhook.Rejected, "ask not found"
-		default:
-			d.Outcome, d.Err = webhook.Retrying, "reading the ask: "+err.Error()
-		}
+	ask, outcome, why := notice.Fetch(ctx, actx, a.cfg.Packets, ev.AskID)
+	if ask == nil {
+		d.Outcome, d.Err = outcome, why
 		return d, 0
 	}
 
@@ -161,7 +115,7 @@ func (a *App) attempt(ctx context.Context, ev webhook.Event, endpoint, target st
 		d.Outcome, d.Status = webhook.Delivered, http.StatusOK // posted already
 		return d, 0
 	}
-	v := view{kind: ev.Kind, audience: ev.Audience, openURL: a.openURL(ask, target)}
+	v := view{kind: ev.Kind, audience: ev.Audience, openURL: a.openURL(ctx, ask, target)}
 	text, blocks := render(ask, v)
 	opts := []slack.MsgOption{slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
 
@@ -194,20 +148,16 @@ func (a *App) attempt(ctx context.Context, ev webhook.Event, endpoint, target st
 
 // openURL is the Open button's link: for a direct message about an open
 // ask, a single-use link for that person; else the ask's page.
-func (a *App) openURL(ask *tollgatev1.Ask, target string) string {
+func (a *App) openURL(ctx context.Context, ask *tollgatev1.Ask, target string) string {
 	if a.cfg.Linker == nil {
 		return ""
 	}
-	if person, ok := a.cfg.Users[target]; ok && target != a.cfg.Channel && openState(ask.GetState()) {
-		exp := a.cfg.Now().Add(24 * time.Hour)
-		if e := ask.GetExpiresAt(); e != nil {
-			exp = e.AsTime()
-		}
-		link, err := a.cfg.Linker.PersonLink(ask.GetId(), person, exp)
+	if person, ok := a.cfg.Users[target]; ok && target != a.cfg.Channel && decidable(ask.GetState()) {
+		link, _, err := notice.PersonLink(a.cfg.Linker, ask, person, a.cfg.Now())
 		if err == nil {
 			return link
 		}
-		a.cfg.Log.Warn("slack: no single-use link; the message links the ask's page", "ask", ask.GetId(), "error", err)
+		a.cfg.Log.WarnContext(ctx, "slack: no single-use link; the message links the ask's page", "ask", ask.GetId(), "error", err)
 	}
 	return a.cfg.Linker.AskURL(ask.GetId())
 }
@@ -245,37 +195,6 @@ func (a *App) failed(ctx, actx context.Context, d webhook.Delivery, err error) (
 	return d, 0
 }
 
-// retryDelay is the wait after attempt failed: BaseBackoff·2^(attempt-1)
-// with equal jitter, or Slack's longer Retry-After, capped at MaxBackoff.
-func (a *App) retryDelay(attempt int, retryAfter time.Duration) time.Duration {
-	d := a.cfg.BaseBackoff
-	for i := 1; i < attempt && d < a.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, a.cfg.MaxBackoff)
-	d = d/2 + rand.N(d/2+1)
-	return min(max(d, retryAfter), a.cfg.MaxBackoff)
-}
-
-// record hands d to rec and logs it.
-func (a *App) record(ctx context.Context, rec webhook.Recorder, d webhook.Delivery) {
-	attrs := []any{"endpoint", d.Endpoint, "kind", d.Kind, "ask", d.AskID, "event", d.EventID, "attempt", d.Attempt, "outcome", string(d.Outcome)}
-	if d.Err != "" {
-		attrs = append(attrs, "err", d.Err)
-	}
-	if d.Outcome == webhook.Delivered {
-		a.cfg.Log.DebugContext(ctx, "slack notice delivered", attrs...)
-	} else {
-		a.cfg.Log.WarnContext(ctx, "slack notice not delivered", attrs...)
-	}
-	if rec == nil {
-		return
-	}
-	if err := rec.Delivered(ctx, d); err != nil {
-		a.cfg.Log.WarnContext(ctx, "slack delivery not recorded", append(attrs, "error", err)...)
-	}
-}
-
 func (a *App) recall(key string) remembered {
 	a.postedMu.Lock()
 	defer a.postedMu.Unlock()
@@ -303,11 +222,4 @@ func (a *App) remember(key string, m *postedMsg, event string) {
 		}
 	}
 	a.posted.Add(key, r)
-}
-
-// newID returns prefix and 32 random hex digits.
-func newID(prefix string) string {
-	var b [16]byte
-	crand.Read(b[:]) // never fails
-	return prefix + hex.EncodeToString(b[:])
 }
