@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,12 @@ func webSite(o *Options, apiTLS *tls.Config) (*web.Site, net.Listener, error) {
 	}
 	if o.WebURL == "" && !identity.Loopback(o.WebListen) {
 		return nil, nil, fmt.Errorf("--web-listen %s is off loopback: give --web-url, the https address browsers reach it at", o.WebListen)
+	}
+	if u, err := url.Parse(o.WebURL); err == nil && u.Scheme == "http" && apiTLS == nil && !identity.Loopback(o.WebListen) {
+		// A loopback http --web-url passes web.NewSite's check, but the
+		// listener would serve sessions and links in the clear to the
+		// network: insecure modes bind loopback only.
+		return nil, nil, fmt.Errorf("--web-listen %s is off loopback and serves plain http (--web-url %s, no --tls-cert): listen on loopback, or serve TLS here or at a proxy and give its https address as --web-url", o.WebListen, o.WebURL)
 	}
 	key, err := webKey(o)
 	if err != nil {

@@ -410,6 +410,13 @@ func (h *Handler) linkDecide(w http.ResponseWriter, r *http.Request) {
 		h.showAsk(w, r, s, lk.askID, &lk.linkView, http.StatusConflict, lk.usedText())
 		return
 	}
+	if s.Link != nil && strings.TrimSpace(r.PostFormValue("decision")) == "standing" {
+		// A link alone is for its one ask: a standing approval approves
+		// later asks too, for as long as its holder says, so it needs the
+		// person signed in (a forwarded email must not grant one).
+		h.showAsk(w, r, s, lk.askID, &lk.linkView, http.StatusForbidden, "A standing approval approves later asks too, so a link alone cannot grant one; nothing was decided. Sign in and grant it from the ask's page.")
+		return
+	}
 	h.decideAs(w, r, s, lk.askID, &lk.linkView)
 }
 
@@ -451,12 +458,30 @@ func (h *Handler) openLink(w http.ResponseWriter, r *http.Request) (openedLink, 
 		h.fail(w, r, httpStatus(err), s, apiMessage(err))
 		return openedLink{}, nil, false
 	}
-	for _, d := range resp.GetAsk().GetDecisions() {
-		if linkOf(d) == l.ID {
-			out.UsedBy, out.UsedAt, out.UsedKind = d.GetActor(), d.GetTime().AsTime().UTC().Format("2006-01-02 15:04:05 MST"), decisionWord(d.GetKind())
+	out.used(resp.GetAsk(), l.ID)
+	// An ask asked again after going stale keeps its id; its earlier
+	// rounds are ask~1, ask~2, … A link used on one of them is used (the
+	// engine refuses its second use whatever this page says).
+	for n := 1; out.UsedBy == "" && n <= maxRounds; n++ {
+		prev, err := h.cfg.API.GetAsk(h.as(r.Context(), s, ""), &tollgatev1.GetAskRequest{AskId: fmt.Sprintf("%s~%d", l.Ask, n)})
+		if err != nil {
+			break
 		}
+		out.used(prev.GetAsk(), l.ID)
 	}
 	return out, s, true
+}
+
+// maxRounds bounds how many earlier rounds of a link's ask its page reads.
+const maxRounds = 32
+
+// used records the decision made through link id on a, if any.
+func (l *openedLink) used(a *tollgatev1.Ask, id string) {
+	for _, d := range a.GetDecisions() {
+		if linkOf(d) == id {
+			l.UsedBy, l.UsedAt, l.UsedKind = d.GetActor(), d.GetTime().AsTime().UTC().Format("2006-01-02 15:04:05 MST"), decisionWord(d.GetKind())
+		}
+	}
 }
 
 // linkOf is the link a decision was made through, as the API shows it

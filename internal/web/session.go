@@ -98,7 +98,22 @@ func (h *Handler) session(r *http.Request) *session {
 // bound to the session's id (a token of one session is no good for
 // another) under a key of its own.
 func (h *Handler) csrfToken(s *session) string {
-	return base64.RawURLEncoding.EncodeToString(mac(h.keys.csrf, "csrf", s.ID))
+	return base64.RawURLEncoding.EncodeToString(mac(h.keys.csrf, "csrf", s.csrfKind(), s.ID))
+}
+
+// csrfKind separates the tokens of the three kinds of session: a
+// pre-session's id is whatever its browser's cookie says (the sign-in
+// page would hand back the token of any id it is given), so its tokens
+// must never be another kind's — a link session's id is readable in its
+// link.
+func (s *session) csrfKind() string {
+	switch {
+	case s.Link != nil:
+		return "link"
+	case s.Subject == "":
+		return "pre"
+	}
+	return "session"
 }
 
 // checkCSRF refuses a state change that did not come from one of this
@@ -118,7 +133,7 @@ func (h *Handler) checkCSRF(r *http.Request, s *session) bool {
 	if err != nil || s == nil {
 		return false
 	}
-	return hmac.Equal(got, mac(h.keys.csrf, "csrf", s.ID))
+	return hmac.Equal(got, mac(h.keys.csrf, "csrf", s.csrfKind(), s.ID))
 }
 
 // preSession is the session-like id a browser that has not signed in yet

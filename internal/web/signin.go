@@ -17,8 +17,12 @@ import (
 
 // returnTo is a path on this inbox to come back to after signing in;
 // anything else (another site, a scheme-relative //host) is the inbox.
+// A control character anywhere sends it to the inbox too: browsers drop
+// tabs and newlines from a Location before reading it, so "/\t/evil"
+// would be followed as "//evil", another site.
 func returnTo(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") || len(p) > 2048 {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || len(p) > 2048 ||
+		strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "/"
 	}
 	return p

@@ -101,6 +101,15 @@ func (t *tx) apply(ev Event) (Transition, error) {
 	expired := t.expire()
 	t.via = t.viaOf(ev)
 	defer func() { t.via = nil }()
+	if err := t.linkUsedBefore(); err != nil {
+		// Refused as any decision is (below): the expiries still commit.
+		if !expired {
+			return Transition{}, err
+		}
+		t.refusal = err
+		t.advance()
+		return t.result(), nil
+	}
 	var err error
 	switch e := ev.(type) {
 	case Tick:

@@ -136,6 +136,40 @@ func (a *AskRun) LinkUse(id string) (Decision, bool) {
 	return Decision{}, false
 }
 
+// LinkUse is the decision made through single-use link id on ask askID
+// in any of its rounds: an ask asked again after going stale keeps its id,
+// and its earlier rounds keep their decisions under round-numbered ids
+// (askID~N, advance.go's open). A link bound to the ask decides once over
+// all of them — a link used on the first round must not decide the next
+// (a leaked or forwarded link would approve the changed facts too).
+func (r *Run) LinkUse(askID, id string) (Decision, bool) {
+	if id == "" {
+		return Decision{}, false
+	}
+	for k, a := range r.Asks {
+		if k != askID && !strings.HasPrefix(k, askID+"~") {
+			continue
+		}
+		if d, ok := a.LinkUse(id); ok {
+			return d, true
+		}
+	}
+	return Decision{}, false
+}
+
+// linkUsedBefore refuses a decision through a single-use link that any
+// round of its ask already recorded (Run.LinkUse).
+func (t *tx) linkUsedBefore() error {
+	v := t.via
+	if v == nil || v.link == "" {
+		return nil
+	}
+	if d, ok := t.run.LinkUse(v.ask, v.link); ok {
+		return fmt.Errorf("%w: %s decided through it at %s (%s); a link decides once, also after its ask is asked again", ErrLinkUsed, d.Actor, d.At.UTC().Format(time.RFC3339), d.Kind)
+	}
+	return nil
+}
+
 // showed reports whether the ask ever showed the evidence digest d: its
 // evidence only grows (attached rounds are appended), so what it showed
 // before is a prefix of what it shows now.

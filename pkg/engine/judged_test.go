@@ -159,3 +159,44 @@ b: payments.pay {"vendor": "V", "invoice": "I", "amount": 10, "currency": "INR",
 		t.Fatalf("carol's vote through her own link did not complete the quorum: %s", st)
 	}
 }
+
+// A link decides once over every round of its ask: after the ask goes
+// stale and is asked again under the same id (its earlier round kept as
+// ask~1), a decision through a link used on the earlier round is refused;
+// another link decides the new round.
+func TestSingleUseLinkDecidesOnceOverRounds(t *testing.T) {
+	s := newSim(t, compile(t, `a: notes.search {"q": "x"}
+ask finance:
+  pay?
+b: payments.pay {"vendor": "V", "invoice": "I", "amount": 10, "currency": "INR", "bank_account": "{a}"}
+`))
+	s.succeed("a", "x")
+	ask := ""
+	for id := range s.run.Asks {
+		ask = id
+	}
+	a := s.run.Asks[ask]
+	j := JudgedOn(a, a.PayloadDigest(), a.EvidenceDigest(), false)
+	j.Via, j.Link = "web", "lnk_bob"
+	s.apply(RequestEvidence{Ask: ask, Actor: "bob", What: "the invoice", Judged: j, At: s.tick(time.Second)})
+	// Stale and asked again, as advance's open does it.
+	old := *s.run.Asks[ask]
+	old.ID, old.State = ask+"~1", AskStale
+	s.run.Asks[old.ID] = &old
+	fresh := *s.run.Asks[ask]
+	fresh.State, fresh.Decisions, fresh.Votes, fresh.Round = AskPending, nil, nil, 1
+	s.run.Asks[ask] = &fresh
+	if u, ok := s.run.LinkUse(ask, "lnk_bob"); !ok || u.Actor != "bob" {
+		t.Fatalf("Run.LinkUse over rounds = %+v, %v", u, ok)
+	}
+	jr := JudgedOn(&fresh, fresh.PayloadDigest(), fresh.EvidenceDigest(), true)
+	jr.Via, jr.Link = "web", "lnk_bob"
+	if _, err := s.m.Apply(s.run, Decide{Ask: ask, Actor: "bob", Option: "1", Judged: jr, At: s.tick(time.Second)}); !errors.Is(err, ErrLinkUsed) {
+		t.Fatalf("the used link on the ask asked again: %v, want ErrLinkUsed", err)
+	}
+	jr.Link = "lnk_bob_2"
+	s.apply(Decide{Ask: ask, Actor: "bob", Option: "1", Judged: jr, At: s.tick(time.Second)})
+	if st := s.run.Asks[ask].State; st == AskPending {
+		t.Fatalf("a new link did not decide the new round: %s", st)
+	}
+}

@@ -415,7 +415,7 @@ func TestWebInboxInChromium(t *testing.T) {
 			t.Fatalf("the title before amending: %q", title)
 		}
 		browsertest.SendKeys(t, dave, "#amend-amount", "400000")
-		if code := browsertest.ClickAndWait(t, dave, "#amend"); code != http.StatusOK {
+		if code := browsertest.ClickAndWait(t, dave, "#amend-submit-amount"); code != http.StatusOK {
 			t.Fatalf("amending: %d", code)
 		}
 		now := browsertest.Text(t, dave, "#payload-digest")

@@ -43,7 +43,7 @@ func ToStatus(err error) error {
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, engine.ErrAlreadyDecided), errors.Is(err, engine.ErrExpired), errors.Is(err, engine.ErrRunEnded),
 		errors.Is(err, errkind.StalePayload), errors.Is(err, engine.ErrStaleAsk), errors.Is(err, engine.ErrDigestMismatch), errors.Is(err, engine.ErrUnreviewed), errors.Is(err, engine.ErrWrongTransition), errors.Is(err, engine.ErrStaleAttempt),
-		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote),
+		errors.Is(err, engine.ErrUnknownStep), errors.Is(err, engine.ErrAlreadyVoted), errors.Is(err, engine.ErrNoVote), errors.Is(err, engine.ErrLinkUsed),
 		errors.Is(err, errkind.Precondition), errors.Is(err, engine.ErrNotExternal), errors.Is(err, engine.ErrGateOpen):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, engine.ErrStepDone), errors.Is(err, errkind.RequestReused):
