@@ -16,6 +16,7 @@ import (
 // the ERP and payments stand-ins and approvectl: authority at decision
 // time, freshness at consumption, amendment.
 func TestVendorPaymentEndToEnd(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1")
 	var run runOut
 	c.plane.ctl(t, "", "--as", "alice", "run", "vendor-payment", "-o", "json").json(t, &run)
@@ -69,6 +70,7 @@ func TestVendorPaymentEndToEnd(t *testing.T) {
 
 // approvectl watch shows the inbox live, one JSON object per line.
 func TestApprovectlWatch(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -67,6 +67,7 @@ func openGate(t *testing.T, p *plane, user, name string, args ...string) (string
 // it names, and the grant binds gate.claims so a verifier expecting
 // another action refuses it.
 func TestItem1_ScriptCannotChooseGatePolicy(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	work := t.TempDir()
 	art := filepath.Join(work, "claims.txt")
@@ -128,6 +129,7 @@ func TestItem1_ScriptCannotChooseGatePolicy(t *testing.T) {
 // refused, saying what the ask binds now; approvectl sends the digest it
 // read, so its approval stands.
 func TestItem5_EvidenceDigestIsChecked(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	art := filepath.Join(t.TempDir(), "claims.txt")
 	if err := os.WriteFile(art, []byte("claim 1\n"), 0o600); err != nil {
@@ -182,6 +184,7 @@ func TestItem5_EvidenceDigestIsChecked(t *testing.T) {
 // (she could not approve it), bob may, and the audit agrees the second
 // attempt was authorized (item 6).
 func TestItem2_InDoubtRetryNeedsApproversAuthority(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{markFloor: "p2, acme, test.mark, 1, requester, -\n", start: []string{"edge-1", "edge-2"}})
 	id := c.start("ask member:\n  mark it?\nm: test.mark {\"name\": \"effect\", \"hold_ms\": 20000}\n")
 	c.until(id, "parked", func(r runOut) bool { return r.State == "parked" })
@@ -223,6 +226,7 @@ func TestItem2_InDoubtRetryNeedsApproversAuthority(t *testing.T) {
 // the requester may answer it even where policy keeps them from
 // approving the effect.
 func TestItem2_RequesterMaySayItRan(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{markFloor: "p2, acme, test.mark, 1, requester, -\n", start: []string{"edge-1", "edge-2"}})
 	id := c.start("ask member:\n  mark it?\nm: test.mark {\"name\": \"effect\", \"hold_ms\": 20000}\n")
 	c.until(id, "parked", func(r runOut) bool { return r.State == "parked" })

@@ -15,6 +15,7 @@ import (
 // 1,000 executor connect/disconnect cycles against a real control plane
 // leave no goroutine behind, on either side.
 func TestConnectDisconnectCyclesLeakNothing(t *testing.T) {
+	t.Parallel()
 	before := goleak.IgnoreCurrent()
 	// Cleanups run last-in first-out: this one, registered first, runs after
 	// the world's (server shutdown, connections).

@@ -50,6 +50,7 @@ func envWithout(names []string, extra ...string) []string {
 // `go build ./examples/mcp/…` relative to the working directory, hosted
 // none, and the run stayed blocked.
 func TestDevModeOutsideTheCheckout(t *testing.T) {
+	t.Parallel()
 	home, cwd := t.TempDir(), t.TempDir()
 	cmd := exec.Command(filepath.Join(bin, "controlplane"), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	cmd.Dir = cwd
@@ -136,6 +137,7 @@ func TestDevModeOutsideTheCheckout(t *testing.T) {
 // approval decided as it opened: the run goes on, and the timeline names
 // the standing approval and its granter.
 func TestDevModeStandingApprovalRunWait(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	waitLog(t, "the dev executor connects", p.stderr, "executor connected", "executor=dev-executor")
 

@@ -216,6 +216,7 @@ type runOut struct {
 }
 
 func TestDevPlaneWithApprovectl(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	recipe := writeRecipe(t, askFirst)
 
@@ -333,6 +334,7 @@ func TestDevPlaneWithApprovectl(t *testing.T) {
 }
 
 func TestDevPlaneRefusesNonLoopback(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(filepath.Join(bin, "controlplane"), "--dev", "--listen", "0.0.0.0:0")
 	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()

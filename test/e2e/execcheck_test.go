@@ -78,6 +78,7 @@ func waitLog(t *testing.T, what string, log interface{ String() string }, want .
 // views. The same recipe started again compiles behind an approval, runs
 // mark once only after it, and the audit is clean.
 func TestItem4_LaxCatalogCannotSkipTheGate(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{testCatalog: laxTestCatalog, later: []string{"edge-1"}})
 	const recipe = "m: test.mark {\"name\": \"lax\"}\n"
 	first := c.start(recipe)
@@ -157,6 +158,7 @@ func (b *buggyPlane) Connect(stream tollgatev1.ExecutorService_ConnectServer) er
 // control plane with a bug, says why (naming the tool), and the mark never
 // happens.
 func TestItem4_ExecutorRefusesAnUngrantedSideEffectFromABuggyPlane(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	pki, err := identity.MintDevPKI(filepath.Join(home, "pki"), identity.DefaultTrustDomain, []string{"edge-1"}, time.Hour, time.Now())
 	if err != nil {
@@ -231,6 +233,7 @@ func TestItem4_ExecutorRefusesAnUngrantedSideEffectFromABuggyPlane(t *testing.T)
 // the reason and mark never happens. The same recipe started again
 // compiles behind an approval; the audit is clean.
 func TestReloadedCatalogCannotSkipTheGate(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{testCatalog: laxTestCatalog, later: []string{"edge-1"}})
 	const recipe = "m: test.mark {\"name\": \"reloaded\"}\n"
 	first := c.start(recipe)

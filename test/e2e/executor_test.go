@@ -172,6 +172,7 @@ func state(s tollgatev1.RunState) func(*tollgatev1.Run) bool {
 }
 
 func TestExecutorRunsGraphAskDemo(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -206,6 +207,7 @@ func TestExecutorRunsGraphAskDemo(t *testing.T) {
 // Fans are fans: three branches sleeping 400, 270 and 80 ms on one
 // executor take about the slowest, not the sum.
 func TestFanRunsConcurrently(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -222,6 +222,7 @@ func stepOf(r runOut, id string) (state, executor string, attempts int) {
 }
 
 func TestTwoExecutorsOnRedis(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1", "edge-2")
 
 	// graph-ask-demo: the probes run on executors, the run parks, approval
@@ -290,6 +291,7 @@ func (c *cluster) waitMark(name string, n int) {
 }
 
 func TestKilledExecutorAfterStartIsInDoubt(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1", "edge-2")
 	id, doubt, _ := killAfterStart(t, c)
 	if res := c.plane.ctl(t, "", "--as", "alice", "answer", doubt, "it ran"); res.code != 0 {
@@ -306,6 +308,7 @@ func TestKilledExecutorAfterStartIsInDoubt(t *testing.T) {
 // again: it runs once more, on the surviving executor, under a new grant
 // and a higher fence.
 func TestInDoubtRetryRunsAgainOnce(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1", "edge-2")
 	id, doubt, killed := killAfterStart(t, c)
 	if res := c.plane.ctl(t, "", "--as", "alice", "answer", doubt, "retry"); res.code != 0 {
@@ -345,6 +348,7 @@ func (c *cluster) mark(name string) int {
 // leased again elsewhere, and the stopped executor's late result is
 // refused — nothing changes.
 func TestStoppedExecutorsLateResultIsRefused(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1", "edge-2")
 	id := c.start("s: test.sleep {\"ms\": 2500}\n")
 	r := c.until(id, "leased", func(r runOut) bool { st, _, _ := stepOf(r, "s"); return st == "leased" })

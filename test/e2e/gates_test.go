@@ -136,6 +136,7 @@ func count(t *testing.T, path string) int {
 // accepted once for the commit it approved and refused for a replay or
 // another payload.
 func TestScriptWithFourGates(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	work := t.TempDir()
 	s := runScript(t, p, "claims-1", work)
@@ -242,6 +243,7 @@ func TestScriptWithFourGates(t *testing.T) {
 // Rejecting the third gate ends the script with the rejected code and the
 // run rejected, with the reason shown.
 func TestScriptGateRejected(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	work := t.TempDir()
 	s := runScript(t, p, "claims-2", work)
@@ -279,6 +281,7 @@ func TestScriptGateRejected(t *testing.T) {
 // A gate nobody decides in time ends the script with the expired code and
 // the run expired (never failed).
 func TestGateExpires(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 	res := p.ctl(t, "", "--as", "alice", "gate", "claims", "--summary", "nobody will answer", "--expires", "1500ms", "-o", "json")
 	if res.code != 6 {

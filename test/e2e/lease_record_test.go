@@ -12,6 +12,7 @@ import (
 // commit when the result follows at once, and on its own when the step
 // runs longer: a watcher sees it leased while the tool still runs.
 func TestReadOnlyLeaseIsRecorded(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

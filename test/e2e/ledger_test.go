@@ -86,6 +86,7 @@ func verifyAt(t *testing.T, host, grantPath, keyPath, artifact, ledger string) r
 // approvectl process refuses the replay. Each host's own ledger file would
 // not (a ledger is the verifier's memory, see `grant verify --help`).
 func TestItem17_ReplayAcrossTwoVerifiersSharingARedisLedger(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t)
 	dir := t.TempDir()
 	grantPath, keyPath, artifact := grantFiles(t, dir, "r_ledger1")
@@ -110,6 +111,7 @@ func TestItem17_ReplayAcrossTwoVerifiersSharingARedisLedger(t *testing.T) {
 // Item 17: eight approvectl processes racing on one grant with one Redis
 // ledger: exactly one accepts.
 func TestItem17_RacingVerifierProcessesAcceptOnce(t *testing.T) {
+	t.Parallel()
 	r := redistest.Start(t)
 	dir := t.TempDir()
 	grantPath, keyPath, artifact := grantFiles(t, dir, "r_ledger2")

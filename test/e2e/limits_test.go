@@ -63,6 +63,7 @@ func stepState(r runOut, id string) string { s, _, _ := stepOf(r, id); return s 
 // the executor's stream is never torn down (one connection all along),
 // and the other run's step completes.
 func TestItem9_OversizedValueFailsOneStepNotTheSharedExecutor(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1")
 	approvals := tollgatev1.NewApprovalServiceClient(c.api("alice"))
 	ctx := context.Background()
@@ -124,6 +125,7 @@ func TestItem9_OversizedValueFailsOneStepNotTheSharedExecutor(t *testing.T) {
 // runs show (the longest values cut, with a marker) and through a client
 // with gRPC's default limits; the answer reads whole in asks show.
 func TestItem9_RunsShowAndAsksShowWithBigAllowedValues(t *testing.T) {
+	t.Parallel()
 	// Megabyte leases take a while under -race on a busy machine: a
 	// longer lease than the cluster's 1 s keeps this test about sizes.
 	c := newClusterWith(t, []string{"--lease-ttl", "10s"}, "edge-1")

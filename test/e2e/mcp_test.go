@@ -50,6 +50,7 @@ func (w *world) mcpExecutor(t *testing.T, ctx context.Context, id string, server
 // run parks, and approval lets save run exactly once — its line appears in
 // the notes file.
 func TestGraphAskDemoWithRealMCPServers(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -98,6 +99,7 @@ func TestGraphAskDemoWithRealMCPServers(t *testing.T) {
 
 // Fan honesty through ONE stdio MCP server on one executor.
 func TestFanThroughOneStdioMCPServer(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -104,6 +104,7 @@ var series = []string{
 // over HTTP while a fan runs, while the run is parked at its gate, and
 // after it completes. The gauges come from the Redis store's counts.
 func TestMetricsScrapedDuringAndAfterARunWithAFan(t *testing.T) {
+	t.Parallel()
 	c := newClusterWith(t, []string{"--admin-listen", "127.0.0.1:0", "--pprof"}, "edge-1")
 	admin := adminAddr(t, c.plane)
 
@@ -196,6 +197,7 @@ func TestMetricsScrapedDuringAndAfterARunWithAFan(t *testing.T) {
 // Without --pprof the admin listener serves health and metrics, and no
 // profile.
 func TestAdminListenerWithoutPProf(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
 	admin := adminAddr(t, p)
 	if code, body := get(t, admin, "/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {

@@ -28,6 +28,7 @@ func wantStatus(t *testing.T, what string, err error, code codes.Code) {
 // People and executors live on different listeners with different
 // credentials, and neither can use the other's API (DESIGN.md §8).
 func TestExecutorAndPersonAPIsAreApart(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -84,6 +85,7 @@ func TestExecutorAndPersonAPIsAreApart(t *testing.T) {
 // Shutdown drains executors: a step already running finishes and its
 // result is recorded before the executor listener closes.
 func TestShutdownDrainsExecutors(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -70,6 +70,7 @@ func newHookReceiver(t *testing.T, secret []byte) *hookReceiver {
 // run's journal records B's delivery. (Before, the delivery lived in A's
 // memory and died with it: nobody was told of the ask.)
 func TestPendingWebhookOfAKilledReplicaIsDeliveredByAnother(t *testing.T) {
+	t.Parallel()
 	secret := []byte("a-webhook-secret-of-32-bytes-or-so")
 	rc := newHookReceiver(t, secret)
 	dir := t.TempDir()

@@ -114,6 +114,7 @@ func msOf(v float64) time.Duration { return time.Duration(v * float64(time.Milli
 // as the run's attempts make them, each step's executor, and the ask's
 // wait and decision; -o json carries the same figures.
 func TestOperatorViewOfAFanRun(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -292,6 +293,7 @@ func TestOperatorViewOfAFanRun(t *testing.T) {
 
 // On a terminal, run --wait redraws one line in place.
 func TestRunWaitOnATerminal(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	cfg := approvectl.Config{Terminal: func(io.Writer) bool { return true }}
 	r := w.ctlIn(t, cfg, "alice", "run", writeRecipe(t, askFirst), "--wait")

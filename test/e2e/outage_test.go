@@ -52,6 +52,7 @@ func (c *cluster) audit() {
 // is back the result is recorded: the run completes with the effect done
 // exactly once, with no control-plane restart.
 func TestItem8_ResultDuringRedisOutageIsRecordedOnceRedisReturns(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1")
 	id := c.start("m: test.mark {\"name\": \"outage\", \"hold_ms\": 3000} without asking\n")
 	// The marker is counted after the start was recorded (I7) and before
@@ -78,6 +79,7 @@ func TestItem8_ResultDuringRedisOutageIsRecordedOnceRedisReturns(t *testing.T) {
 // records it once Redis is back: the step goes in doubt and asks, with no
 // control-plane restart.
 func TestItem8_StartedLeaseNotRenewedDuringOutageGoesInDoubtLive(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1")
 	id := c.start("m: test.mark {\"name\": \"silent\", \"hold_ms\": 60000} without asking\n")
 	c.waitMark("silent", 1) // after the start was recorded
@@ -145,6 +147,7 @@ func (l *lossyStore) Commit(ctx context.Context, c store.Commit) error {
 // live plane. Each way the effect ran once, the journal holds one start
 // and one success of it, the run completes, and the audit is clean.
 func TestItem8_FrameTheStoreCouldNotRecordIsResentAndAppliedOnce(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		kind    string
 		written bool

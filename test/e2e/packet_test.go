@@ -106,6 +106,7 @@ func pendingAsk(t *testing.T, p *plane, who, run, after string) string {
 // the amended amount; and in each, the evidence digest recomputed from
 // what `asks show -o json` printed is the ask's.
 func TestDecisionPacketShownWhole(t *testing.T) {
+	t.Parallel()
 	p := startPlane(t, t.TempDir(), "--dev", "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0")
 
 	t.Run("pr-review", func(t *testing.T) {

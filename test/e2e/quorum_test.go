@@ -21,6 +21,7 @@ func askState(r runOut, id string) string {
 // killed mid-call; the in-doubt retry inherits the quorum — bob's retry
 // alone does not run it again, carol's does — and the audit agrees.
 func TestPolicyQuorumIsEnforcedForInDoubtRetry(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{markFloor: "p2, acme, test.mark, 2, requester, -\n", start: []string{"edge-1", "edge-2"}})
 	id := c.start("ask member:\n  mark it?\nm: test.mark {\"name\": \"effect\", \"hold_ms\": 20000}\n")
 	c.until(id, "parked", func(r runOut) bool { return r.State == "parked" })

@@ -37,6 +37,7 @@ func prodKeys(t *testing.T, home string) string {
 // run, and an ask whose deadline passed while it was down is refused as
 // expired, the run ending as its on expiry says.
 func TestKill9WithRedis(t *testing.T) {
+	t.Parallel()
 	redis := redistest.Start(t)
 	home := t.TempDir()
 	key := prodKeys(t, home)
@@ -121,6 +122,7 @@ func startFails(t *testing.T, home string, args ...string) string {
 }
 
 func TestRedisRefusesVolatileServer(t *testing.T) {
+	t.Parallel()
 	redis := redistest.Start(t, redistest.Volatile())
 	home := t.TempDir()
 	key := prodKeys(t, home)

@@ -60,6 +60,7 @@ func auditRun(t *testing.T, w *world, ctx context.Context, id string) {
 // run ends failed, instead of staying running with a handler waiting for
 // an ack that never comes. No goroutine is left behind.
 func TestExecutorRefusalBeforeAckFailsTheStep(t *testing.T) {
+	t.Parallel()
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs after the world's cleanups
 	w := newWorld(t, "")
@@ -97,6 +98,7 @@ func TestExecutorRefusalBeforeAckFailsTheStep(t *testing.T) {
 // reused, and the run would hang); the ack is recorded again while the
 // executor holds the lease, and the effect runs exactly once.
 func TestLeaseAckStoreBlipRunsSideEffectOnce(t *testing.T) {
+	t.Parallel()
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	for _, written := range []bool{false, true} {
@@ -129,6 +131,7 @@ func TestLeaseAckStoreBlipRunsSideEffectOnce(t *testing.T) {
 // with the executor's reason, the run ends failed, the mark never runs,
 // and the audit is clean.
 func TestExecutorWrongGrantKeyProcessFailsTheStep(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{later: []string{"edge-bad"}})
 	other, _, _ := ed25519.GenerateKey(rand.Reader)
 	der, err := x509.MarshalPKIXPublicKey(other)
@@ -160,6 +163,7 @@ func TestExecutorWrongGrantKeyProcessFailsTheStep(t *testing.T) {
 // the refusal is recorded (the step fails with it, the run ends) and
 // answered with ResultAck; the late Ack records nothing.
 func TestExecutorStartWithoutAckIsNotDurableAndRefusalEndsTheRun(t *testing.T) {
+	t.Parallel()
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	w := newWorld(t, "")

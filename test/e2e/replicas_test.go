@@ -14,6 +14,7 @@ import (
 // and the side effect ran once. (Before, B reported the live lease lost:
 // the step went in doubt and the real result was refused.)
 func TestReplicaStartedDuringASideEffectLeavesItsLeaseAlone(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1")
 	id := c.start("m: test.mark {\"name\": \"effect\", \"hold_ms\": 4000} without asking\n")
 	c.until(id, "started", func(r runOut) bool { st, _, _ := stepOf(r, "m"); return st == "started" })
@@ -44,6 +45,7 @@ func TestReplicaStartedDuringASideEffectLeavesItsLeaseAlone(t *testing.T) {
 // A's heartbeat lapsed and reports the lease lost: the started side
 // effect goes in doubt, a question for a person, not a blind retry (I7).
 func TestReplicaTakesOverTheLeasesOfADeadOne(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1")
 	id := c.start("m: test.mark {\"name\": \"effect\", \"hold_ms\": 20000} without asking\n")
 	c.until(id, "started", func(r runOut) bool { st, _, _ := stepOf(r, "m"); return st == "started" })
@@ -70,6 +72,7 @@ func TestReplicaTakesOverTheLeasesOfADeadOne(t *testing.T) {
 // B; A is killed; a run started through B is leased to edge-1, now
 // connected to B, and completes.
 func TestExecutorTurnsToAnotherReplica(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{later: []string{"edge-1"}})
 	b := c.startReplica()
 	c.startExecutorOn("edge-1", os.Stderr, c.plane, b)

@@ -19,6 +19,7 @@ import (
 // governed step approved through one.) TOLLGATE_E2E_SHARED_RUNS sets the
 // number of runs (default 18; the closing note reports 200).
 func TestRunsSharedByThreeReplicas(t *testing.T) {
+	t.Parallel()
 	n := 18
 	if v, err := strconv.Atoi(os.Getenv("TOLLGATE_E2E_SHARED_RUNS")); err == nil && v > 0 {
 		n = v
@@ -76,6 +77,7 @@ func TestRunsSharedByThreeReplicas(t *testing.T) {
 // run on A's executor, ends when the run ends; and a run cancelled through
 // B stops its step on A's executor.
 func TestWaitAndCancelThroughOtherReplicas(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{later: []string{"edge-1"}})
 	a := c.plane
 	log := &logBuffer{}
@@ -120,6 +122,7 @@ func TestWaitAndCancelThroughOtherReplicas(t *testing.T) {
 // broken stream cancelled the executor's work and B reported the started
 // side effect lost: in doubt.)
 func TestExecutorReattachesItsLeasesToASurvivor(t *testing.T) {
+	t.Parallel()
 	c := newClusterSpec(t, clusterSpec{later: []string{"edge-1"}})
 	a := c.plane
 	b := c.startReplica()

@@ -22,6 +22,7 @@ import (
 // is never written), and literal args it refuses are refused at start
 // with line:col.
 func TestAdvertisedInputSchemaRefusesBeforeAnyAsk(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -30,6 +30,7 @@ keep: notes.store {"text": "{brief}"}
 // attributes say it ran in parallel; the ask is a span of its wait, and
 // the stretch after the park and the approved step link to it.
 func TestTraceOfAFanInJaeger(t *testing.T) {
+	t.Parallel()
 	j := jaegertest.Start(t)
 	c := newClusterWith(t, []string{"--otlp-endpoint", j.OTLPEndpoint}, "edge-1")
 	id := c.start(tracedFan)

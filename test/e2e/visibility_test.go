@@ -45,6 +45,7 @@ func (p *plane) devConn(t *testing.T, user string) *grpc.ClientConn {
 // audience beyond his limit, carol acts for dave), the auditor and the
 // operator see it.
 func TestItem7_StrangerFindsNothingOfAlicesPayment(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "edge-1")
 	p := c.plane
 	var run runOut

@@ -199,6 +199,7 @@ func evalJS[T any](t *testing.T, ctx context.Context, js string) T {
 // one browser serve every subtest; each person has a tab of their own (a
 // cookie jar of their own).
 func TestWebInboxInChromium(t *testing.T) {
+	t.Parallel()
 	if _, err := browsertest.ChromiumPath(); err != nil && os.Getenv("CI") != "true" {
 		t.Skip(err) // before building a cluster for nothing (Start skips too)
 	}
