@@ -69,7 +69,7 @@ func apiMessage(err error) string {
 
 // inbox is the asks the person may decide (or must answer), soonest
 // deadline first, each with why it came to them and what its deadline
-// does.
+// does: one ListAsks, whatever the number of asks.
 func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	s := h.signedIn(w, r)
 	if s == nil {
@@ -105,8 +105,6 @@ type item struct {
 	Deadline, OnExpiry                    string
 	Overdue, Voted                        bool
 	Approvals, Quorum                     int32
-	MayDecide                             bool
-	MayWhy                                string
 }
 
 func (h *Handler) inboxItems(ctx context.Context, s *session) ([]item, error) {
@@ -122,13 +120,8 @@ func (h *Handler) inboxItems(ctx context.Context, s *session) ([]item, error) {
 		exp := a.GetExpiresAt().AsTime()
 		x := item{ID: a.GetId(), Title: humantext.Escape(a.GetTitle()), Run: a.GetRunId(), Requester: a.GetRequester(), Why: humantext.Escape(it.GetWhy()),
 			State: stateWord(a.GetState()), Deadline: humantext.Deadline(exp.UTC(), now.UTC()), Overdue: !now.Before(exp),
-			Voted: it.GetDecidedByCaller(), Approvals: a.GetApprovals(), Quorum: a.GetQuorum()}
-		// The summary does not say what the deadline does, nor whether
-		// the person may decide now: the packet does.
-		if g, err := h.cfg.API.GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: a.GetId()}); err == nil {
-			x.OnExpiry = "on expiry " + plan.ExpiryOutcome(wire.OnExpiry(g.GetAsk().GetOnExpiry()))
-			x.MayDecide, x.MayWhy = g.GetMayDecide(), humantext.Escape(g.GetWhy())
-		}
+			Voted: it.GetDecidedByCaller(), Approvals: a.GetApprovals(), Quorum: a.GetQuorum(),
+			OnExpiry: "on expiry " + plan.ExpiryOutcome(wire.OnExpiry(a.GetOnExpiry()))}
 		out = append(out, x)
 	}
 	return out, nil

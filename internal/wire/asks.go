@@ -22,7 +22,7 @@ func AskSummary(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.Ask
 	s := &tollgatev1.AskSummary{Id: store.AskID(run.ID, a.ID), RunId: run.ID, StoppingPointId: a.ID, Kind: askKindToProto[a.Type],
 		State: askStateToProto[a.State], Title: a.Title, Requester: run.Requester, Skill: skill, Consequence: consequence(a),
 		Quorum: quorum(a), CreatedAt: Time(a.OpenedAt), ExpiresAt: Time(a.ExpiresAt), ClosedAt: Time(a.Closed), PayloadDigest: a.PayloadDigest(),
-		AnswerCommand: AnswerCommand(run, a)}
+		AnswerCommand: AnswerCommand(run, a), OnExpiry: expiryToProto[a.OnExpiry]}
 	if a.State == engine.AskPending {
 		s.Approvals = int32(len(a.Votes))
 	} else if a.State == engine.AskApproved || a.State == engine.AskConsumed || a.State == engine.AskAnswered {

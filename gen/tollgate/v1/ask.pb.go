@@ -829,6 +829,9 @@ type AskSummary struct {
 	// Exact CLI command that answers the ask while it is PENDING (see
 	// Ask.answer_command); empty otherwise.
 	AnswerCommand string `protobuf:"bytes,16,opt,name=answer_command,json=answerCommand,proto3" json:"answer_command,omitempty"`
+	// What the deadline does to the run (Ask.on_expiry), so a list can say
+	// it without reading each packet.
+	OnExpiry      OnExpiry `protobuf:"varint,17,opt,name=on_expiry,json=onExpiry,proto3,enum=tollgate.v1.OnExpiry" json:"on_expiry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -973,6 +976,13 @@ func (x *AskSummary) GetAnswerCommand() string {
 		return x.AnswerCommand
 	}
 	return ""
+}
+
+func (x *AskSummary) GetOnExpiry() OnExpiry {
+	if x != nil {
+		return x.OnExpiry
+	}
+	return OnExpiry_ON_EXPIRY_UNSPECIFIED
 }
 
 // AskOption is an option as the decider sees it.
@@ -1774,7 +1784,7 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x12\n" +
-	"\x04done\x18\x04 \x01(\bR\x04done\"\xd5\x04\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"\x89\x05\n" +
 	"\n" +
 	"AskSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
@@ -1795,7 +1805,8 @@ const file_tollgate_v1_ask_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x127\n" +
 	"\tclosed_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12%\n" +
-	"\x0eanswer_command\x18\x10 \x01(\tR\ranswerCommand\"M\n" +
+	"\x0eanswer_command\x18\x10 \x01(\tR\ranswerCommand\x122\n" +
+	"\ton_expiry\x18\x11 \x01(\x0e2\x15.tollgate.v1.OnExpiryR\bonExpiry\"M\n" +
 	"\tAskOption\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x1a\n" +
@@ -1969,18 +1980,19 @@ var file_tollgate_v1_ask_proto_depIdxs = []int32{
 	15, // 20: tollgate.v1.AskSummary.created_at:type_name -> google.protobuf.Timestamp
 	15, // 21: tollgate.v1.AskSummary.expires_at:type_name -> google.protobuf.Timestamp
 	15, // 22: tollgate.v1.AskSummary.closed_at:type_name -> google.protobuf.Timestamp
-	15, // 23: tollgate.v1.EvidenceArtifact.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 24: tollgate.v1.Decision.kind:type_name -> tollgate.v1.DecisionKind
-	15, // 25: tollgate.v1.Decision.time:type_name -> google.protobuf.Timestamp
-	11, // 26: tollgate.v1.Decision.exception:type_name -> tollgate.v1.StandingException
-	15, // 27: tollgate.v1.StandingException.granted_at:type_name -> google.protobuf.Timestamp
-	15, // 28: tollgate.v1.StandingException.until:type_name -> google.protobuf.Timestamp
-	15, // 29: tollgate.v1.StandingException.revoked_at:type_name -> google.protobuf.Timestamp
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	16, // 23: tollgate.v1.AskSummary.on_expiry:type_name -> tollgate.v1.OnExpiry
+	15, // 24: tollgate.v1.EvidenceArtifact.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 25: tollgate.v1.Decision.kind:type_name -> tollgate.v1.DecisionKind
+	15, // 26: tollgate.v1.Decision.time:type_name -> google.protobuf.Timestamp
+	11, // 27: tollgate.v1.Decision.exception:type_name -> tollgate.v1.StandingException
+	15, // 28: tollgate.v1.StandingException.granted_at:type_name -> google.protobuf.Timestamp
+	15, // 29: tollgate.v1.StandingException.until:type_name -> google.protobuf.Timestamp
+	15, // 30: tollgate.v1.StandingException.revoked_at:type_name -> google.protobuf.Timestamp
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_ask_proto_init() }
