@@ -207,7 +207,8 @@ func TestExecutorRunsGraphAskDemo(t *testing.T) {
 // Fans are fans: three branches sleeping 400, 270 and 80 ms on one
 // executor take about the slowest, not the sum.
 func TestFanRunsConcurrently(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: it measures how long a fan takes, which other
+	// tests sharing the two cores would stretch.
 	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

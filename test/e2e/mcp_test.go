@@ -99,7 +99,8 @@ func TestGraphAskDemoWithRealMCPServers(t *testing.T) {
 
 // Fan honesty through ONE stdio MCP server on one executor.
 func TestFanThroughOneStdioMCPServer(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: it measures how long a fan takes, which other
+	// tests sharing the two cores would stretch.
 	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -114,7 +114,8 @@ func msOf(v float64) time.Duration { return time.Duration(v * float64(time.Milli
 // as the run's attempts make them, each step's executor, and the ask's
 // wait and decision; -o json carries the same figures.
 func TestOperatorViewOfAFanRun(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: it measures how long a fan takes, which other
+	// tests sharing the two cores would stretch.
 	w := newWorld(t, "  test:\n    - {name: sleep, annotations: {readOnlyHint: true}}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -30,7 +30,8 @@ keep: notes.store {"text": "{brief}"}
 // attributes say it ran in parallel; the ask is a span of its wait, and
 // the stretch after the park and the approved step link to it.
 func TestTraceOfAFanInJaeger(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: it measures how long a fan takes, which other
+	// tests sharing the two cores would stretch.
 	j := jaegertest.Start(t)
 	c := newClusterWith(t, []string{"--otlp-endpoint", j.OTLPEndpoint}, "edge-1")
 	id := c.start(tracedFan)
@@ -116,7 +117,12 @@ func TestTraceOfAFanInJaeger(t *testing.T) {
 	}
 	branches, wall, sum, most := num(fan, "tollgate.fan.branches"), num(fan, "tollgate.fan.wall_ms"), num(fan, "tollgate.fan.branch_sum_ms"), num(fan, "tollgate.fan.branch_max_ms")
 	t.Logf("fan naps: wall %.1fms · sum %.1fms · max %.1fms", wall, sum, most)
-	if branches != 3 || most < 600 || sum < 1200 || wall < most {
+	// The figures are the control plane's record of each step's start and
+	// finish, which lag the tool's own sleep by how long each report took
+	// to commit: a few milliseconds, more on a loaded machine (the e2e
+	// tests run in parallel). The naps are 600 + 400 + 200 ms.
+	const skew = 25
+	if branches != 3 || most < 600-skew || sum < 1200-3*skew || wall < most {
 		t.Fatalf("fan figures: branches %v wall %v sum %v max %v", branches, wall, sum, most)
 	}
 	// Parallel: the wall is near the slowest branch. A branch at a time
