@@ -17,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/wire"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 func newAsksCmd(g *globals) *cobra.Command {
@@ -27,8 +29,9 @@ func newAsksCmd(g *globals) *cobra.Command {
 orders them, each with how long it has been open (45m, 3h, 2d), its
 deadline (in your local time, and relative: "in 5h", or "overdue 10m" for
 one whose deadline passed and that no reader has expired yet) and why it
-is yours to decide. -o json prints opened_at, expires_at and wait_ms (open
-for, in milliseconds) for each.`,
+is yours to decide, and what its deadline does to the run. -o json prints
+the same: opened_at, expires_at, wait_ms (open for, in milliseconds), why
+and on_expiry for each.`,
 		Example: `  approvectl --as dave asks
   approvectl --as dave asks -o json | jq -r '.asks[] | select(.wait_ms > 3600000) | .ask_id'`,
 		Args: cobra.NoArgs,
@@ -36,12 +39,18 @@ for, in milliseconds) for each.`,
 			return call(g, cmd, func(ctx context.Context, c *client) (*tollgatev1.ListAsksResponse, error) {
 				return c.approvals.ListAsks(ctx, &tollgatev1.ListAsksRequest{})
 			}, func(resp *tollgatev1.ListAsksResponse) any {
+				type inboxJSON struct {
+					askJSON
+					Why      string `json:"why"`
+					OnExpiry string `json:"on_expiry"` // what the deadline does, in the card's words
+				}
 				out := struct {
-					Asks []askJSON `json:"asks"`
-				}{Asks: []askJSON{}}
+					Asks []inboxJSON `json:"asks"`
+				}{Asks: []inboxJSON{}}
 				now := g.cfg.Now()
 				for _, it := range resp.GetItems() {
-					out.Asks = append(out.Asks, askSummaryJSON(it.GetAsk(), now))
+					out.Asks = append(out.Asks, inboxJSON{askJSON: askSummaryJSON(it.GetAsk(), now), Why: it.GetWhy(),
+						OnExpiry: plan.ExpiryOutcome(wire.OnExpiry(it.GetAsk().GetOnExpiry()))})
 				}
 				return out
 			}, func(w io.Writer, resp *tollgatev1.ListAsksResponse) error {
@@ -391,11 +400,11 @@ func sizeText(n int64) string {
 // and its deadline, absolute in loc and relative to now.
 func writeInbox(w io.Writer, items []*tollgatev1.InboxItem, now time.Time, loc *time.Location) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ASK\tTITLE\tOPEN\tDEADLINE\tWHY YOU")
+	fmt.Fprintln(tw, "ASK\tTITLE\tOPEN\tDEADLINE\tON EXPIRY\tWHY YOU")
 	for _, it := range items {
 		a := it.GetAsk()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.GetId(), escapeControls(a.GetTitle()), age(a.GetCreatedAt().AsTime(), now),
-			deadlineText(a.GetExpiresAt().AsTime().In(loc), now), escapeControls(it.GetWhy()))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetId(), escapeControls(a.GetTitle()), age(a.GetCreatedAt().AsTime(), now),
+			deadlineText(a.GetExpiresAt().AsTime().In(loc), now), plan.ExpiryOutcome(wire.OnExpiry(a.GetOnExpiry())), escapeControls(it.GetWhy()))
 	}
 	return tw.Flush()
 }
