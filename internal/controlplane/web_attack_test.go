@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/internal/web"
 )
 
@@ -357,5 +358,69 @@ func TestWebAttackGRPCCannotClaimASurface(t *testing.T) {
 	got, _ := e.approvals("audrey").GetAsk(context.Background(), &tollgatev1.GetAskRequest{AskId: ask})
 	if d := got.GetAsk().GetDecisions(); len(d) != 1 || d[0].GetVia() != "api" {
 		t.Fatalf("a gRPC decision with forged metadata is recorded as %v", d)
+	}
+}
+
+// Two replicas on one store, behind one web key (a load balancer sends
+// each request where it likes): a session made by one is good on the
+// other, and a link used through one is refused through the other — the
+// ask records the use, not the replica's memory.
+func TestWebAttackLinkUsedOnAnotherReplica(t *testing.T) {
+	st := memstore.New(memstore.Config{})
+	a := newEnvOn(t, st, devPolicy(t), echoTools())
+	b := newEnvOn(t, st, devPolicy(t), echoTools())
+	sa, sb := webOn(t, a), webOn(t, b)
+	r := b.runs("alice")
+	resp, err := r.StartRun(context.Background(), &tollgatev1.StartRunRequest{Source: &tollgatev1.StartRunRequest_Skill{Skill: "vendor-payment"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.settle()
+	b.settle()
+	ask := resp.GetRun().GetId() + "/ask_1"
+	link, err := sa.h.PersonLink(ask, "dave", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := strings.TrimPrefix(link, sa.url)
+	onA := sa.browser()
+	onA.signIn("dave")
+	_, page := onA.get(path)
+	if code, _ := onA.post(path, url.Values{"decision": {"amend"}, "field": {"amount"}, "value": {"90000"}, "payload_digest": {field(page, "payload_digest")}}); code != http.StatusSeeOther {
+		t.Fatalf("amend through the link on replica A: %d\n%s", code, text(onA.last, "error"))
+	}
+	// The same browser's cookies, sent to replica B.
+	onB := &browser{t: t, s: sb, c: onA.c}
+	code, page := onB.get(path)
+	if code != http.StatusOK || !strings.Contains(text(page, "link-used"), "dave already used this link") {
+		t.Fatalf("the link on replica B: %d %q", code, text(page, "link-used"))
+	}
+	f := approveForm(page)
+	f.Set("csrf", field(page, "csrf"))
+	if code, page := onB.post(path, f); code != http.StatusConflict || !strings.Contains(text(page, "error"), "already used") {
+		t.Fatalf("a second use through replica B: %d %q", code, text(page, "error"))
+	}
+	got, _ := b.approvals("audrey").GetAsk(context.Background(), &tollgatev1.GetAskRequest{AskId: ask})
+	if d := got.GetAsk().GetDecisions(); len(d) != 1 || got.GetAsk().GetState() != tollgatev1.AskState_ASK_STATE_PENDING {
+		t.Fatalf("after a use on A and a second on B: %s %v", got.GetAsk().GetState(), d)
+	}
+}
+
+// A form larger than the inbox takes is refused before anything is
+// decided, whatever it says.
+func TestWebAttackOversizedFormDecidesNothing(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	s := webOn(t, e)
+	ask := parkedVendorPayment(t, e)
+	dave := s.browser()
+	dave.signIn("dave")
+	_, page := dave.get("/asks/" + ask)
+	f := url.Values{"decision": {"reject"}, "reason": {strings.Repeat("x", 80<<10)}, "csrf": {field(page, "csrf")}}
+	if code, _ := dave.post("/asks/"+ask, f); code == http.StatusSeeOther {
+		t.Fatalf("an 80 KiB form was taken")
+	}
+	got, _ := e.approvals("audrey").GetAsk(context.Background(), &tollgatev1.GetAskRequest{AskId: ask})
+	if len(got.GetAsk().GetDecisions()) != 0 || got.GetAsk().GetState() != tollgatev1.AskState_ASK_STATE_PENDING {
+		t.Fatalf("an oversized form decided: %v", got.GetAsk().GetDecisions())
 	}
 }
