@@ -12,6 +12,10 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/notice"
+	"github.com/tollgate-dev/tollgate/internal/wire"
+	"github.com/tollgate-dev/tollgate/pkg/humantext"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
+	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
 // Action ids of the message's buttons.
@@ -50,18 +54,21 @@ type view struct {
 	openURL  string // the Open button's link; "" for none
 }
 
-// esc makes s safe in mrkdwn: Slack's three control characters become
-// entities, so nothing from a run can mention, link or format as Slack
-// markup (a backtick could end a code span early: it becomes a prime).
+// esc makes s safe in mrkdwn: control characters and bidi overrides are
+// written as escapes (humantext.Escape: the text cannot reorder itself to
+// show another payload beside an Approve button), and Slack's three
+// control characters become entities, so nothing from a run can mention,
+// link or format as Slack markup (a backtick could end a code span early:
+// it becomes a prime).
 func esc(s string) string {
-	return strings.ReplaceAll(slackutilsx.EscapeMessage(s), "`", "ʹ")
+	return strings.ReplaceAll(slackutilsx.EscapeMessage(humantext.Escape(s)), "`", "ʹ")
 }
 
 // escClip is s escaped (plain_text too: Slack reads entities there) and
 // clipped so the escaped text fits in n characters, never mid-entity.
 func escClip(s string, n int) string {
 	for m := n; m > 0; m -= 8 {
-		if e := slackutilsx.EscapeMessage(notice.Clip(s, m)); utf8.RuneCountInString(e) <= n {
+		if e := slackutilsx.EscapeMessage(humantext.Escape(notice.Clip(s, m))); utf8.RuneCountInString(e) <= n {
 			return e
 		}
 	}
@@ -186,9 +193,9 @@ func contextBlock(mrkdwn string) *slack.ContextBlock {
 // kindNote is the line that says why this message came now.
 func kindNote(ask *tollgatev1.Ask, v view) string {
 	switch v.kind {
-	case "ask.reminder":
+	case webhook.KindReminder:
 		return ":alarm_clock: Reminder: this is still waiting for a decision."
-	case "ask.escalated":
+	case webhook.KindEscalated:
 		to := ask.GetEscalatedTo()
 		if to == "" {
 			to = v.audience
@@ -213,17 +220,10 @@ func whyLine(ask *tollgatev1.Ask, audience string) string {
 	return strings.Join(parts, " · ")
 }
 
-// onExpiry says what the deadline does.
+// onExpiry says what the deadline does, in the plan card's words
+// (plan.ExpiryOutcome, as every surface says it).
 func onExpiry(ask *tollgatev1.Ask) string {
-	switch ask.GetOnExpiry() {
-	case tollgatev1.OnExpiry_ON_EXPIRY_REJECT:
-		return "if undecided, it expires and the run ends rejected; nothing it governs runs."
-	case tollgatev1.OnExpiry_ON_EXPIRY_CANCEL:
-		return "if undecided, it expires and the run is cancelled; nothing it governs runs."
-	case tollgatev1.OnExpiry_ON_EXPIRY_ESCALATE:
-		return "if undecided, it escalates once and waits again; it is never approved by default."
-	}
-	return "if undecided, it expires and the run ends expired; nothing it governs runs."
+	return "if undecided, " + plan.ExpiryOutcome(wire.OnExpiry(ask.GetOnExpiry())) + "; it is never approved by default."
 }
 
 // keyArgs is a short view of an action's args: up to maxArgs keys in

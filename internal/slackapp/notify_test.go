@@ -53,7 +53,7 @@ func TestOpenedPostsBlockKitMessage(t *testing.T) {
 		`1 of finance-approver, not the requester`,
 		`<!date^1903975200^`, // the deadline as Slack's date token
 		`18:00 UTC on 2 May 2030`,
-		`expires and the run ends rejected`, // what expiry does
+		`the run ends rejected`, // what expiry does
 		`sha256:abababababab…`,              // the payload digest, short
 	} {
 		if !strings.Contains(all, jsonFrag(want)) {
@@ -274,5 +274,19 @@ func TestDeliverOutcomes(t *testing.T) {
 	d = fx4.app.Deliver(ctx, "slack:C0APPROVE", raw, &rec)
 	if d.Outcome != webhook.Abandoned || d.Final || len(rec.Deliveries()) != 1 {
 		t.Fatalf("stopped: %+v, recorded %v", d, rec.Deliveries())
+	}
+}
+
+// Others' words cannot reorder themselves beside an Approve button: a bidi
+// override or a control character is written as an escape, as on every
+// surface (humantext.Escape), before Slack's own escaping.
+func TestEscapeBidiAndControls(t *testing.T) {
+	for _, s := range []string{"pay \u202e0005 INR", "a\x1b[2Jb"} {
+		if got := esc(s); strings.ContainsAny(got, "\u202e\x1b") {
+			t.Errorf("esc(%q) = %q keeps the control", s, got)
+		}
+		if got := escClip(s, 40); strings.ContainsAny(got, "\u202e\x1b") {
+			t.Errorf("escClip(%q) = %q keeps the control", s, got)
+		}
 	}
 }
