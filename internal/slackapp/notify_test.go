@@ -54,7 +54,7 @@ func TestOpenedPostsBlockKitMessage(t *testing.T) {
 		`<!date^1903975200^`, // the deadline as Slack's date token
 		`18:00 UTC on 2 May 2030`,
 		`the run ends rejected`, // what expiry does
-		`sha256:abababababab…`,              // the payload digest, short
+		`sha256:abababababab…`,  // the payload digest, short
 	} {
 		if !strings.Contains(all, jsonFrag(want)) {
 			t.Errorf("message lacks %q:\n%s", want, all)
