@@ -299,20 +299,18 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if o.Dev && site != nil {
 		fmt.Fprintf(mc.Stdout, "  inbox:   %s (sign in as any dev user)\n", site.URL())
 	}
-	closeInbox := func() {
-		if inboxLis != nil {
-			inboxLis.Close()
-		}
+	if inboxLis != nil {
+		// Every return closes it: once served, webLis.Close does (and this
+		// close is then a no-op); before that, nobody else would.
+		defer inboxLis.Close()
 	}
 	var srv *Server
 	slack, err := newSlack(&o, site, func() *Server { return srv }, log)
 	if err != nil {
-		closeInbox()
 		return err
 	}
 	email, err := newEmail(&o, site, func() *Server { return srv }, log)
 	if err != nil {
-		closeInbox()
 		return err
 	}
 	var notifier approvals.Notifier
@@ -321,7 +319,6 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			// Slack or email alone: the notices are encoded as webhooks
 			// would be.
 			if hooks, err = webhook.New(webhook.Config{Log: log}, nil); err != nil {
-				closeInbox()
 				return err
 			}
 		}
@@ -359,20 +356,17 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	inbox, err := newWeb(ctx, &o, webSetup{Site: site, Server: srv, Verifier: verifier, DevUsers: dev.Users, Mount: mount, Log: log})
 	if err != nil {
-		closeInbox()
 		return err
 	}
 
 	lis, err := net.Listen("tcp", o.Listen)
 	if err != nil {
-		closeInbox()
 		return fmt.Errorf("listen: %w", err)
 	}
 	var execLis net.Listener
 	if o.ExecutorListen != "" {
 		if execLis, err = net.Listen("tcp", o.ExecutorListen); err != nil {
 			lis.Close()
-			closeInbox()
 			return fmt.Errorf("executor listen: %w", err)
 		}
 	} else {
@@ -386,7 +380,6 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		// as its ?seconds= asks.
 		if admin, err = adminhttp.Start(o.AdminListen, AdminMux(AdminConfig{Metrics: met.Handler(), PProf: o.PProf, Ready: readiness(srv, o.Dev && mc.DevExecutor != nil)}), 0); err != nil {
 			lis.Close()
-			closeInbox()
 			if execLis != nil {
 				execLis.Close()
 			}
@@ -398,7 +391,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	var webFailed <-chan error // nil: never
 	webAddr := ""
 	if inbox != nil {
-		webLis = serveWeb(inboxLis, inbox)
+		// No write timeout: live updates are a stream. The deferred Close
+		// is a no-op after the shutdown below has closed it.
+		webLis = adminhttp.Serve(inboxLis, inbox, 0)
+		defer webLis.Close()
 		webFailed, webAddr = webLis.Failed(), webLis.Addr()
 	}
 	execAddr := ""

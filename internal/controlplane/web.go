@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tollgate-dev/tollgate/internal/adminhttp"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/web"
@@ -25,7 +24,6 @@ type webSetup struct {
 	Site     *web.Site
 	Server   *Server
 	Verifier *identity.Verifier
-	APITLS   *tls.Config
 	DevUsers []string // --dev: the picker's users
 	Mount    map[string]http.Handler
 	Log      *slog.Logger
@@ -140,10 +138,4 @@ func webKey(o *Options) ([]byte, error) {
 		return nil, fmt.Errorf("--web-key %s holds %d bytes; at least %d random bytes are needed", path, len(b), web.MinKeyBytes)
 	}
 	return b, nil
-}
-
-// serveWeb serves h on lis until Close. No write timeout: the inbox's
-// live updates are a stream.
-func serveWeb(lis net.Listener, h http.Handler) *adminhttp.Listener {
-	return adminhttp.Serve(lis, h, 0)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -554,4 +555,26 @@ func (u *unstartedWeb) serve(t *testing.T, e *env, ws *web.Site) *site {
 	u.ts.Config.Handler = h
 	u.ts.Start()
 	return &site{t: t, h: h, url: u.base}
+}
+
+// A start that fails after the web inbox began listening gives its port
+// back: an operator's typo (here Slack flags without a token) must not
+// leave the address taken for the retry.
+func TestRunGivesTheWebPortBackWhenTheStartFails(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	err = Run(context.Background(), []string{"--dev", "--home", t.TempDir(), "--listen", "127.0.0.1:0", "--executor-listen", "127.0.0.1:0",
+		"--web-listen", addr, "--slack-channel", "C0123"}, MainConfig{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }})
+	if err == nil || !strings.Contains(err.Error(), "slack-token-file") {
+		t.Fatalf("Run: %v, want the missing token refused", err)
+	}
+	again, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the web port %s is still taken after the failed start: %v", addr, err)
+	}
+	again.Close()
 }
