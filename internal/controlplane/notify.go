@@ -34,7 +34,10 @@ type notices struct {
 	personLinks bool
 }
 
-// Prepare implements approvals.Notifier.
+// Prepare implements approvals.Notifier. The people's links go into the
+// encoded event only when a webhook endpoint wants it: the same bytes are
+// stored once per endpoint, and Slack and email sign each person's link
+// as they send (a person's queued mail never carries another's link).
 func (n notices) Prepare(ev webhook.Event) ([]byte, []string, error) {
 	if n.site != nil {
 		p := maps.Clone(ev.Payload)
@@ -42,26 +45,29 @@ func (n notices) Prepare(ev webhook.Event) ([]byte, []string, error) {
 			p = map[string]any{}
 		}
 		p["ask_url"] = n.site.AskURL(ev.AskID)
-		if n.personLinks && ev.Kind != webhook.KindDecided && ev.Kind != webhook.KindExpired {
-			links := map[string]string{}
-			people := ev.People
-			if ds, ok := ev.Payload["deciders"].([]string); ok {
-				people = append(slices.Clip(people), ds...)
-			}
-			for _, person := range people {
-				if l, err := n.site.PersonLink(ev.AskID, person, ev.ExpiresAt); err == nil {
-					links[person] = l
-				}
-			}
-			if len(links) > 0 {
-				p["links"] = links
-			}
-		}
 		ev.Payload = p
 	}
 	raw, eps, err := n.hooks.Prepare(ev)
 	if err != nil {
 		return nil, nil, err
+	}
+	if len(eps) > 0 && n.site != nil && n.personLinks && ev.Kind != webhook.KindDecided && ev.Kind != webhook.KindExpired {
+		links := map[string]string{}
+		people := ev.People
+		if ds, ok := ev.Payload["deciders"].([]string); ok {
+			people = append(slices.Clip(people), ds...)
+		}
+		for _, person := range people {
+			if l, err := n.site.PersonLink(ev.AskID, person, ev.ExpiresAt); err == nil {
+				links[person] = l
+			}
+		}
+		if len(links) > 0 {
+			ev.Payload["links"] = links
+			if raw, eps, err = n.hooks.Prepare(ev); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	if n.slack != nil {
 		eps = append(eps, n.slack.Endpoints(ev)...)

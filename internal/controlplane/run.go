@@ -328,7 +328,8 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	// the store, and the server's deliverer sends them (approvals).
 	background := []func(context.Context) error{az.Watch}
 	mount := map[string]http.Handler{}
-	if slack != nil {
+	if slack != nil && o.SlackSecretFile != "" {
+		// Clicks are taken only with the signing secret that verifies them.
 		background = append(background, slack.Run)
 		mount["POST /slack/interactions"] = slack.Interactions()
 	}

@@ -122,9 +122,12 @@ func (d *Desk) deciders(run *engine.Run, a *engine.AskRun, kind string) []string
 		return nil
 	}
 	req := d.Requirement(context.Background(), run, a)
-	var out []string
+	var out []string // Principals holds each person once
 	for _, p := range req.Principals {
-		if !slices.Contains(req.Excluded, p) && !slices.Contains(out, p) && len(out) < maxNoticeDeciders {
+		if len(out) == maxNoticeDeciders {
+			break
+		}
+		if !slices.Contains(req.Excluded, p) {
 			out = append(out, p)
 		}
 	}
