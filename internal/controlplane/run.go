@@ -355,7 +355,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
 	}
-	inbox, err := newWeb(ctx, &o, webSetup{Site: site, Server: srv, Verifier: verifier, DevUsers: dev.Users, Mount: mount, Log: log})
+	inbox, err := newWeb(ctx, &o, webSetup{Site: site, Server: srv, Verifier: verifier, People: people, DevUsers: dev.Users, Mount: mount, Log: log})
 	if err != nil {
 		return err
 	}

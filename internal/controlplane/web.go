@@ -24,7 +24,8 @@ type webSetup struct {
 	Site     *web.Site
 	Server   *Server
 	Verifier *identity.Verifier
-	DevUsers []string // --dev: the picker's users
+	People   *identity.OIDCVerifier // the OpenID provider's, whose endpoints sign people in; nil: none
+	DevUsers []string               // --dev: the picker's users
 	Mount    map[string]http.Handler
 	Log      *slog.Logger
 }
@@ -87,11 +88,8 @@ func newWeb(ctx context.Context, o *Options, ws webSetup) (*web.Handler, error) 
 		return nil, nil
 	}
 	var oidc *web.OIDC
-	if o.OIDCIssuer != "" {
-		d, err := identity.Discover(ctx, nil, o.OIDCIssuer)
-		if err != nil {
-			return nil, fmt.Errorf("web inbox: %w", err)
-		}
+	if ws.People != nil {
+		d := ws.People.Discovery()
 		secret := ""
 		if o.WebClientSecret != "" {
 			b, err := os.ReadFile(o.WebClientSecret)

@@ -72,7 +72,13 @@ type OIDCVerifier struct {
 	now              func() time.Time
 	leeway           time.Duration
 	cache            *tokenCache
+	disc             Discovery
 }
+
+// Discovery is the provider's configuration document as read at start:
+// its endpoints, for a sign-in through it (the web inbox's), so nothing
+// fetches it twice.
+func (v *OIDCVerifier) Discovery() Discovery { return v.disc }
 
 // NewOIDCVerifier reads the provider's discovery document
 // (Issuer/.well-known/openid-configuration), checks it names Issuer, and
@@ -130,7 +136,7 @@ func NewOIDCVerifier(ctx context.Context, cfg OIDCConfig) (*OIDCVerifier, error)
 	}
 	return &OIDCVerifier{
 		issuer: cfg.Issuer, clientID: cmp.Or(cfg.ClientID, cfg.Audience), person: cfg.PersonClaim, groups: cfg.GroupsClaim,
-		keys: keys, now: cfg.Now, leeway: cfg.Leeway, cache: &tokenCache{},
+		keys: keys, now: cfg.Now, leeway: cfg.Leeway, cache: &tokenCache{}, disc: disc,
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{"RS256", "ES256", algEdDSA}),
 			jwt.WithIssuer(cfg.Issuer),
