@@ -17,6 +17,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/notice"
+	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 
 // Decider is the approval service's Decide as a surface inside the
@@ -86,7 +87,7 @@ type App struct {
 	apiURL  *url.URL
 	secret  string
 	people  map[string]string // person → Slack user id (DirectMessages)
-	replay  *replayCache
+	replay  *webhook.MemoryReplayCache
 	jobs    chan job
 	running atomic.Bool
 	tries   notice.Attempts
@@ -171,7 +172,7 @@ func New(cfg Config) (*App, error) {
 		apiURL: u,
 		secret: string(cfg.SigningSecret),
 		people: people,
-		replay: newReplayCache(cfg.ReplayEntries),
+		replay: webhook.NewMemoryReplayCache(cfg.ReplayEntries),
 		jobs:   make(chan job, cfg.Queue),
 		posted: lru.New[string, remembered](cfg.Remembered),
 		tries: notice.Attempts{Name: "slack", Log: cfg.Log, Now: cfg.Now,

@@ -76,14 +76,18 @@ func (a *App) serveInteraction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthenticated", http.StatusUnauthorized)
 		return
 	}
-	switch a.replay.add(sig, a.cfg.Now(), ts.Add(skew+time.Second)) {
-	case replaySeen:
-		a.cfg.Log.Warn("slack interaction refused", "reason", "replayed", "remote", r.RemoteAddr)
-		http.Error(w, "unauthenticated", http.StatusUnauthorized)
-		return
-	case replayFull:
+	// The one bounded replay cache (pkg/webhook's): a signature is
+	// remembered until its timestamp leaves the window; full of live
+	// ones, it takes no more (fails closed) rather than forget one.
+	seen, err := a.replay.MarkSeen(r.Context(), sig, a.cfg.Now(), ts.Add(skew+time.Second))
+	switch {
+	case err != nil:
 		a.cfg.Log.Warn("slack interaction refused", "reason", "replay cache full")
 		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	case seen:
+		a.cfg.Log.Warn("slack interaction refused", "reason", "replayed", "remote", r.RemoteAddr)
+		http.Error(w, "unauthenticated", http.StatusUnauthorized)
 		return
 	}
 	form, err := url.ParseQuery(string(body))
