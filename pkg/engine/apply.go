@@ -99,8 +99,7 @@ func (t *tx) apply(ev Event) (Transition, error) {
 		t.at = t.run.UpdatedAt // the store's clock never runs backwards for a run
 	}
 	expired := t.expire()
-	t.via = t.viaOf(ev)
-	defer func() { t.via = nil }()
+	t.via = t.viaOf(ev) // each event's own (ApplyAll applies several)
 	if err := t.linkUsedBefore(); err != nil {
 		// Refused as any decision is (below): the expiries still commit.
 		if !expired {

@@ -92,9 +92,6 @@ func (a *AskRun) StillAsJudged(j Judged) error {
 	if j == (Judged{}) {
 		return nil
 	}
-	if d, ok := a.LinkUse(j.Link); ok {
-		return fmt.Errorf("%w: %s decided %q through it at %s (%s); a link decides once", ErrLinkUsed, d.Actor, a.Title, d.At.UTC().Format(time.RFC3339), d.Kind)
-	}
 	payload, evidence := a.PayloadDigest(), a.EvidenceDigest()
 	if j.Approves && payload != "" && j.Payload == "" {
 		return fmt.Errorf("%w: %q binds payload %s; send the payload digest you were shown (expected_payload_digest, approvectl asks show)", ErrUnreviewed, a.Title, payload)
@@ -157,15 +154,22 @@ func (r *Run) LinkUse(askID, id string) (Decision, bool) {
 	return Decision{}, false
 }
 
-// linkUsedBefore refuses a decision through a single-use link that any
-// round of its ask already recorded (Run.LinkUse).
-func (t *tx) linkUsedBefore() error {
-	v := t.via
-	if v == nil || v.link == "" {
-		return nil
-	}
-	if d, ok := t.run.LinkUse(v.ask, v.link); ok {
+// CheckLink is the one check of a single-use link: ErrLinkUsed, saying who
+// used it and when, when any round of ask askID recorded a decision
+// through link (Run.LinkUse); nil otherwise. The engine asks it of every
+// decision through a link; the control plane of the run it judged, to
+// refuse early.
+func (r *Run) CheckLink(askID, link string) error {
+	if d, ok := r.LinkUse(askID, link); ok {
 		return fmt.Errorf("%w: %s decided through it at %s (%s); a link decides once, also after its ask is asked again", ErrLinkUsed, d.Actor, d.At.UTC().Format(time.RFC3339), d.Kind)
+	}
+	return nil
+}
+
+// linkUsedBefore is CheckLink for the decision the transition applies.
+func (t *tx) linkUsedBefore() error {
+	if v := t.via; v != nil && v.link != "" {
+		return t.run.CheckLink(v.ask, v.link)
 	}
 	return nil
 }

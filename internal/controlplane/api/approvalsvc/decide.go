@@ -52,8 +52,8 @@ func (s *Service) decidable(ctx context.Context, askID string, kindOf func(*engi
 	}
 	// A link decides once over every round of its ask (the engine checks
 	// it again on the run it commits).
-	if d, ok := run.LinkUse(a.ID, judged.Link); ok {
-		return "", nil, nil, v, engine.Judged{}, fmt.Errorf("%w: %s decided through it at %s (%s); a link decides once, also after its ask is asked again", engine.ErrLinkUsed, d.Actor, d.At.UTC().Format(time.RFC3339), d.Kind)
+	if err := run.CheckLink(a.ID, judged.Link); err != nil {
+		return "", nil, nil, v, engine.Judged{}, err
 	}
 	return who, run, a, v, judged, nil
 }
