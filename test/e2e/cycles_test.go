@@ -15,7 +15,8 @@ import (
 // 1,000 executor connect/disconnect cycles against a real control plane
 // leave no goroutine behind, on either side.
 func TestConnectDisconnectCyclesLeakNothing(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: goleak sees every goroutine of the process,
+	// other tests\' too.
 	before := goleak.IgnoreCurrent()
 	// Cleanups run last-in first-out: this one, registered first, runs after
 	// the world's (server shutdown, connections).

@@ -60,7 +60,8 @@ func auditRun(t *testing.T, w *world, ctx context.Context, id string) {
 // run ends failed, instead of staying running with a handler waiting for
 // an ack that never comes. No goroutine is left behind.
 func TestExecutorRefusalBeforeAckFailsTheStep(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: goleak sees every goroutine of the process,
+	// other tests\' too.
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs after the world's cleanups
 	w := newWorld(t, "")
@@ -98,7 +99,8 @@ func TestExecutorRefusalBeforeAckFailsTheStep(t *testing.T) {
 // reused, and the run would hang); the ack is recorded again while the
 // executor holds the lease, and the effect runs exactly once.
 func TestLeaseAckStoreBlipRunsSideEffectOnce(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: goleak sees every goroutine of the process,
+	// other tests\' too.
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	for _, written := range []bool{false, true} {
@@ -163,7 +165,8 @@ func TestExecutorWrongGrantKeyProcessFailsTheStep(t *testing.T) {
 // the refusal is recorded (the step fails with it, the run ends) and
 // answered with ResultAck; the late Ack records nothing.
 func TestExecutorStartWithoutAckIsNotDurableAndRefusalEndsTheRun(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: goleak sees every goroutine of the process,
+	// other tests\' too.
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	w := newWorld(t, "")
