@@ -101,6 +101,8 @@ type client struct {
 	runs      tollgatev1.RunServiceClient
 	approvals tollgatev1.ApprovalServiceClient
 	audit     tollgatev1.AuditServiceClient
+	skills    tollgatev1.SkillServiceClient
+	schedules tollgatev1.ScheduleServiceClient
 	// reached is set once a call got through to the control plane
 	// (noteUnary): its UNAVAILABLE is then the control plane's answer.
 	reached atomic.Bool
@@ -130,6 +132,7 @@ func (g *globals) dial(ctx context.Context) (*client, error) {
 		return nil, &exitError{code: ExitInternal, err: fmt.Errorf("connect to %s: %w", server, err)}
 	}
 	c.conn, c.runs, c.approvals, c.audit = conn, tollgatev1.NewRunServiceClient(conn), tollgatev1.NewApprovalServiceClient(conn), tollgatev1.NewAuditServiceClient(conn)
+	c.skills, c.schedules = tollgatev1.NewSkillServiceClient(conn), tollgatev1.NewScheduleServiceClient(conn)
 	return c, nil
 }
 

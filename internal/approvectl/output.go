@@ -95,6 +95,12 @@ type runJSONT struct {
 	// Blocked and Executors are set for a run with blocked steps (runs.go).
 	Blocked   []blockedJSON  `json:"blocked,omitempty"`
 	Executors []executorJSON `json:"executors,omitzero"` // [] when blocked with none connected
+	// Skill and SkillVersion are set for a run of a saved skill; Schedule
+	// and ScheduleTick for a run a schedule started.
+	Skill        string    `json:"skill,omitempty"`
+	SkillVersion int64     `json:"skill_version,omitempty"`
+	Schedule     string    `json:"schedule,omitempty"`
+	ScheduleTick time.Time `json:"schedule_tick,omitzero"`
 }
 
 // runJSON is the run for scripts; now is the clock that open asks and
@@ -102,7 +108,8 @@ type runJSONT struct {
 func runJSON(r *tollgatev1.Run, now time.Time) runJSONT {
 	out := runJSONT{RunID: r.GetId(), State: stateWord(r.GetState()), Reason: r.GetStateReason(), Requester: r.GetRequester(),
 		PlanDigest: r.GetPlanDigest(), CreatedAt: r.GetCreatedAt().AsTime(), FinishedAt: tsTime(r.GetFinishedAt()),
-		Steps: []stepJSON{}, Fans: []fanJSON{}, Asks: []askJSON{}, Resume: r.GetResumeCommand()}
+		Steps: []stepJSON{}, Fans: []fanJSON{}, Asks: []askJSON{}, Resume: r.GetResumeCommand(),
+		Skill: r.GetSkill(), SkillVersion: r.GetSkillVersion(), Schedule: r.GetSchedule(), ScheduleTick: tsTime(r.GetScheduleTick())}
 	for _, s := range r.GetSteps() {
 		out.Steps = append(out.Steps, stepOf(s, now))
 	}

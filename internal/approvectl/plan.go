@@ -31,6 +31,13 @@ Tools are checked against a catalog file (--catalog); without one, the catalog
 of the example skills (examples/catalog.yaml, built in) is used.
 
 Nothing runs: this only shows what a run would do and where it stops to ask.
+The card ends with what its two buttons do from here:
+
+  [Run once]         approvectl run PATH
+  [Save + schedule]  approvectl skills push PATH && approvectl schedules add NAME --skill NAME --cron 'EXPR'
+
+NAME is the plan's name; EXPR is when it should run, for you to fill in
+(approvectl schedules add --help). -o json prints the plan alone.
 
 With --policy FILE (a policy CSV, as the control plane's --policy) the card
 also says who may decide each approval gate under that policy when
@@ -62,10 +69,18 @@ on stdout as JSON with -o json), or with --policy a gate nobody could decide;
 				return usageErr("--policy needs --requester NAME (or --as NAME): who starts the run decides whom separation of duties keeps out")
 			}
 			res := compiler.Compile(src, compiler.Options{Catalog: cat, Name: name})
-			if err := printPlan(cfg, g.output, file, res); err != nil || who.policy == "" {
+			if err := printPlan(cfg, g.output, file, res); err != nil {
 				return err
 			}
-			return who.print(cmd.Context(), cfg, g.output, res.Plan)
+			if who.policy != "" {
+				if err := who.print(cmd.Context(), cfg, g.output, res.Plan); err != nil {
+					return err
+				}
+			}
+			if !g.json() {
+				writeButtons(escaped{cfg.Stdout}, planButtons(args[0], res.Plan.Name)...)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&catalogPath, "catalog", "", "tool catalog file (default: the built-in examples/catalog.yaml)")
@@ -94,13 +109,15 @@ func readRecipe(path string) (src, file, name string, err error) {
 		}
 		return "", "", "", fmt.Errorf("read recipe: %w", err)
 	}
-	abs, _ := filepath.Abs(file)
-	if strings.EqualFold(filepath.Base(file), "SKILL.md") {
-		name = filepath.Base(filepath.Dir(abs))
-	} else {
-		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
-	}
-	return string(b), file, name, nil
+	return string(b), file, defaultName(file), nil
+}
+
+// planButtons is what the plan card's two buttons mean on the command
+// line for the recipe at path, whose plan is named name.
+func planButtons(path, name string) [][2]string {
+	p, n := shellQuote(path), shellQuote(name)
+	return [][2]string{{"Run once", "approvectl run " + p},
+		{"Save + schedule", "approvectl skills push " + p + " && approvectl schedules add " + n + " --skill " + n + " --cron '" + cronPlaceholder + "'"}}
 }
 
 func loadCatalog(path string) (*compiler.Catalog, error) {

@@ -32,6 +32,39 @@ func TestPlanCard(t *testing.T) {
 	}
 }
 
+// The card of a plan shown before anything runs ends with what its two
+// buttons do on the command line; -o json is the plan alone.
+func TestPlanButtons(t *testing.T) {
+	out, errs, code := run(t, "plan", "../../examples/skills/graph-ask-demo")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := "Nothing runs until the plan is started.\n\n" +
+		"[Run once]         approvectl run ../../examples/skills/graph-ask-demo\n" +
+		"[Save + schedule]  approvectl skills push ../../examples/skills/graph-ask-demo && approvectl schedules add graph-ask-demo --skill graph-ask-demo --cron 'EXPR'\n"
+	if !strings.HasSuffix(out, want) {
+		t.Fatalf("the card does not end with its buttons:\n%s", out)
+	}
+	dir := t.TempDir()
+	recipe := filepath.Join(dir, "it's mine.recipe")
+	if err := os.WriteFile(recipe, []byte("cpu: mcp-monitor.get_cpu_info {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = run(t, "plan", recipe)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	q := `'` + strings.ReplaceAll(recipe, `'`, `'\''`) + `'`
+	if !strings.Contains(out, "[Run once]         approvectl run "+q+"\n") ||
+		!strings.Contains(out, "approvectl skills push "+q+" && approvectl schedules add 'it'\\''s mine' --skill 'it'\\''s mine' --cron") {
+		t.Fatalf("the buttons must quote what the shell would split:\n%s", out)
+	}
+	out, _, _ = run(t, "plan", "../../examples/skills/graph-ask-demo", "-o", "json")
+	if strings.Contains(out, "[Run once]") {
+		t.Fatal("-o json prints the plan alone")
+	}
+}
+
 func TestPlanJSON(t *testing.T) {
 	out, errs, code := run(t, "plan", "../../examples/skills/graph-ask-demo/SKILL.md", "-o", "json")
 	if code != ExitOK {

@@ -114,8 +114,9 @@ func Run(ctx context.Context, args []string, cfg Config) error {
 		Use:   "approvectl",
 		Short: "Plan, run, answer and audit Tollgate workflows",
 		Long: `approvectl is the command line of Tollgate: it compiles recipes and shows
-their plan card, and (with a control plane) starts runs, lists the asks you may
-decide, decides them and reads the journal.
+their plan card, and (with a control plane) starts runs, saves skills and
+schedules their runs, lists the asks you may decide, decides them and reads
+the journal.
 
 Global flags choose the server (--server, $TOLLGATE_SERVER, default
 127.0.0.1:7443; --ca for a private CA) and who you are (--token, $TOLLGATE_TOKEN, or --as NAME for
@@ -160,7 +161,7 @@ steps need (runs show RUN says which).`,
 		}
 		return nil
 	}
-	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAmendCmd(g), newRevokeCmd(g), newStandingCmd(g), newWatchCmd(g), newRequestEvidenceCmd(g), newEvidenceCmd(g), newDelegateCmd(g), newAnswerCmd(g), newAuditCmd(g), newBeginCmd(g), newGateCmd(g), newStepCmd(g), newFinishCmd(g), newGrantCmd(g), newLoginCmd(g), newWhoamiCmd(g), newLogoutCmd(g))
+	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAmendCmd(g), newRevokeCmd(g), newStandingCmd(g), newWatchCmd(g), newRequestEvidenceCmd(g), newEvidenceCmd(g), newDelegateCmd(g), newAnswerCmd(g), newAuditCmd(g), newBeginCmd(g), newGateCmd(g), newStepCmd(g), newFinishCmd(g), newGrantCmd(g), newLoginCmd(g), newWhoamiCmd(g), newLogoutCmd(g), newSkillsCmd(g), newSchedulesCmd(g))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return nil

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 )
 
 // run --wait's exit codes besides ExitOK (the run completed, or ended
@@ -31,11 +33,12 @@ func newRunCmd(g *globals) *cobra.Command {
 	var requestID string
 	var inputs []string
 	cmd := &cobra.Command{
-		Use:   "run PATH|SKILL",
+		Use:   "run PATH|SKILL[@VERSION]",
 		Short: "Start a run of a recipe file, a skill folder, or a skill by name",
 		Long: `Start a run. PATH is a recipe file, a SKILL.md or a skill folder, compiled by the
 control plane against its live tool catalog; anything else is the name of a
-skill the control plane knows.
+skill the control plane knows (approvectl skills list): its latest version,
+or SKILL@VERSION for that version.
 
 With --wait, follow the run until it ends, parks or is blocked, showing its
 progress: steps done of the steps the run has reached (joins and a gate's
@@ -86,7 +89,15 @@ that offers what its steps need. Without --wait, 0 once the run started.`,
 				}
 				req.Source, req.Name = &tollgatev1.StartRunRequest_Recipe{Recipe: src}, name
 			} else {
-				req.Source = &tollgatev1.StartRunRequest_Skill{Skill: args[0]}
+				name, v, pinned := strings.Cut(args[0], "@")
+				req.Source = &tollgatev1.StartRunRequest_Skill{Skill: name}
+				if pinned {
+					n, err := strconv.ParseInt(v, 10, 64)
+					if err != nil || n < 1 {
+						return usageErr("%q: the version after @ is a number from 1 (approvectl skills history %s lists them)", limits.Short(args[0]), limits.Short(name))
+					}
+					req.SkillVersion = n
+				}
 			}
 			return g.session(cmd, func(ctx context.Context, c *client) error {
 				resp, err := c.runs.StartRun(ctx, req)

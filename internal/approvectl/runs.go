@@ -15,22 +15,31 @@ import (
 
 func newRunsCmd(g *globals) *cobra.Command {
 	var states []string
-	var requester string
+	var requester, schedule string
 	var limit int32
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs, newest first",
-		Long: `List runs, newest first, with their state and age (how long ago each
-started: 45s, 12m, 3h, 2d). Filter with --state (repeatable: running, parked,
-blocked, complete, partial, failed, cancelled, rejected, expired) and
---requester. -o json prints each run's created_at instead of an age.
-approvectl runs show RUN prints one run's timeline.`,
+		Long: `List runs, newest first, each with its state, its age (how long ago it
+started: 45s, 12m, 3h, 2d), its plan (SKILL@V for a run of version V of a
+saved skill) and the schedule that started it ("-" when a person did).
+Filter with --state (repeatable: running, parked, blocked, complete,
+partial, failed, cancelled, rejected, expired), --requester and --schedule.
+-o json prints each run's created_at instead of an age, and its skill,
+skill_version and schedule. approvectl runs show RUN prints one run's
+timeline.`,
 		Example: `  approvectl --as alice runs
   approvectl --as alice runs --state parked --state blocked
+  approvectl --as alice runs --schedule nightly
   approvectl --as alice runs -o json | jq -r '.runs[] | select(.state == "parked") | .run_id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := &tollgatev1.ListRunsRequest{Requester: requester, PageSize: limit}
+			if schedule != "" {
+				if err := scheduleName(schedule); err != nil {
+					return err
+				}
+			}
+			req := &tollgatev1.ListRunsRequest{Requester: requester, PageSize: limit, Schedule: schedule}
 			for _, s := range states {
 				v, ok := tollgatev1.RunState_value["RUN_STATE_"+strings.ToUpper(s)]
 				if !ok {
@@ -42,28 +51,39 @@ approvectl runs show RUN prints one run's timeline.`,
 				return c.runs.ListRuns(ctx, req)
 			}, func(resp *tollgatev1.ListRunsResponse) any {
 				type row struct {
-					RunID     string    `json:"run_id"`
-					State     string    `json:"state"`
-					Skill     string    `json:"skill,omitempty"`
-					Plan      string    `json:"plan"`
-					Requester string    `json:"requester"`
-					OpenAsks  int32     `json:"open_asks"`
-					CreatedAt time.Time `json:"created_at"`
+					RunID        string    `json:"run_id"`
+					State        string    `json:"state"`
+					Skill        string    `json:"skill,omitempty"`
+					SkillVersion int64     `json:"skill_version,omitempty"`
+					Schedule     string    `json:"schedule,omitempty"`
+					Plan         string    `json:"plan"`
+					Requester    string    `json:"requester"`
+					OpenAsks     int32     `json:"open_asks"`
+					CreatedAt    time.Time `json:"created_at"`
 				}
 				out := struct {
 					Runs []row  `json:"runs"`
 					Next string `json:"next_page_token,omitempty"`
 				}{Runs: []row{}, Next: resp.GetNextPageToken()}
 				for _, r := range resp.GetRuns() {
-					out.Runs = append(out.Runs, row{r.GetId(), stateWord(r.GetState()), r.GetSkill(), r.GetPlanName(), r.GetRequester(), r.GetOpenAsks(), r.GetCreatedAt().AsTime()})
+					out.Runs = append(out.Runs, row{r.GetId(), stateWord(r.GetState()), r.GetSkill(), r.GetSkillVersion(), r.GetSchedule(), r.GetPlanName(),
+						r.GetRequester(), r.GetOpenAsks(), r.GetCreatedAt().AsTime()})
 				}
 				return out
 			}, func(w io.Writer, resp *tollgatev1.ListRunsResponse) error {
 				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "RUN\tSTATE\tAGE\tPLAN\tREQUESTER\tOPEN ASKS")
+				fmt.Fprintln(tw, "RUN\tSTATE\tAGE\tPLAN\tSCHEDULE\tREQUESTER\tOPEN ASKS")
 				now := g.cfg.Now()
 				for _, r := range resp.GetRuns() {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.GetId(), stateWord(r.GetState()), age(r.GetCreatedAt().AsTime(), now), r.GetPlanName(), r.GetRequester(), r.GetOpenAsks())
+					plan, sched := r.GetPlanName(), r.GetSchedule()
+					if r.GetSkill() != "" && r.GetSkillVersion() != 0 {
+						plan = fmt.Sprintf("%s@%d", r.GetSkill(), r.GetSkillVersion())
+					}
+					if sched == "" {
+						sched = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.GetId(), stateWord(r.GetState()), age(r.GetCreatedAt().AsTime(), now), cell(plan), cell(sched),
+						r.GetRequester(), r.GetOpenAsks())
 				}
 				return tw.Flush()
 			})
@@ -71,6 +91,7 @@ approvectl runs show RUN prints one run's timeline.`,
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only runs in this state (repeatable)")
 	cmd.Flags().StringVar(&requester, "requester", "", "only runs started by this principal")
+	cmd.Flags().StringVar(&schedule, "schedule", "", "only runs this schedule started")
 	cmd.Flags().Int32Var(&limit, "limit", 50, "at most this many runs")
 	cmd.AddCommand(newRunsShowCmd(g), newRunsCancelCmd(g))
 	return cmd
@@ -154,6 +175,14 @@ func writeRun(w io.Writer, r *tollgatev1.Run, packets map[string]*tollgatev1.Ask
 	fmt.Fprintf(w, "run %s  %s  requested by %s  %s\n", r.GetId(), stateWord(r.GetState()), r.GetRequester(), created.Format(time.RFC3339))
 	if r.GetStateReason() != "" {
 		fmt.Fprintf(w, "  %s\n", r.GetStateReason())
+	}
+	if sk := r.GetSkill(); sk != "" && r.GetSkillVersion() != 0 {
+		fmt.Fprintf(w, "  skill: %s v%d\n", sk, r.GetSkillVersion())
+	} else if sk != "" {
+		fmt.Fprintf(w, "  skill: %s\n", sk)
+	}
+	if sc := r.GetSchedule(); sc != "" {
+		fmt.Fprintf(w, "  started by schedule %s for the tick %s\n", sc, tsTime(r.GetScheduleTick()).Format(time.RFC3339))
 	}
 	if f := r.GetFinishedAt(); f != nil {
 		fmt.Fprintf(w, "  ended %s, %s after it started\n", f.AsTime().Format(time.RFC3339), span(f.AsTime().Sub(created)))

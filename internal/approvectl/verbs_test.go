@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,8 @@ type fakePlane struct {
 	tollgatev1.UnimplementedApprovalServiceServer
 	tollgatev1.UnimplementedAuditServiceServer
 	tollgatev1.UnimplementedGateServiceServer
+	tollgatev1.UnimplementedSkillServiceServer
+	tollgatev1.UnimplementedScheduleServiceServer
 }
 
 func failFor(id string) error {
@@ -236,7 +239,9 @@ func (fakePlane) StartRun(_ context.Context, r *tollgatev1.StartRunRequest) (*to
 	case "fail", "blocked", "standing":
 		id = "r_" + r.GetSkill()
 	}
-	return &tollgatev1.StartRunResponse{Run: fakeRun(id, tollgatev1.RunState_RUN_STATE_RUNNING), Created: r.GetRequestId() == ""}, nil
+	run := fakeRun(id, tollgatev1.RunState_RUN_STATE_RUNNING)
+	run.Skill, run.SkillVersion = r.GetSkill(), r.GetSkillVersion()
+	return &tollgatev1.StartRunResponse{Run: run, Created: r.GetRequestId() == ""}, nil
 }
 
 func (fakePlane) GetRun(_ context.Context, r *tollgatev1.GetRunRequest) (*tollgatev1.GetRunResponse, error) {
@@ -253,16 +258,24 @@ func (fakePlane) GetRun(_ context.Context, r *tollgatev1.GetRunRequest) (*tollga
 		// The standing approval decided the ask after the run parked.
 		state, version = tollgatev1.RunState_RUN_STATE_COMPLETE, 3
 	}
-	return &tollgatev1.GetRunResponse{Run: fakeRunOf(r.GetRunId(), state, version)}, nil
+	run := fakeRunOf(r.GetRunId(), state, version)
+	if strings.Contains(r.GetRunId(), "sched") {
+		run.Skill, run.SkillVersion, run.Schedule, run.ScheduleTick = "greet", 3, "nightly", tsAt(-24*time.Hour)
+	}
+	return &tollgatev1.GetRunResponse{Run: run}, nil
 }
 
 func (fakePlane) ListRuns(_ context.Context, r *tollgatev1.ListRunsRequest) (*tollgatev1.ListRunsResponse, error) {
 	if err := failFor(r.GetRequester()); err != nil {
 		return nil, err
 	}
-	return &tollgatev1.ListRunsResponse{NextPageToken: "p2", Runs: []*tollgatev1.RunSummary{
+	runs := []*tollgatev1.RunSummary{
 		{Id: "r1", PlanName: "pay-invoice", Requester: "alice", State: tollgatev1.RunState_RUN_STATE_PARKED, OpenAsks: 1, CreatedAt: tsAt(-3 * time.Hour)},
-		{Id: "r2", Skill: "greet", PlanName: "greet", Requester: "bob", State: tollgatev1.RunState_RUN_STATE_COMPLETE, CreatedAt: tsAt(-50 * time.Hour)}}}, nil
+		{Id: "r2", Skill: "greet", SkillVersion: 3, Schedule: "nightly", PlanName: "greet", Requester: "bob", State: tollgatev1.RunState_RUN_STATE_COMPLETE, CreatedAt: tsAt(-50 * time.Hour)}}
+	if sc := r.GetSchedule(); sc != "" {
+		runs = slices.DeleteFunc(runs, func(s *tollgatev1.RunSummary) bool { return s.GetSchedule() != sc })
+	}
+	return &tollgatev1.ListRunsResponse{NextPageToken: "p2", Runs: runs}, nil
 }
 
 func (fakePlane) WatchRun(r *tollgatev1.WatchRunRequest, s grpc.ServerStreamingServer[tollgatev1.WatchRunResponse]) error {
@@ -335,11 +348,237 @@ func (fakePlane) FinishRun(_ context.Context, r *tollgatev1.FinishRunRequest) (*
 	return &tollgatev1.FinishRunResponse{Run: &tollgatev1.Run{Id: r.GetRunId(), State: st, StateReason: r.GetReason()}}, nil
 }
 
+// The skills the fake plane keeps: greet, at versions 1 to 3, whose
+// cards differ (skills diff); stale, which no longer compiles; gone,
+// removed at version 2.
+
+func fakeDigest(name string, v int64) string {
+	return fmt.Sprintf("sha256:%x%d1b2c3d4e5f60718293a4b5c6d7e8f9", len(name), v)
+}
+
+func fakeSkill(name string, v int64) *tollgatev1.Skill {
+	s := &tollgatev1.Skill{Name: name, Version: v, Description: "Say hello to someone.", PlanDigest: fakeDigest(name, v),
+		Author: []string{"alice", "bob", "alice"}[(v-1)%3], PublishedAt: tsAt(-24 * time.Duration(3-min(v, 3)) * time.Hour), Origin: "api"}
+	if v == 1 {
+		s.PublishedAt, s.Origin = tsAt(-48*time.Hour), "dir"
+	}
+	if v == 3 {
+		s.PublishedAt = tsAt(-time.Hour)
+	}
+	return s
+}
+
+func fakeSource(name string, v int64) string {
+	src := "---\nname: " + name + "\ndescription: Say hello to someone.\n---\nhello: say hello to {who}\n"
+	if v < 3 {
+		src += "log: notes.store {\"text\": \"{hello}\"}\n"
+	}
+	return src + "ask me:\n  keep it?\nkeep: notes.store {\"text\": \"{hello}\"}\n"
+}
+
+func fakeCard(name string, v int64) string {
+	hello := "    hello  prose: say hello to {who}\n"
+	if v >= 3 {
+		hello = "    hello  prose: say hello to {who}, kindly\n"
+	}
+	log := "    log    notes·store {\"text\":\"{hello}\"}\n           side effect: runs without asking\n"
+	if v >= 3 {
+		log = ""
+	}
+	keep := "        ⚠ keep  notes·store {\"text\":\"{hello}\"}\n"
+	if v >= 3 {
+		keep += "                side effect: the run stops and asks \"keep it?\" (ask_1) before this runs, whoever started it\n"
+	}
+	return "plan " + name + "  " + fakeDigest(name, v) + "\nSay hello to someone.\n\n" + hello + log + "  ? ask_1 · gate ask me: keep it?\n      1) Yes →\n" + keep +
+		"      2) No → nothing more runs; the run ends rejected\n\nNothing runs until the plan is started.\n"
+}
+
+func (fakePlane) PutSkill(_ context.Context, r *tollgatev1.PutSkillRequest) (*tollgatev1.PutSkillResponse, error) {
+	name := r.GetName()
+	if name == "" {
+		name = frontMatterName(r.GetSource())
+	}
+	if err := failFor(name); err != nil {
+		return nil, err
+	}
+	if e := r.GetExpectedVersion(); e != 0 && e != 3 {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s is at version 3, not %d", name, e)
+	}
+	if strings.Contains(r.GetSource(), "notes.stor ") {
+		return &tollgatev1.PutSkillResponse{Diagnostics: []*tollgatev1.Diagnostic{
+			{Line: 5, Column: 7, Severity: tollgatev1.DiagnosticSeverity_DIAGNOSTIC_SEVERITY_ERROR, Code: "unknown-tool", Message: "`notes.stor` is not a tool of the catalog",
+				SubjectId: "keep", Hint: "did you mean notes.store?"},
+			{Line: 2, Column: 1, Severity: tollgatev1.DiagnosticSeverity_DIAGNOSTIC_SEVERITY_ERROR, Code: "undecidable-gate", Message: "nobody could decide ask_1 \x1b[2J under the policy"}}}, nil
+	}
+	unchanged := strings.Contains(r.GetSource(), "same")
+	resp := &tollgatev1.PutSkillResponse{Saved: true, Unchanged: unchanged, Skill: fakeSkill(name, 3), PlanDigest: fakeDigest(name, 3), PlanCard: fakeCard(name, 3)}
+	if name == "morning" {
+		resp.Diagnostics = []*tollgatev1.Diagnostic{{Line: 1, Column: 1, Severity: tollgatev1.DiagnosticSeverity_DIAGNOSTIC_SEVERITY_WARNING, Code: "write-declared-read-only",
+			Message: "notes.store is declared read-only"}}
+	}
+	return resp, nil
+}
+
+func (fakePlane) GetSkill(_ context.Context, r *tollgatev1.GetSkillRequest) (*tollgatev1.GetSkillResponse, error) {
+	if err := failFor(r.GetName()); err != nil {
+		return nil, err
+	}
+	v := r.GetVersion()
+	if v == 0 {
+		v = 3
+	}
+	if v > 3 {
+		return nil, status.Errorf(codes.NotFound, "%s has no version %d", r.GetName(), v)
+	}
+	s := fakeSkill(r.GetName(), v)
+	s.Source = fakeSource(r.GetName(), v)
+	resp := &tollgatev1.GetSkillResponse{Skill: s, LatestVersion: 3, Plan: &tollgatev1.Plan{Name: r.GetName(), Digest: fakeDigest(r.GetName(), v)},
+		PlanCard: fakeCard(r.GetName(), v)}
+	switch r.GetName() {
+	case "stale":
+		resp.Plan, resp.PlanCard = nil, ""
+		resp.Diagnostics = []*tollgatev1.Diagnostic{{Line: 7, Column: 7, Severity: tollgatev1.DiagnosticSeverity_DIAGNOSTIC_SEVERITY_ERROR, Code: "unknown-tool",
+			Message: "`notes.store` is not a tool of the catalog", Hint: "the catalog has no server notes; is its executor connected?"}}
+	case "gone":
+		if v == 3 {
+			s.Deleted, s.Source, s.PlanDigest, s.Author = true, "", "", "dave"
+			resp.Plan, resp.PlanCard = nil, ""
+		}
+	}
+	return resp, nil
+}
+
+func (fakePlane) ListSkills(_ context.Context, r *tollgatev1.ListSkillsRequest) (*tollgatev1.ListSkillsResponse, error) {
+	if r.GetPageToken() == "" { // two pages: the verb reads both
+		return &tollgatev1.ListSkillsResponse{Skills: []*tollgatev1.Skill{fakeSkill("greet", 3)}, NextPageToken: "p2"}, nil
+	}
+	m := fakeSkill("morning-briefing", 1)
+	m.Description = "Brief me every morning:\tcalendar, mail and the weather, in one note that is long enough to be cut"
+	return &tollgatev1.ListSkillsResponse{Skills: []*tollgatev1.Skill{m}}, nil
+}
+
+func (fakePlane) SkillHistory(_ context.Context, r *tollgatev1.SkillHistoryRequest) (*tollgatev1.SkillHistoryResponse, error) {
+	if err := failFor(r.GetName()); err != nil {
+		return nil, err
+	}
+	if r.GetPageToken() == "" {
+		return &tollgatev1.SkillHistoryResponse{Versions: []*tollgatev1.Skill{fakeSkill(r.GetName(), 1), fakeSkill(r.GetName(), 2)}, NextPageToken: "p2"}, nil
+	}
+	tomb := fakeSkill(r.GetName(), 4)
+	tomb.Deleted, tomb.PlanDigest, tomb.Author, tomb.PublishedAt = true, "", "dave", tsAt(0)
+	return &tollgatev1.SkillHistoryResponse{Versions: []*tollgatev1.Skill{fakeSkill(r.GetName(), 3), tomb}}, nil
+}
+
+func (fakePlane) DeleteSkill(_ context.Context, r *tollgatev1.DeleteSkillRequest) (*tollgatev1.DeleteSkillResponse, error) {
+	if err := failFor(r.GetName()); err != nil {
+		return nil, err
+	}
+	if e := r.GetExpectedVersion(); e != 0 && e != 3 {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s is at version 3, not %d", r.GetName(), e)
+	}
+	tomb := fakeSkill(r.GetName(), 4)
+	tomb.Deleted, tomb.PlanDigest, tomb.Author, tomb.PublishedAt = true, "", "dave", tsAt(90*time.Minute)
+	return &tollgatev1.DeleteSkillResponse{Tombstone: tomb}, nil
+}
+
+// The schedules the fake plane keeps: nightly (active) and weekly (paused,
+// its latest start failed); any other name is NOT_FOUND.
+
+func fakeSchedule(name string) *tollgatev1.Schedule {
+	s := &tollgatev1.Schedule{Spec: &tollgatev1.ScheduleSpec{Name: name, Skill: "greet", SkillVersion: 3, Cron: "0 9 * * 1-5", TimeZone: "Europe/Berlin",
+		Inputs: map[string]string{"who": "bob", "tone": "warm\x1b[31m"}, RunAs: "alice", Concurrency: "wait", Grace: durationpb.New(90 * time.Second)},
+		CreatedBy: "alice", CreatedAt: tsAt(-48 * time.Hour), UpdatedBy: "bob", UpdatedAt: tsAt(-24 * time.Hour), Version: 4,
+		NextTicks: []*timestamppb.Timestamp{tsAt(24 * time.Hour), tsAt(48 * time.Hour)}, LastTick: tsAt(0), LastRun: "r_sched", LastRunTick: tsAt(-24 * time.Hour),
+		WaitingTick: tsAt(0),
+		Started:     12, Skipped: 1, Missed: 2, LastSkip: "r_sched was still running"}
+	if name == "weekly" {
+		s.Spec = &tollgatev1.ScheduleSpec{Name: name, Skill: "morning-briefing", Cron: "@weekly"}
+		s.Paused, s.PausedBy, s.PausedAt, s.NextTicks = true, "dave", tsAt(-time.Hour), nil
+		s.LastRun, s.LastRunTick, s.LastTick, s.Started, s.Skipped, s.Missed, s.LastSkip = "", nil, tsAt(-24*time.Hour), 0, 0, 1, ""
+		s.WaitingTick = nil
+		s.LastError = "skill morning-briefing does not compile: `notes.store` is not a tool of the catalog"
+	}
+	return s
+}
+
+func (fakePlane) PutSchedule(_ context.Context, r *tollgatev1.PutScheduleRequest) (*tollgatev1.PutScheduleResponse, error) {
+	sp := r.GetSpec()
+	if err := failFor(sp.GetSkill()); err != nil {
+		return nil, err
+	}
+	switch {
+	case strings.Contains(sp.GetCron(), "bad"):
+		return nil, status.Errorf(codes.InvalidArgument, "cron %q: want 5 fields, 6 with seconds, or a descriptor such as @daily", sp.GetCron())
+	case (sp.GetName() == "nightly" || sp.GetName() == "taken") && r.GetExpectedVersion() == 0:
+		return nil, status.Errorf(codes.FailedPrecondition, "schedule %s exists", sp.GetName())
+	}
+	s := fakeSchedule(sp.GetName())
+	s.Spec, s.Version, s.Paused, s.PausedBy, s.PausedAt = sp, r.GetExpectedVersion()+1, false, "", nil
+	s.NextTicks = []*timestamppb.Timestamp{tsAt(24 * time.Hour)}
+	if r.GetExpectedVersion() == 0 {
+		s.UpdatedBy, s.UpdatedAt, s.LastTick, s.LastRun, s.LastRunTick, s.Started, s.Skipped, s.Missed, s.LastSkip = "", nil, nil, "", nil, 0, 0, 0, ""
+	}
+	return &tollgatev1.PutScheduleResponse{Schedule: s}, nil
+}
+
+func fakeScheduleNamed(name string) (*tollgatev1.Schedule, error) {
+	if err := failFor(name); err != nil {
+		return nil, err
+	}
+	if name != "nightly" && name != "weekly" {
+		return nil, status.Errorf(codes.NotFound, "no schedule %s", name)
+	}
+	return fakeSchedule(name), nil
+}
+
+func (fakePlane) GetSchedule(_ context.Context, r *tollgatev1.GetScheduleRequest) (*tollgatev1.GetScheduleResponse, error) {
+	s, err := fakeScheduleNamed(r.GetName())
+	if err == nil && r.GetNext() > 2 && !s.GetPaused() {
+		for i := int32(2); i < r.GetNext(); i++ {
+			s.NextTicks = append(s.NextTicks, tsAt(time.Duration(i+1)*24*time.Hour))
+		}
+	}
+	return &tollgatev1.GetScheduleResponse{Schedule: s}, err
+}
+
+func (fakePlane) ListSchedules(_ context.Context, r *tollgatev1.ListSchedulesRequest) (*tollgatev1.ListSchedulesResponse, error) {
+	out := []*tollgatev1.Schedule{fakeSchedule("nightly"), fakeSchedule("weekly")}
+	out = slices.DeleteFunc(out, func(s *tollgatev1.Schedule) bool { return r.GetSkill() != "" && s.GetSpec().GetSkill() != r.GetSkill() })
+	for _, s := range out {
+		s.NextTicks = s.NextTicks[:min(1, len(s.NextTicks))]
+	}
+	return &tollgatev1.ListSchedulesResponse{Schedules: out}, nil
+}
+
+func (fakePlane) PauseSchedule(_ context.Context, r *tollgatev1.PauseScheduleRequest) (*tollgatev1.PauseScheduleResponse, error) {
+	s, err := fakeScheduleNamed(r.GetName())
+	if err == nil {
+		s.Paused, s.PausedBy, s.PausedAt, s.NextTicks = true, "dave", tsAt(90*time.Minute), nil
+	}
+	return &tollgatev1.PauseScheduleResponse{Schedule: s}, err
+}
+
+func (fakePlane) ResumeSchedule(_ context.Context, r *tollgatev1.ResumeScheduleRequest) (*tollgatev1.ResumeScheduleResponse, error) {
+	s, err := fakeScheduleNamed(r.GetName())
+	if err == nil {
+		s.Paused, s.PausedBy, s.PausedAt, s.NextTicks = false, "", nil, []*timestamppb.Timestamp{tsAt(24 * time.Hour)}
+	}
+	return &tollgatev1.ResumeScheduleResponse{Schedule: s}, err
+}
+
+func (fakePlane) DeleteSchedule(_ context.Context, r *tollgatev1.DeleteScheduleRequest) (*tollgatev1.DeleteScheduleResponse, error) {
+	if _, err := fakeScheduleNamed(r.GetName()); err != nil {
+		return nil, err
+	}
+	return &tollgatev1.DeleteScheduleResponse{}, nil
+}
+
 func TestVerbsGolden(t *testing.T) {
 	// Some verbs print times in the local zone: the golden file has them
 	// in UTC, whatever the machine's zone.
 	var local []string
-	for _, d := range []time.Duration{-time.Hour, 0, time.Second, time.Hour, 8 * time.Hour, 720 * time.Hour} {
+	for _, d := range []time.Duration{-48 * time.Hour, -24 * time.Hour, -time.Hour, 0, time.Second, time.Hour, 90 * time.Minute, 8 * time.Hour,
+		24 * time.Hour, 48 * time.Hour, 72 * time.Hour, 96 * time.Hour, 120 * time.Hour, 144 * time.Hour, 720 * time.Hour} {
 		for _, layout := range []string{"2006-01-02 15:04", "15:04:05"} {
 			local = append(local, base.Add(d).Local().Format(layout), base.Add(d).Format(layout))
 		}
@@ -355,6 +594,8 @@ func TestVerbsGolden(t *testing.T) {
 	tollgatev1.RegisterApprovalServiceServer(srv, f)
 	tollgatev1.RegisterAuditServiceServer(srv, f)
 	tollgatev1.RegisterGateServiceServer(srv, f)
+	tollgatev1.RegisterSkillServiceServer(srv, f)
+	tollgatev1.RegisterScheduleServiceServer(srv, f)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	addr := lis.Addr().String()
@@ -362,6 +603,33 @@ func TestVerbsGolden(t *testing.T) {
 	evidence := filepath.Join(dir, "note.txt")
 	if err := os.WriteFile(evidence, []byte("the invoice, signed"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// Skills to push (skills/: two that save, one that does not compile;
+	// a hidden folder and a README that push leaves alone), a file too big
+	// to push, a folder with no skill, and schedule files.
+	for name, content := range map[string]string{
+		"skills/greet/SKILL.md":   fakeSource("greet", 3),
+		"skills/morning/SKILL.md": "brief: write the morning brief (same as before)\n",
+		"skills/broken/SKILL.md":  "---\nname: broken\n---\nhello: say hello\nkeep: notes.stor {}\n",
+		"skills/.git/SKILL.md":    "not a skill",
+		"skills/README.md":        "the team's skills",
+		"big/SKILL.md":            strings.Repeat("x", 1<<20+1),
+		"empty/notes.txt":         "no skill here",
+		"unavail/a/SKILL.md":      "hello: say hello\n",
+		"unavail/down/SKILL.md":   "hello: say hello\n",
+		"unavail/z/SKILL.md":      "hello: say hello\n",
+		"nightly.yaml":            "name: nightly\nskill: greet@3\ncron: 0 9 * * 1-5\ntime_zone: Europe/Berlin\ninputs:\n  who: bob\n  count: 3\nconcurrency: skip\ngrace: 2m\n",
+		"bad.yaml":                "name: nightly\nskill: greet\ncrom: 0 9 * * *\n",
+		"badtype.yaml":            "name: nightly\nskill: greet\ncron: '@daily'\ninputs: [who, bob]\n",
+		"badversion.yaml":         "name: nightly\nskill: greet\nskill_version: three\ncron: '@daily'\n",
+	} {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	type verbCase struct{ args, stdin string }
@@ -396,10 +664,42 @@ func TestVerbsGolden(t *testing.T) {
 		{args: "step extract --run r1 -- true"}, {args: "step extract --run live1 -- sh -c exit\\ 3"}, {args: "step read --run live1 -- true"},
 		{args: "step extract --run live1 -- echo hi"}, {args: "step extract -- true"}, {args: "step extract --run nope -- true"},
 		{args: "login"}, {args: "login --issuer http://127.0.0.1:1 --timeout 0s"}, {args: "whoami"},
+		{args: "runs --schedule nightly"}, {args: "runs --schedule Nightly!"}, {args: "runs show r_sched"}, {args: "runs show r_sched -o json"},
+		{args: "run greet@3 -o json"}, {args: "run greet@x"},
+		{args: "skills"}, {args: "skills list -o json"}, {args: "skills frob"},
+		{args: "skills push " + dir + "/skills/greet"}, {args: "skills push " + dir + "/skills/greet/SKILL.md -o json"},
+		{args: "skills push " + dir + "/skills"}, {args: "skills push " + dir + "/skills -o json"},
+		{args: "skills push " + dir + "/skills --expect-version 2"}, {args: "skills push " + dir + "/skills/greet --expect-version 2"},
+		{args: "skills push " + dir + "/skills/broken"}, {args: "skills push " + dir + "/big"}, {args: "skills push " + dir + "/empty"},
+		{args: "skills push " + dir + "/nothing"}, {args: "skills push " + dir + "/unavail"},
+		{args: "skills show greet"}, {args: "skills show greet@2 --source"}, {args: "skills show greet -o json"}, {args: "skills show stale"},
+		{args: "skills show gone@3"}, {args: "skills show nope"}, {args: "skills show greet@x"}, {args: "skills show ./greet"},
+		{args: "skills history greet"}, {args: "skills history greet -o json"}, {args: "skills history nope"},
+		{args: "skills diff greet 2 3"}, {args: "skills diff greet 2 3 --width 60"}, {args: "skills diff greet 3 3"},
+		{args: "skills diff greet 2 3 --source"}, {args: "skills diff greet 2 3 -o json"}, {args: "skills diff stale 2 3"},
+		{args: "skills diff greet 2 9"}, {args: "skills diff greet 2 x"}, {args: "skills diff greet 2"},
+		{args: "skills rm greet"}, {args: "skills rm greet -o json"}, {args: "skills rm greet --expect-version 2"}, {args: "skills rm nope"},
+		{args: "schedules"}, {args: "schedules list --skill greet -o json"}, {args: "schedules list --skill nope"},
+		{args: "schedules show nightly"}, {args: "schedules show nightly --next 4 -o json"}, {args: "schedules show weekly"},
+		{args: "schedules show nope"}, {args: "schedules show nightly --next 0"},
+		{args: "schedules add daily --skill greet@3 --cron 0\\ 9\\ *\\ *\\ 1-5 --tz Europe/Berlin --input who=bob --input note=a=b --run-as alice --catch-up none --concurrency wait --grace 90s"},
+		{args: "schedules add daily --skill greet --cron @daily -o json"},
+		{args: "schedules add nightly --skill greet --cron @daily --replace"}, {args: "schedules add nightly --skill greet --cron @daily"},
+		{args: "schedules add daily --skill nope --cron @daily"}, {args: "schedules add daily --skill greet --cron bad\\ cron"},
+		{args: "schedules add daily --skill greet"}, {args: "schedules add daily --cron @daily"}, {args: "schedules add --skill greet --cron @daily"},
+		{args: "schedules add daily --skill greet --cron @daily --input who"}, {args: "schedules add daily --skill greet --cron @daily --concurrency sometimes"},
+		{args: "schedules add daily --skill greet --cron @daily --grace soon"}, {args: "schedules add daily --skill greet@0 --cron @daily"},
+		{args: "schedules add -f " + dir + "/nightly.yaml --replace"}, {args: "schedules add -f " + dir + "/nightly.yaml"},
+		{args: "schedules add other -f " + dir + "/nightly.yaml"}, {args: "schedules add -f " + dir + "/nightly.yaml --cron @daily"},
+		{args: "schedules add -f " + dir + "/bad.yaml"}, {args: "schedules add -f " + dir + "/badtype.yaml"}, {args: "schedules add -f " + dir + "/badversion.yaml"}, {args: "schedules add -f " + dir + "/none.yaml"},
+		{args: "schedules pause nightly"}, {args: "schedules pause nightly -o json"}, {args: "schedules resume weekly"},
+		{args: "schedules rm nightly"}, {args: "schedules rm nightly -o json"}, {args: "schedules rm nope"}, {args: "schedules pause Bad"},
 	}
 	for _, verb := range []string{"", "asks", "asks show", "approve", "reject", "revoke", "request-evidence", "delegate", "amend", "standing",
 		"standing revoke", "evidence", "answer", "audit", "watch", "runs", "runs show", "runs cancel", "run", "begin", "finish", "gate", "step",
-		"grant", "grant verify", "plan", "login", "whoami", "logout"} {
+		"grant", "grant verify", "plan", "login", "whoami", "logout",
+		"skills", "skills push", "skills list", "skills show", "skills history", "skills diff", "skills rm",
+		"schedules", "schedules add", "schedules list", "schedules show", "schedules pause", "schedules resume", "schedules rm"} {
 		cases = append(cases, verbCase{args: strings.TrimSpace(verb + " --help")})
 	}
 	var got bytes.Buffer

@@ -106,6 +106,7 @@ type Options struct {
 	SMTPCA           string
 	Emails           []string // PERSON=ADDRESS
 	EmailIsPerson    bool
+	SkillsDir        string
 }
 
 // WebhookOption is one webhook receiver in the config file. The secret is
@@ -146,6 +147,7 @@ func (o *Options) settings() []setting {
 		{&o.AllowVolatile, "allow-volatile-store", "allow_volatile_store", false, "accept a Redis that keeps nothing on disk (appendonly no)"},
 		{&o.Dev, "dev", "dev", false, "development mode: memory store, dev key and tokens, loopback only"},
 		{&o.Home, "home", "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)"},
+		{&o.SkillsDir, "skills-dir", "skills_dir", "", "directory whose SKILL.md files (one per folder, the folder naming a skill without front matter `name`) are published to the skill registry at start and whenever one changes; a skill whose file leaves it is deleted (its history kept). --dev without it: the example skills"},
 		{&o.Catalogs, "catalog", "catalogs", nil, "tool catalog file (repeatable; default: the built-in example catalog); read again when it changes; executors' advertised annotations make it stricter, never laxer"},
 		{&o.Issuer, "jwt-issuer", "jwt_issuer", "tollgate-dev", "required JWT issuer"},
 		{&o.Audience, "jwt-audience", "jwt_audience", "tollgate", "required JWT audience"},

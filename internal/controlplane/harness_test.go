@@ -213,7 +213,7 @@ func newEnvOn(t *testing.T, st store.Store, az approvals.Policy, tools map[strin
 		disp = e.exec
 	}
 	e.logs = &lockedBuffer{}
-	cfg := Config{Store: st, Verifier: v, Catalog: cat, Skills: embeddedSkills{}, Policy: az, Domain: "acme", DrainTimeout: 5 * time.Second,
+	cfg := Config{Store: st, Verifier: v, Catalog: cat, SkillsDir: ExampleSkills(), SkillsDirName: "examples/skills", Policy: az, Domain: "acme", DrainTimeout: 5 * time.Second,
 		Dispatcher: disp, Log: slog.New(slog.NewTextHandler(e.logs, nil))}
 	for _, o := range opts {
 		o(&cfg)

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"io/fs"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // GetRun of graph-ask-demo: the request's values checked, the response
 // measured (it fits, so nothing is copied).
 func BenchmarkValueLimits(b *testing.B) {
-	src, _ := embeddedSkills{}.Skill("graph-ask-demo")
+	text, _ := fs.ReadFile(ExampleSkills(), "graph-ask-demo/SKILL.md")
+	src := string(text)
 	cat, _ := compiler.ParseCatalog(examples.Catalog)
 	res := compiler.Compile(src, compiler.Options{Catalog: cat, Name: "graph-ask-demo"})
 	m, err := engine.New(res.Plan, engine.Config{})

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -339,7 +340,20 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		reload := newCatalogReloader(o.Catalogs, catSum, func(c *compiler.Catalog) bool { return srv.SetCatalog(c) }, log)
 		background = append(background, reload.Watch)
 	}
-	srv = NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, Skills: ExampleSkills(), Policy: az, PolicyFile: o.Policy, Domain: o.Domain, Owners: owners,
+	// Skills: the operator's directory; in --dev without one, the
+	// examples built into the binary. Production serves what it is given.
+	var skillsFS iofs.FS
+	var skillsName string
+	switch {
+	case o.SkillsDir != "":
+		if st, err := os.Stat(o.SkillsDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--skills-dir %s: not a readable directory", o.SkillsDir)
+		}
+		skillsFS, skillsName = os.DirFS(o.SkillsDir), o.SkillsDir
+	case o.Dev:
+		skillsFS, skillsName = ExampleSkills(), "examples/skills (built in)"
+	}
+	srv = NewServer(Config{Store: st, Verifier: verifier, Catalog: cat, SkillsDir: skillsFS, SkillsDirName: skillsName, Policy: az, PolicyFile: o.Policy, Domain: o.Domain, Owners: owners,
 		Log: log, Engine: engine.Config{DefaultExpiry: o.AskExpiry}, Reflection: o.Reflection,
 		SigningKey: gpriv, KeyID: "grant", LeaseTTL: o.LeaseTTL, GateGrantTTL: o.GateGrantTTL, Replica: o.Replica, ExecutorTLS: execTLS, TrustDomain: o.TrustDomain,
 		EscalateTo: o.EscalateTo, Notifier: notifier, Observers: observers, Tracing: tracing,

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"slices"
@@ -27,10 +28,14 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api/gatesvc"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api/plansvc"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api/runsvc"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/schedulesvc"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/api/skillsvc"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/dispatch"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/schedules"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/skills"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/lru"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
@@ -65,7 +70,16 @@ type Config struct {
 	Store    store.Store
 	Verifier *identity.Verifier
 	Catalog  *compiler.Catalog // with the built-in dispatcher, executors' hellos make it stricter (dispatch/toolviews.go)
-	Skills   runsvc.Skills
+	// SkillsDir, when set, is loaded into the skill registry before the
+	// server serves and again every SkillsDirEvery (0: 2s), through the
+	// one publication path (skills.Dir); SkillsDirName names it in
+	// messages. --dev loads the example skills this way.
+	SkillsDir      fs.FS
+	SkillsDirName  string
+	SkillsDirEvery time.Duration
+	// SchedulePoll is the longest the scheduler sleeps between passes
+	// (0: 1s): how soon a schedule another replica wrote is seen.
+	SchedulePoll time.Duration
 	// Policy, Domain, Owners, EscalateTo and Notifier: see
 	// approvals.Config. With a Notifier, the server's Deliverer sends the
 	// notices the outbox holds (approvals, outbox.go).
@@ -158,6 +172,10 @@ type Server struct {
 	notices *approvals.Deliverer
 	local   api.Local
 	packets *approvalsvc.Service
+	// scheduler fires schedules' ticks; skillsDir loads Config.SkillsDir
+	// (nil without one).
+	scheduler *schedules.Scheduler
+	skillsDir *skills.Dir
 }
 
 // Packet is an ask's decision packet as a notice shows it (no caller: the
@@ -294,9 +312,13 @@ func NewServer(cfg Config) *Server {
 		views.Connected = execs.Connected // a blocked run names what they offer
 	}
 	watches := api.NewWatches(cfg.MaxWatchesPerCaller, views)
-	runs := runsvc.New(runsvc.Config{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: cfg.Skills, Approvals: desk,
+	registry := skills.New(skills.Config{Store: cfg.Store, Catalog: catalog, Authority: desk, Now: cfg.Store.Now, Log: cfg.Log})
+	runs := runsvc.New(runsvc.Config{Runner: run, Store: cfg.Store, Catalog: catalog, Skills: registry, Approvals: desk,
 		Readers: readers, Views: views, Watches: watches, Log: cfg.Log, PlanCache: cfg.PlanCache})
 	runs.Register(gs)
+	skillsvc.New(skillsvc.Config{Registry: registry, Catalog: catalog}).Register(gs)
+	book := schedules.NewBook(schedules.BookConfig{Store: cfg.Store, Skills: registry, Roles: desk, OperatorRole: api.RoleOperator, Now: cfg.Store.Now})
+	schedulesvc.New(schedulesvc.Config{Book: book, Now: cfg.Store.Now}).Register(gs)
 	approvalSvc := approvalsvc.New(approvalsvc.Config{Runner: run, Store: cfg.Store, Approvals: desk, Readers: readers, Watches: watches, Log: cfg.Log})
 	approvalSvc.Register(gs)
 	auditsvc.New(auditsvc.Config{Runner: run, Store: cfg.Store, Readers: readers}).Register(gs)
@@ -311,7 +333,15 @@ func NewServer(cfg Config) *Server {
 		reflection.Register(gs)
 	}
 	srv := &Server{GRPC: gs, Runner: run, health: hs, catalog: cat, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns(),
-		local: api.Local{Approvals: approvalSvc, Runs: runs, Log: cfg.Log}, packets: approvalSvc}
+		local: api.Local{Approvals: approvalSvc, Runs: runs, Log: cfg.Log}, packets: approvalSvc,
+		scheduler: schedules.NewScheduler(schedules.SchedulerConfig{Store: cfg.Store, Starter: runs, Runs: run, Replica: cfg.Replica, Poll: cfg.SchedulePoll, Log: cfg.Log})}
+	if cfg.SkillsDir != nil {
+		every := cfg.SkillsDirEvery
+		if every <= 0 {
+			every = 2 * time.Second
+		}
+		srv.skillsDir = skills.NewDir(registry, cfg.SkillsDir, cfg.SkillsDirName, every, cfg.Log)
+	}
 	if cfg.Notifier != nil {
 		srv.notices = approvals.NewDeliverer(approvals.DelivererConfig{Store: cfg.Store, Sender: cfg.Notifier, Recorder: run, Replica: cfg.Replica, Held: desk, Log: cfg.Log})
 	}
@@ -368,8 +398,20 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 			s.log.Warn("could not say this replica left; others take its leases when its heartbeat lapses", "replica", s.cfg.Replica, "error", err)
 		}
 	}()
+	if s.skillsDir != nil {
+		// Before serving: a run by name right after start finds its skill.
+		res, err := s.skillsDir.Load(ctx)
+		if err != nil {
+			return err
+		}
+		s.log.Info("skills loaded", "dir", s.cfg.SkillsDirName, "published", res.Published, "unchanged", len(res.Unchanged), "refused", len(res.Refused))
+	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var work sync.WaitGroup
+	work.Go(func() { _ = s.scheduler.Run(bg) })
+	if s.skillsDir != nil {
+		work.Go(func() { _ = s.skillsDir.Run(bg) })
+	}
 	work.Go(func() { _ = tick.Every(bg, s.cfg.LeaseTTL/4, s.heartbeat) })
 	work.Go(func() { _ = s.Runner.TakingOver(bg, s.cfg.ResettleEvery) })
 	// Hints from every replica's commits: work waiting wakes the claimer,

@@ -1,21 +1,17 @@
 package controlplane
 
 import (
+	"io/fs"
+
 	"github.com/tollgate-dev/tollgate/examples"
-	"github.com/tollgate-dev/tollgate/internal/controlplane/api/runsvc"
 )
 
-// embeddedSkills serves the example skills built into the binary.
-type embeddedSkills struct{}
-
-// Skill implements Skills.
-func (embeddedSkills) Skill(name string) (string, bool) {
-	b, err := examples.Skills.ReadFile("skills/" + name + "/SKILL.md")
+// ExampleSkills is the example skills built into the binary
+// (examples/skills), as the directory --dev loads into the registry.
+func ExampleSkills() fs.FS {
+	sub, err := fs.Sub(examples.Skills, "skills")
 	if err != nil {
-		return "", false
+		panic(err) // "skills" is a valid path: fs.Sub fails only on an invalid one
 	}
-	return string(b), true
+	return sub
 }
-
-// ExampleSkills returns the skills built into the binary (examples/skills).
-func ExampleSkills() runsvc.Skills { return embeddedSkills{} }

@@ -202,6 +202,9 @@ type Store interface {
 	Counts(ctx context.Context) (Counts, error)
 	// Work queues, hints and what replicas serve (work.go).
 	WorkQueues
+	// Saved skills and schedules (registry.go).
+	Skills
+	Schedules
 	// Close releases the store.
 	Close() error
 }

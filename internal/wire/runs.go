@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -19,12 +20,16 @@ import (
 // plan part is the one view of the plan v holds, shared with every other
 // response that carries it: callers must not modify it.
 func (v *Views) Run(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Run {
+	skill = cmp.Or(run.Origin.Skill, skill)
 	pv := v.of(m)
 	out := &tollgatev1.Run{
 		Id: run.ID, PlanDigest: run.PlanDigest, Plan: pv.plan, PlanCard: pv.card,
 		Skill: skill, Requester: run.Requester, State: RunState(run.State), StateReason: run.Reason, Version: uint64(run.Version),
 		CreatedAt: Time(run.CreatedAt), UpdatedAt: Time(run.UpdatedAt), ResumeCommand: resumeCommand(run), External: run.External,
-		Inputs: run.Inputs,
+		Inputs: run.Inputs, SkillVersion: run.Origin.SkillVersion, Schedule: run.Origin.Schedule,
+	}
+	if !run.Origin.Tick.IsZero() {
+		out.ScheduleTick = Time(run.Origin.Tick)
 	}
 	if run.State.Terminal() {
 		out.FinishedAt = Time(run.UpdatedAt)
@@ -155,5 +160,6 @@ func RunSummary(sr store.Run, run *engine.Run, planName string) *tollgatev1.RunS
 		}
 	}
 	return &tollgatev1.RunSummary{Id: sr.ID, Skill: sr.Skill, PlanName: planName, PlanDigest: sr.PlanDigest, Requester: sr.Requester,
-		State: RunState(run.State), StateReason: run.Reason, OpenAsks: int32(open), CreatedAt: Time(sr.CreatedAt), UpdatedAt: Time(sr.UpdatedAt)}
+		State: RunState(run.State), StateReason: run.Reason, OpenAsks: int32(open), CreatedAt: Time(sr.CreatedAt), UpdatedAt: Time(sr.UpdatedAt),
+		SkillVersion: run.Origin.SkillVersion, Schedule: run.Origin.Schedule}
 }

@@ -33,6 +33,11 @@ type Result struct {
 	Plan        *plan.Plan
 	Digest      string // plan.Digest of Plan
 	Diagnostics Diagnostics
+	// Positions is where each step and stopping point of Plan comes from
+	// in the source: an ask's line, and for a gate the compiler added, the
+	// line of the first side effect it governs. A check made on the plan
+	// later (e.g. who could decide a gate) reports its findings there.
+	Positions map[string]Pos
 }
 
 // Compile compiles a recipe or a SKILL.md (front matter optional). It never
@@ -79,7 +84,26 @@ func Compile(src string, opts Options) Result {
 		d.errorf(Pos{Line: sk.BodyLine, Col: 1}, "internal", "cannot digest the plan: %v", err)
 		return Result{Diagnostics: d.done()}
 	}
-	return Result{Plan: pl, Digest: digest, Diagnostics: d.done()}
+	return Result{Plan: pl, Digest: digest, Diagnostics: d.done(), Positions: b.positions()}
+}
+
+// positions maps every step and stopping point to its source position.
+func (b *builder) positions() map[string]Pos {
+	out := make(map[string]Pos, len(b.steps)+len(b.stops))
+	for id, c := range b.steps {
+		if c.src != nil {
+			out[id] = c.src.pos
+		}
+	}
+	for id, st := range b.stops {
+		switch {
+		case st.src != nil:
+			out[id] = st.src.pos
+		case len(st.governed) > 0 && st.governed[0].src != nil:
+			out[id] = st.governed[0].src.pos
+		}
+	}
+	return out
 }
 
 func empty(ph *srcPhase) bool {

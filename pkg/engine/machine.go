@@ -223,13 +223,28 @@ func (m *Machine) Start(id, requester string, at time.Time) Transition {
 // read as {NAME}. The caller checked them (names, count, sizes); the map
 // is copied.
 func (m *Machine) StartWith(id, requester string, inputs map[string]string, at time.Time) Transition {
+	return m.StartFrom(id, requester, inputs, Origin{}, at)
+}
+
+// StartFrom is StartWith for a run started from a saved skill or by a
+// schedule: the run and its first journal record carry origin, so the
+// journal says which skill version it ran and which schedule started it
+// (whose RunAs is requester: the schedule itself approves nothing).
+func (m *Machine) StartFrom(id, requester string, inputs map[string]string, origin Origin, at time.Time) Transition {
 	r := &Run{ID: id, PlanDigest: m.digest, Requester: requester, State: Running, CreatedAt: at, UpdatedAt: at,
-		Steps: map[string]*StepRun{}, Asks: map[string]*AskRun{}, External: m.plan.External}
+		Steps: map[string]*StepRun{}, Asks: map[string]*AskRun{}, External: m.plan.External, Origin: origin}
 	if len(inputs) > 0 {
 		r.Inputs = maps.Clone(inputs)
 	}
 	t := &tx{m: m, run: r, at: at}
-	t.record(JournalRunStarted, requester, map[string]any{"plan_digest": m.digest})
+	started := map[string]any{"plan_digest": m.digest}
+	if origin.Skill != "" {
+		started["skill"], started["skill_version"] = origin.Skill, origin.SkillVersion
+	}
+	if origin.Schedule != "" {
+		started["schedule"], started["tick"] = origin.Schedule, origin.Tick.UTC().Format(time.RFC3339Nano)
+	}
+	t.record(JournalRunStarted, requester, started)
 	t.activate(m.top)
 	t.advance()
 	return t.result()

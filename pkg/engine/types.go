@@ -124,6 +124,9 @@ type Run struct {
 	// Inputs are the named values the run was started with; the plan's
 	// references read those it declares (plan.Plan.Inputs).
 	Inputs map[string]string `json:"inputs,omitempty"`
+	// Origin is what the run was started from, recorded at its start and
+	// never changed.
+	Origin Origin `json:"origin,omitzero"`
 	// Parks counts how often the run has parked; ParkedAt is when it last
 	// parked, ResumedAt when it last left parked. A run's life is drawn
 	// as its stretches between parks (traces, timelines).
@@ -134,6 +137,22 @@ type Run struct {
 	// tally counts Steps for deriving the state (tally.go); nil until a
 	// transition made this run. Immutable once set.
 	tally *tally
+}
+
+// Origin is what a run was started from: a saved skill's version, and the
+// schedule and tick that started it; zero for an ad-hoc recipe a caller
+// started.
+type Origin struct {
+	Skill        string    `json:"skill,omitempty"`
+	SkillVersion int64     `json:"skill_version,omitempty"`
+	Schedule     string    `json:"schedule,omitempty"`
+	Tick         time.Time `json:"tick,omitzero"`
+}
+
+// Equal reports whether o and p name the same origin (the same instant for
+// Tick, whatever its location or monotonic reading).
+func (o Origin) Equal(p Origin) bool {
+	return o.Skill == p.Skill && o.SkillVersion == p.SkillVersion && o.Schedule == p.Schedule && o.Tick.Equal(p.Tick)
 }
 
 // StepRun is one step of an active phase.

@@ -22,3 +22,24 @@ func (p *Plan) AllSteps() []Step {
 	walk(p.InitialSteps, p.StoppingPoints)
 	return out
 }
+
+// AllStops lists every stopping point of the plan at any depth, in the
+// order AllSteps walks them.
+func (p *Plan) AllStops() []*StoppingPoint {
+	var out []*StoppingPoint
+	var walk func(stops []StoppingPoint)
+	walk = func(stops []StoppingPoint) {
+		for i := range stops {
+			sp := &stops[i]
+			out = append(out, sp)
+			for _, o := range sp.Options {
+				walk(o.StoppingPoints)
+			}
+			if sp.Then != nil {
+				walk(sp.Then.StoppingPoints)
+			}
+		}
+	}
+	walk(p.StoppingPoints)
+	return out
+}

@@ -67,7 +67,7 @@ func newWorldOn(t testing.TB, catalogExtra string, st store.Store) *world {
 		t.Fatal(err)
 	}
 	w.srv = controlplane.NewServer(controlplane.Config{Store: st, Verifier: v, Catalog: cat,
-		Skills: controlplane.ExampleSkills(), SigningKey: gpriv, KeyID: "cp", LeaseTTL: 2 * time.Second, ExecutorTLS: serverTLS, DrainTimeout: 10 * time.Second,
+		SkillsDir: controlplane.ExampleSkills(), SigningKey: gpriv, KeyID: "cp", LeaseTTL: 2 * time.Second, ExecutorTLS: serverTLS, DrainTimeout: 10 * time.Second,
 		MaxWatchesPerCaller: 1024}) // BenchmarkSustained's 64 clients all watch as alice
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -9,7 +9,6 @@ package tollgatev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -163,476 +162,11 @@ func (x *CompileResponse) GetDiagnostics() []*Diagnostic {
 	return nil
 }
 
-// Skill is a stored SKILL.md: a recipe that runs by name.
-type Skill struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Skill name (front matter `name`); unique; what StartRun.skill names.
-	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// One-line description (front matter `description`).
-	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// The whole SKILL.md text as stored.
-	Source string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
-	// Digest of the plan the source compiles to, as of the last Put.
-	PlanDigest string `protobuf:"bytes,4,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
-	// Principal who last stored it.
-	UpdatedBy string `protobuf:"bytes,5,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
-	// When it was last stored.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Skill) Reset() {
-	*x = Skill{}
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Skill) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Skill) ProtoMessage() {}
-
-func (x *Skill) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Skill.ProtoReflect.Descriptor instead.
-func (*Skill) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_plan_service_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *Skill) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *Skill) GetDescription() string {
-	if x != nil {
-		return x.Description
-	}
-	return ""
-}
-
-func (x *Skill) GetSource() string {
-	if x != nil {
-		return x.Source
-	}
-	return ""
-}
-
-func (x *Skill) GetPlanDigest() string {
-	if x != nil {
-		return x.PlanDigest
-	}
-	return ""
-}
-
-func (x *Skill) GetUpdatedBy() string {
-	if x != nil {
-		return x.UpdatedBy
-	}
-	return ""
-}
-
-func (x *Skill) GetUpdatedAt() *timestamppb.Timestamp {
-	if x != nil {
-		return x.UpdatedAt
-	}
-	return nil
-}
-
-// ListSkillsRequest is the input of ListSkills.
-type ListSkillsRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum skills to return; 0 means the server default (50); capped at
-	// 500.
-	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// Token from a previous response's next_page_token; empty for the first
-	// page.
-	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ListSkillsRequest) Reset() {
-	*x = ListSkillsRequest{}
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ListSkillsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ListSkillsRequest) ProtoMessage() {}
-
-func (x *ListSkillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ListSkillsRequest.ProtoReflect.Descriptor instead.
-func (*ListSkillsRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_plan_service_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *ListSkillsRequest) GetPageSize() int32 {
-	if x != nil {
-		return x.PageSize
-	}
-	return 0
-}
-
-func (x *ListSkillsRequest) GetPageToken() string {
-	if x != nil {
-		return x.PageToken
-	}
-	return ""
-}
-
-// ListSkillsResponse is the output of ListSkills.
-type ListSkillsResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Skills of this page, ordered by name; `source` is left empty (use
-	// GetSkill).
-	Skills []*Skill `protobuf:"bytes,1,rep,name=skills,proto3" json:"skills,omitempty"`
-	// Token for the next page; empty when there are no more.
-	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ListSkillsResponse) Reset() {
-	*x = ListSkillsResponse{}
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ListSkillsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ListSkillsResponse) ProtoMessage() {}
-
-func (x *ListSkillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ListSkillsResponse.ProtoReflect.Descriptor instead.
-func (*ListSkillsResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_plan_service_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *ListSkillsResponse) GetSkills() []*Skill {
-	if x != nil {
-		return x.Skills
-	}
-	return nil
-}
-
-func (x *ListSkillsResponse) GetNextPageToken() string {
-	if x != nil {
-		return x.NextPageToken
-	}
-	return ""
-}
-
-// GetSkillRequest is the input of GetSkill.
-type GetSkillRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Skill name.
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GetSkillRequest) Reset() {
-	*x = GetSkillRequest{}
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GetSkillRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GetSkillRequest) ProtoMessage() {}
-
-func (x *GetSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GetSkillRequest.ProtoReflect.Descriptor instead.
-func (*GetSkillRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_plan_service_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *GetSkillRequest) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-// GetSkillResponse is the output of GetSkill.
-type GetSkillResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// The skill, with source.
-	Skill *Skill `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
-	// The plan its source compiles to now (against the server's catalog); unset
-	// if it no longer compiles (see diagnostics).
-	Plan *Plan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
-	// The plan card.
-	PlanCard string `protobuf:"bytes,3,opt,name=plan_card,json=planCard,proto3" json:"plan_card,omitempty"`
-	// Diagnostics of compiling it now (e.g. a tool left the catalog).
-	Diagnostics   []*Diagnostic `protobuf:"bytes,4,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GetSkillResponse) Reset() {
-	*x = GetSkillResponse{}
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GetSkillResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GetSkillResponse) ProtoMessage() {}
-
-func (x *GetSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GetSkillResponse.ProtoReflect.Descriptor instead.
-func (*GetSkillResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_plan_service_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *GetSkillResponse) GetSkill() *Skill {
-	if x != nil {
-		return x.Skill
-	}
-	return nil
-}
-
-func (x *GetSkillResponse) GetPlan() *Plan {
-	if x != nil {
-		return x.Plan
-	}
-	return nil
-}
-
-func (x *GetSkillResponse) GetPlanCard() string {
-	if x != nil {
-		return x.PlanCard
-	}
-	return ""
-}
-
-func (x *GetSkillResponse) GetDiagnostics() []*Diagnostic {
-	if x != nil {
-		return x.Diagnostics
-	}
-	return nil
-}
-
-// PutSkillRequest is the input of PutSkill.
-type PutSkillRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Skill name. When empty, the front matter's name is used; when both are
-	// set they must agree (INVALID_ARGUMENT otherwise). One of the two is
-	// required.
-	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The whole SKILL.md text.
-	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
-	// Optimistic concurrency: when non-empty, the stored skill's current
-	// plan_digest must equal this (FAILED_PRECONDITION otherwise). Use
-	// "absent" to require that no skill of this name exists.
-	ExpectedPlanDigest string `protobuf:"bytes,3,opt,name=expected_plan_digest,json=expectedPlanDigest,proto3" json:"expected_plan_digest,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
-}
-
-func (x *PutSkillRequest) Reset() {
-	*x = PutSkillRequest{}
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutSkillRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutSkillRequest) ProtoMessage() {}
-
-func (x *PutSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutSkillRequest.ProtoReflect.Descriptor instead.
-func (*PutSkillRequest) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_plan_service_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *PutSkillRequest) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *PutSkillRequest) GetSource() string {
-	if x != nil {
-		return x.Source
-	}
-	return ""
-}
-
-func (x *PutSkillRequest) GetExpectedPlanDigest() string {
-	if x != nil {
-		return x.ExpectedPlanDigest
-	}
-	return ""
-}
-
-// PutSkillResponse is the output of PutSkill.
-type PutSkillResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// True when the skill was stored; false when it had compile errors.
-	Saved bool `protobuf:"varint,1,opt,name=saved,proto3" json:"saved,omitempty"`
-	// The skill as stored; unset when not saved.
-	Skill *Skill `protobuf:"bytes,2,opt,name=skill,proto3" json:"skill,omitempty"`
-	// Digest of the compiled plan; empty when it did not compile.
-	PlanDigest string `protobuf:"bytes,3,opt,name=plan_digest,json=planDigest,proto3" json:"plan_digest,omitempty"`
-	// Diagnostics of the compile (errors, warnings, notes).
-	Diagnostics   []*Diagnostic `protobuf:"bytes,4,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PutSkillResponse) Reset() {
-	*x = PutSkillResponse{}
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PutSkillResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PutSkillResponse) ProtoMessage() {}
-
-func (x *PutSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tollgate_v1_plan_service_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PutSkillResponse.ProtoReflect.Descriptor instead.
-func (*PutSkillResponse) Descriptor() ([]byte, []int) {
-	return file_tollgate_v1_plan_service_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *PutSkillResponse) GetSaved() bool {
-	if x != nil {
-		return x.Saved
-	}
-	return false
-}
-
-func (x *PutSkillResponse) GetSkill() *Skill {
-	if x != nil {
-		return x.Skill
-	}
-	return nil
-}
-
-func (x *PutSkillResponse) GetPlanDigest() string {
-	if x != nil {
-		return x.PlanDigest
-	}
-	return ""
-}
-
-func (x *PutSkillResponse) GetDiagnostics() []*Diagnostic {
-	if x != nil {
-		return x.Diagnostics
-	}
-	return nil
-}
-
 var File_tollgate_v1_plan_service_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_plan_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1etollgate/v1/plan_service.proto\x12\vtollgate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ctollgate/v1/diagnostic.proto\x1a\x16tollgate/v1/plan.proto\x1a\x16tollgate/v1/tool.proto\"p\n" +
+	"\x1etollgate/v1/plan_service.proto\x12\vtollgate.v1\x1a\x1ctollgate/v1/diagnostic.proto\x1a\x16tollgate/v1/plan.proto\x1a\x16tollgate/v1/tool.proto\"p\n" +
 	"\x0eCompileRequest\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x122\n" +
@@ -642,47 +176,9 @@ const file_tollgate_v1_plan_service_proto_rawDesc = "" +
 	"\vplan_digest\x18\x02 \x01(\tR\n" +
 	"planDigest\x12\x1b\n" +
 	"\tplan_card\x18\x03 \x01(\tR\bplanCard\x129\n" +
-	"\vdiagnostics\x18\x04 \x03(\v2\x17.tollgate.v1.DiagnosticR\vdiagnostics\"\xd0\x01\n" +
-	"\x05Skill\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
-	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1f\n" +
-	"\vplan_digest\x18\x04 \x01(\tR\n" +
-	"planDigest\x12\x1d\n" +
-	"\n" +
-	"updated_by\x18\x05 \x01(\tR\tupdatedBy\x129\n" +
-	"\n" +
-	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"O\n" +
-	"\x11ListSkillsRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
-	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\"h\n" +
-	"\x12ListSkillsResponse\x12*\n" +
-	"\x06skills\x18\x01 \x03(\v2\x12.tollgate.v1.SkillR\x06skills\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"%\n" +
-	"\x0fGetSkillRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xbb\x01\n" +
-	"\x10GetSkillResponse\x12(\n" +
-	"\x05skill\x18\x01 \x01(\v2\x12.tollgate.v1.SkillR\x05skill\x12%\n" +
-	"\x04plan\x18\x02 \x01(\v2\x11.tollgate.v1.PlanR\x04plan\x12\x1b\n" +
-	"\tplan_card\x18\x03 \x01(\tR\bplanCard\x129\n" +
-	"\vdiagnostics\x18\x04 \x03(\v2\x17.tollgate.v1.DiagnosticR\vdiagnostics\"o\n" +
-	"\x0fPutSkillRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06source\x18\x02 \x01(\tR\x06source\x120\n" +
-	"\x14expected_plan_digest\x18\x03 \x01(\tR\x12expectedPlanDigest\"\xae\x01\n" +
-	"\x10PutSkillResponse\x12\x14\n" +
-	"\x05saved\x18\x01 \x01(\bR\x05saved\x12(\n" +
-	"\x05skill\x18\x02 \x01(\v2\x12.tollgate.v1.SkillR\x05skill\x12\x1f\n" +
-	"\vplan_digest\x18\x03 \x01(\tR\n" +
-	"planDigest\x129\n" +
-	"\vdiagnostics\x18\x04 \x03(\v2\x17.tollgate.v1.DiagnosticR\vdiagnostics2\xb4\x02\n" +
+	"\vdiagnostics\x18\x04 \x03(\v2\x17.tollgate.v1.DiagnosticR\vdiagnostics2S\n" +
 	"\vPlanService\x12D\n" +
-	"\aCompile\x12\x1b.tollgate.v1.CompileRequest\x1a\x1c.tollgate.v1.CompileResponse\x12M\n" +
-	"\n" +
-	"ListSkills\x12\x1e.tollgate.v1.ListSkillsRequest\x1a\x1f.tollgate.v1.ListSkillsResponse\x12G\n" +
-	"\bGetSkill\x12\x1c.tollgate.v1.GetSkillRequest\x1a\x1d.tollgate.v1.GetSkillResponse\x12G\n" +
-	"\bPutSkill\x12\x1c.tollgate.v1.PutSkillRequest\x1a\x1d.tollgate.v1.PutSkillResponseB=Z;github.com/tollgate-dev/tollgate/gen/tollgate/v1;tollgatev1b\x06proto3"
+	"\aCompile\x12\x1b.tollgate.v1.CompileRequest\x1a\x1c.tollgate.v1.CompileResponseB=Z;github.com/tollgate-dev/tollgate/gen/tollgate/v1;tollgatev1b\x06proto3"
 
 var (
 	file_tollgate_v1_plan_service_proto_rawDescOnce sync.Once
@@ -696,46 +192,25 @@ func file_tollgate_v1_plan_service_proto_rawDescGZIP() []byte {
 	return file_tollgate_v1_plan_service_proto_rawDescData
 }
 
-var file_tollgate_v1_plan_service_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_tollgate_v1_plan_service_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_tollgate_v1_plan_service_proto_goTypes = []any{
-	(*CompileRequest)(nil),        // 0: tollgate.v1.CompileRequest
-	(*CompileResponse)(nil),       // 1: tollgate.v1.CompileResponse
-	(*Skill)(nil),                 // 2: tollgate.v1.Skill
-	(*ListSkillsRequest)(nil),     // 3: tollgate.v1.ListSkillsRequest
-	(*ListSkillsResponse)(nil),    // 4: tollgate.v1.ListSkillsResponse
-	(*GetSkillRequest)(nil),       // 5: tollgate.v1.GetSkillRequest
-	(*GetSkillResponse)(nil),      // 6: tollgate.v1.GetSkillResponse
-	(*PutSkillRequest)(nil),       // 7: tollgate.v1.PutSkillRequest
-	(*PutSkillResponse)(nil),      // 8: tollgate.v1.PutSkillResponse
-	(*ToolCatalog)(nil),           // 9: tollgate.v1.ToolCatalog
-	(*Plan)(nil),                  // 10: tollgate.v1.Plan
-	(*Diagnostic)(nil),            // 11: tollgate.v1.Diagnostic
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*CompileRequest)(nil),  // 0: tollgate.v1.CompileRequest
+	(*CompileResponse)(nil), // 1: tollgate.v1.CompileResponse
+	(*ToolCatalog)(nil),     // 2: tollgate.v1.ToolCatalog
+	(*Plan)(nil),            // 3: tollgate.v1.Plan
+	(*Diagnostic)(nil),      // 4: tollgate.v1.Diagnostic
 }
 var file_tollgate_v1_plan_service_proto_depIdxs = []int32{
-	9,  // 0: tollgate.v1.CompileRequest.catalog:type_name -> tollgate.v1.ToolCatalog
-	10, // 1: tollgate.v1.CompileResponse.plan:type_name -> tollgate.v1.Plan
-	11, // 2: tollgate.v1.CompileResponse.diagnostics:type_name -> tollgate.v1.Diagnostic
-	12, // 3: tollgate.v1.Skill.updated_at:type_name -> google.protobuf.Timestamp
-	2,  // 4: tollgate.v1.ListSkillsResponse.skills:type_name -> tollgate.v1.Skill
-	2,  // 5: tollgate.v1.GetSkillResponse.skill:type_name -> tollgate.v1.Skill
-	10, // 6: tollgate.v1.GetSkillResponse.plan:type_name -> tollgate.v1.Plan
-	11, // 7: tollgate.v1.GetSkillResponse.diagnostics:type_name -> tollgate.v1.Diagnostic
-	2,  // 8: tollgate.v1.PutSkillResponse.skill:type_name -> tollgate.v1.Skill
-	11, // 9: tollgate.v1.PutSkillResponse.diagnostics:type_name -> tollgate.v1.Diagnostic
-	0,  // 10: tollgate.v1.PlanService.Compile:input_type -> tollgate.v1.CompileRequest
-	3,  // 11: tollgate.v1.PlanService.ListSkills:input_type -> tollgate.v1.ListSkillsRequest
-	5,  // 12: tollgate.v1.PlanService.GetSkill:input_type -> tollgate.v1.GetSkillRequest
-	7,  // 13: tollgate.v1.PlanService.PutSkill:input_type -> tollgate.v1.PutSkillRequest
-	1,  // 14: tollgate.v1.PlanService.Compile:output_type -> tollgate.v1.CompileResponse
-	4,  // 15: tollgate.v1.PlanService.ListSkills:output_type -> tollgate.v1.ListSkillsResponse
-	6,  // 16: tollgate.v1.PlanService.GetSkill:output_type -> tollgate.v1.GetSkillResponse
-	8,  // 17: tollgate.v1.PlanService.PutSkill:output_type -> tollgate.v1.PutSkillResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2, // 0: tollgate.v1.CompileRequest.catalog:type_name -> tollgate.v1.ToolCatalog
+	3, // 1: tollgate.v1.CompileResponse.plan:type_name -> tollgate.v1.Plan
+	4, // 2: tollgate.v1.CompileResponse.diagnostics:type_name -> tollgate.v1.Diagnostic
+	0, // 3: tollgate.v1.PlanService.Compile:input_type -> tollgate.v1.CompileRequest
+	1, // 4: tollgate.v1.PlanService.Compile:output_type -> tollgate.v1.CompileResponse
+	4, // [4:5] is the sub-list for method output_type
+	3, // [3:4] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_plan_service_proto_init() }
@@ -752,7 +227,7 @@ func file_tollgate_v1_plan_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tollgate_v1_plan_service_proto_rawDesc), len(file_tollgate_v1_plan_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

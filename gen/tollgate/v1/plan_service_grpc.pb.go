@@ -19,18 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PlanService_Compile_FullMethodName    = "/tollgate.v1.PlanService/Compile"
-	PlanService_ListSkills_FullMethodName = "/tollgate.v1.PlanService/ListSkills"
-	PlanService_GetSkill_FullMethodName   = "/tollgate.v1.PlanService/GetSkill"
-	PlanService_PutSkill_FullMethodName   = "/tollgate.v1.PlanService/PutSkill"
+	PlanService_Compile_FullMethodName = "/tollgate.v1.PlanService/Compile"
 )
 
 // PlanServiceClient is the client API for PlanService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// PlanService compiles recipes and stores skills. Every surface compiles
-// through it (or through pkg/compiler directly), so every surface shows the
+// PlanService compiles recipes (SkillService saves them). Every surface
+// compiles through it (or through pkg/compiler directly), so every surface shows the
 // same plan and plan card. Callers are authenticated people or services; the
 // actor is always the authenticated caller, never a request field.
 type PlanServiceClient interface {
@@ -39,14 +36,6 @@ type PlanServiceClient interface {
 	// and an OK status; INVALID_ARGUMENT is only for malformed requests (empty
 	// or oversized source).
 	Compile(ctx context.Context, in *CompileRequest, opts ...grpc.CallOption) (*CompileResponse, error)
-	// ListSkills lists stored skills, ordered by name.
-	ListSkills(ctx context.Context, in *ListSkillsRequest, opts ...grpc.CallOption) (*ListSkillsResponse, error)
-	// GetSkill returns one skill with its compiled plan. NOT_FOUND if unknown.
-	GetSkill(ctx context.Context, in *GetSkillRequest, opts ...grpc.CallOption) (*GetSkillResponse, error)
-	// PutSkill compiles and stores (creates or replaces) a skill. A skill that
-	// does not compile is not stored: the response has saved = false and the
-	// diagnostics. Later runs of the skill use the stored source.
-	PutSkill(ctx context.Context, in *PutSkillRequest, opts ...grpc.CallOption) (*PutSkillResponse, error)
 }
 
 type planServiceClient struct {
@@ -67,42 +56,12 @@ func (c *planServiceClient) Compile(ctx context.Context, in *CompileRequest, opt
 	return out, nil
 }
 
-func (c *planServiceClient) ListSkills(ctx context.Context, in *ListSkillsRequest, opts ...grpc.CallOption) (*ListSkillsResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListSkillsResponse)
-	err := c.cc.Invoke(ctx, PlanService_ListSkills_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *planServiceClient) GetSkill(ctx context.Context, in *GetSkillRequest, opts ...grpc.CallOption) (*GetSkillResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(GetSkillResponse)
-	err := c.cc.Invoke(ctx, PlanService_GetSkill_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *planServiceClient) PutSkill(ctx context.Context, in *PutSkillRequest, opts ...grpc.CallOption) (*PutSkillResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(PutSkillResponse)
-	err := c.cc.Invoke(ctx, PlanService_PutSkill_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // PlanServiceServer is the server API for PlanService service.
 // All implementations must embed UnimplementedPlanServiceServer
 // for forward compatibility.
 //
-// PlanService compiles recipes and stores skills. Every surface compiles
-// through it (or through pkg/compiler directly), so every surface shows the
+// PlanService compiles recipes (SkillService saves them). Every surface
+// compiles through it (or through pkg/compiler directly), so every surface shows the
 // same plan and plan card. Callers are authenticated people or services; the
 // actor is always the authenticated caller, never a request field.
 type PlanServiceServer interface {
@@ -111,14 +70,6 @@ type PlanServiceServer interface {
 	// and an OK status; INVALID_ARGUMENT is only for malformed requests (empty
 	// or oversized source).
 	Compile(context.Context, *CompileRequest) (*CompileResponse, error)
-	// ListSkills lists stored skills, ordered by name.
-	ListSkills(context.Context, *ListSkillsRequest) (*ListSkillsResponse, error)
-	// GetSkill returns one skill with its compiled plan. NOT_FOUND if unknown.
-	GetSkill(context.Context, *GetSkillRequest) (*GetSkillResponse, error)
-	// PutSkill compiles and stores (creates or replaces) a skill. A skill that
-	// does not compile is not stored: the response has saved = false and the
-	// diagnostics. Later runs of the skill use the stored source.
-	PutSkill(context.Context, *PutSkillRequest) (*PutSkillResponse, error)
 	mustEmbedUnimplementedPlanServiceServer()
 }
 
@@ -131,15 +82,6 @@ type UnimplementedPlanServiceServer struct{}
 
 func (UnimplementedPlanServiceServer) Compile(context.Context, *CompileRequest) (*CompileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Compile not implemented")
-}
-func (UnimplementedPlanServiceServer) ListSkills(context.Context, *ListSkillsRequest) (*ListSkillsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ListSkills not implemented")
-}
-func (UnimplementedPlanServiceServer) GetSkill(context.Context, *GetSkillRequest) (*GetSkillResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method GetSkill not implemented")
-}
-func (UnimplementedPlanServiceServer) PutSkill(context.Context, *PutSkillRequest) (*PutSkillResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method PutSkill not implemented")
 }
 func (UnimplementedPlanServiceServer) mustEmbedUnimplementedPlanServiceServer() {}
 func (UnimplementedPlanServiceServer) testEmbeddedByValue()                     {}
@@ -180,60 +122,6 @@ func _PlanService_Compile_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
-func _PlanService_ListSkills_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListSkillsRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(PlanServiceServer).ListSkills(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: PlanService_ListSkills_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PlanServiceServer).ListSkills(ctx, req.(*ListSkillsRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _PlanService_GetSkill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(GetSkillRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(PlanServiceServer).GetSkill(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: PlanService_GetSkill_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PlanServiceServer).GetSkill(ctx, req.(*GetSkillRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _PlanService_PutSkill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(PutSkillRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(PlanServiceServer).PutSkill(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: PlanService_PutSkill_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PlanServiceServer).PutSkill(ctx, req.(*PutSkillRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // PlanService_ServiceDesc is the grpc.ServiceDesc for PlanService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -244,18 +132,6 @@ var PlanService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Compile",
 			Handler:    _PlanService_Compile_Handler,
-		},
-		{
-			MethodName: "ListSkills",
-			Handler:    _PlanService_ListSkills_Handler,
-		},
-		{
-			MethodName: "GetSkill",
-			Handler:    _PlanService_GetSkill_Handler,
-		},
-		{
-			MethodName: "PutSkill",
-			Handler:    _PlanService_PutSkill_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -386,7 +386,14 @@ type Run struct {
 	// watch stream, as they were when the run last changed. (Executors
 	// connected to other replicas are not listed; a step is blocked only
 	// when none of theirs offers it either.)
-	Executors     []*ConnectedExecutor `protobuf:"bytes,22,rep,name=executors,proto3" json:"executors,omitempty"`
+	Executors []*ConnectedExecutor `protobuf:"bytes,22,rep,name=executors,proto3" json:"executors,omitempty"`
+	// Version of the skill the run came from; 0 for ad-hoc recipes.
+	SkillVersion int64 `protobuf:"varint,23,opt,name=skill_version,json=skillVersion,proto3" json:"skill_version,omitempty"`
+	// Schedule that started the run; empty when a caller started it.
+	Schedule string `protobuf:"bytes,24,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// The schedule's tick the run was started for; unset when no schedule
+	// started it.
+	ScheduleTick  *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=schedule_tick,json=scheduleTick,proto3" json:"schedule_tick,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -571,6 +578,27 @@ func (x *Run) GetBlocked() []*BlockedStep {
 func (x *Run) GetExecutors() []*ConnectedExecutor {
 	if x != nil {
 		return x.Executors
+	}
+	return nil
+}
+
+func (x *Run) GetSkillVersion() int64 {
+	if x != nil {
+		return x.SkillVersion
+	}
+	return 0
+}
+
+func (x *Run) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *Run) GetScheduleTick() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduleTick
 	}
 	return nil
 }
@@ -776,7 +804,11 @@ type RunSummary struct {
 	// When the run was created.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// When the run record last changed.
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Version of the skill; 0 for ad-hoc recipes.
+	SkillVersion int64 `protobuf:"varint,11,opt,name=skill_version,json=skillVersion,proto3" json:"skill_version,omitempty"`
+	// Schedule that started the run; empty when a caller started it.
+	Schedule      string `protobuf:"bytes,12,opt,name=schedule,proto3" json:"schedule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -879,6 +911,20 @@ func (x *RunSummary) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *RunSummary) GetSkillVersion() int64 {
+	if x != nil {
+		return x.SkillVersion
+	}
+	return 0
+}
+
+func (x *RunSummary) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
 }
 
 // StepState is the record of one step in a run.
@@ -1542,7 +1588,7 @@ var File_tollgate_v1_run_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_run_proto_rawDesc = "" +
 	"\n" +
-	"\x15tollgate/v1/run.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tollgate/v1/ask.proto\x1a\x16tollgate/v1/plan.proto\"\xb2\a\n" +
+	"\x15tollgate/v1/run.proto\x12\vtollgate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15tollgate/v1/ask.proto\x1a\x16tollgate/v1/plan.proto\"\xb4\b\n" +
 	"\x03Run\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vplan_digest\x18\x02 \x01(\tR\n" +
@@ -1571,7 +1617,10 @@ const file_tollgate_v1_run_proto_rawDesc = "" +
 	"\btrace_id\x18\x13 \x01(\tR\atraceId\x12\x1a\n" +
 	"\bexternal\x18\x14 \x01(\bR\bexternal\x122\n" +
 	"\ablocked\x18\x15 \x03(\v2\x18.tollgate.v1.BlockedStepR\ablocked\x12<\n" +
-	"\texecutors\x18\x16 \x03(\v2\x1e.tollgate.v1.ConnectedExecutorR\texecutors\x1a9\n" +
+	"\texecutors\x18\x16 \x03(\v2\x1e.tollgate.v1.ConnectedExecutorR\texecutors\x12#\n" +
+	"\rskill_version\x18\x17 \x01(\x03R\fskillVersion\x12\x1a\n" +
+	"\bschedule\x18\x18 \x01(\tR\bschedule\x12?\n" +
+	"\rschedule_tick\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\fscheduleTick\x1a9\n" +
 	"\vInputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbd\x01\n" +
@@ -1587,7 +1636,7 @@ const file_tollgate_v1_run_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x14\n" +
 	"\x05tools\x18\x03 \x03(\tR\x05tools\x12\x14\n" +
-	"\x05prose\x18\x04 \x01(\bR\x05prose\"\xf1\x02\n" +
+	"\x05prose\x18\x04 \x01(\bR\x05prose\"\xb2\x03\n" +
 	"\n" +
 	"RunSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -1603,7 +1652,9 @@ const file_tollgate_v1_run_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xd8\x02\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12#\n" +
+	"\rskill_version\x18\v \x01(\x03R\fskillVersion\x12\x1a\n" +
+	"\bschedule\x18\f \x01(\tR\bschedule\"\xd8\x02\n" +
 	"\tStepState\x12\x17\n" +
 	"\astep_id\x18\x01 \x01(\tR\x06stepId\x12-\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.tollgate.v1.StepStatusR\x05state\x120\n" +
@@ -1754,34 +1805,35 @@ var file_tollgate_v1_run_proto_depIdxs = []int32{
 	11, // 8: tollgate.v1.Run.fans:type_name -> tollgate.v1.FanTiming
 	5,  // 9: tollgate.v1.Run.blocked:type_name -> tollgate.v1.BlockedStep
 	6,  // 10: tollgate.v1.Run.executors:type_name -> tollgate.v1.ConnectedExecutor
-	0,  // 11: tollgate.v1.RunSummary.state:type_name -> tollgate.v1.RunState
-	16, // 12: tollgate.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
-	16, // 13: tollgate.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 14: tollgate.v1.StepState.state:type_name -> tollgate.v1.StepStatus
-	9,  // 15: tollgate.v1.StepState.attempts:type_name -> tollgate.v1.Attempt
-	18, // 16: tollgate.v1.StepState.branch_time:type_name -> google.protobuf.Duration
-	16, // 17: tollgate.v1.Attempt.leased_at:type_name -> google.protobuf.Timestamp
-	16, // 18: tollgate.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	16, // 19: tollgate.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	10, // 20: tollgate.v1.Attempt.error:type_name -> tollgate.v1.StepError
-	16, // 21: tollgate.v1.Attempt.queued_at:type_name -> google.protobuf.Timestamp
-	2,  // 22: tollgate.v1.StepError.kind:type_name -> tollgate.v1.StepErrorKind
-	18, // 23: tollgate.v1.FanTiming.wall:type_name -> google.protobuf.Duration
-	18, // 24: tollgate.v1.FanTiming.branch_sum:type_name -> google.protobuf.Duration
-	18, // 25: tollgate.v1.FanTiming.branch_max:type_name -> google.protobuf.Duration
-	16, // 26: tollgate.v1.FanTiming.start:type_name -> google.protobuf.Timestamp
-	16, // 27: tollgate.v1.FanTiming.end:type_name -> google.protobuf.Timestamp
-	3,  // 28: tollgate.v1.RunEvent.kind:type_name -> tollgate.v1.RunEventKind
-	16, // 29: tollgate.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 30: tollgate.v1.RunEvent.run_state:type_name -> tollgate.v1.RunState
-	4,  // 31: tollgate.v1.RunEvent.run:type_name -> tollgate.v1.Run
-	8,  // 32: tollgate.v1.RunEvent.step:type_name -> tollgate.v1.StepState
-	17, // 33: tollgate.v1.RunEvent.ask:type_name -> tollgate.v1.AskSummary
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	16, // 11: tollgate.v1.Run.schedule_tick:type_name -> google.protobuf.Timestamp
+	0,  // 12: tollgate.v1.RunSummary.state:type_name -> tollgate.v1.RunState
+	16, // 13: tollgate.v1.RunSummary.created_at:type_name -> google.protobuf.Timestamp
+	16, // 14: tollgate.v1.RunSummary.updated_at:type_name -> google.protobuf.Timestamp
+	1,  // 15: tollgate.v1.StepState.state:type_name -> tollgate.v1.StepStatus
+	9,  // 16: tollgate.v1.StepState.attempts:type_name -> tollgate.v1.Attempt
+	18, // 17: tollgate.v1.StepState.branch_time:type_name -> google.protobuf.Duration
+	16, // 18: tollgate.v1.Attempt.leased_at:type_name -> google.protobuf.Timestamp
+	16, // 19: tollgate.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	16, // 20: tollgate.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	10, // 21: tollgate.v1.Attempt.error:type_name -> tollgate.v1.StepError
+	16, // 22: tollgate.v1.Attempt.queued_at:type_name -> google.protobuf.Timestamp
+	2,  // 23: tollgate.v1.StepError.kind:type_name -> tollgate.v1.StepErrorKind
+	18, // 24: tollgate.v1.FanTiming.wall:type_name -> google.protobuf.Duration
+	18, // 25: tollgate.v1.FanTiming.branch_sum:type_name -> google.protobuf.Duration
+	18, // 26: tollgate.v1.FanTiming.branch_max:type_name -> google.protobuf.Duration
+	16, // 27: tollgate.v1.FanTiming.start:type_name -> google.protobuf.Timestamp
+	16, // 28: tollgate.v1.FanTiming.end:type_name -> google.protobuf.Timestamp
+	3,  // 29: tollgate.v1.RunEvent.kind:type_name -> tollgate.v1.RunEventKind
+	16, // 30: tollgate.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 31: tollgate.v1.RunEvent.run_state:type_name -> tollgate.v1.RunState
+	4,  // 32: tollgate.v1.RunEvent.run:type_name -> tollgate.v1.Run
+	8,  // 33: tollgate.v1.RunEvent.step:type_name -> tollgate.v1.StepState
+	17, // 34: tollgate.v1.RunEvent.ask:type_name -> tollgate.v1.AskSummary
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_tollgate_v1_run_proto_init() }

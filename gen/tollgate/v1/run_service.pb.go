@@ -49,8 +49,11 @@ type StartRunRequest struct {
 	// When non-empty, the run starts only if the compiled plan's digest equals
 	// this (the plan the caller was shown); FAILED_PRECONDITION otherwise.
 	ExpectedPlanDigest string `protobuf:"bytes,6,opt,name=expected_plan_digest,json=expectedPlanDigest,proto3" json:"expected_plan_digest,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// With `skill`: the version to run; 0 means the latest. NOT_FOUND if the
+	// skill has no such version (or was deleted and none is named).
+	SkillVersion  int64 `protobuf:"varint,7,opt,name=skill_version,json=skillVersion,proto3" json:"skill_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartRunRequest) Reset() {
@@ -136,12 +139,20 @@ func (x *StartRunRequest) GetExpectedPlanDigest() string {
 	return ""
 }
 
+func (x *StartRunRequest) GetSkillVersion() int64 {
+	if x != nil {
+		return x.SkillVersion
+	}
+	return 0
+}
+
 type isStartRunRequest_Source interface {
 	isStartRunRequest_Source()
 }
 
 type StartRunRequest_Skill struct {
-	// Name of a stored skill.
+	// Name of a saved skill (SkillService): its latest version, or
+	// skill_version.
 	Skill string `protobuf:"bytes,2,opt,name=skill,proto3,oneof"`
 }
 
@@ -314,7 +325,9 @@ type ListRunsRequest struct {
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only runs this schedule started; empty means any.
+	Schedule      string `protobuf:"bytes,6,opt,name=schedule,proto3" json:"schedule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -380,6 +393,13 @@ func (x *ListRunsRequest) GetPageSize() int32 {
 func (x *ListRunsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
 	}
 	return ""
 }
@@ -656,7 +676,7 @@ var File_tollgate_v1_run_service_proto protoreflect.FileDescriptor
 
 const file_tollgate_v1_run_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dtollgate/v1/run_service.proto\x12\vtollgate.v1\x1a\x15tollgate/v1/run.proto\"\xaf\x02\n" +
+	"\x1dtollgate/v1/run_service.proto\x12\vtollgate.v1\x1a\x15tollgate/v1/run.proto\"\xd4\x02\n" +
 	"\x0fStartRunRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -664,7 +684,8 @@ const file_tollgate_v1_run_service_proto_rawDesc = "" +
 	"\x06recipe\x18\x03 \x01(\tH\x00R\x06recipe\x12\x12\n" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12@\n" +
 	"\x06inputs\x18\x05 \x03(\v2(.tollgate.v1.StartRunRequest.InputsEntryR\x06inputs\x120\n" +
-	"\x14expected_plan_digest\x18\x06 \x01(\tR\x12expectedPlanDigest\x1a9\n" +
+	"\x14expected_plan_digest\x18\x06 \x01(\tR\x12expectedPlanDigest\x12#\n" +
+	"\rskill_version\x18\a \x01(\x03R\fskillVersion\x1a9\n" +
 	"\vInputsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\b\n" +
@@ -675,14 +696,15 @@ const file_tollgate_v1_run_service_proto_rawDesc = "" +
 	"\rGetRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"4\n" +
 	"\x0eGetRunResponse\x12\"\n" +
-	"\x03run\x18\x01 \x01(\v2\x10.tollgate.v1.RunR\x03run\"\xb0\x01\n" +
+	"\x03run\x18\x01 \x01(\v2\x10.tollgate.v1.RunR\x03run\"\xcc\x01\n" +
 	"\x0fListRunsRequest\x12-\n" +
 	"\x06states\x18\x01 \x03(\x0e2\x15.tollgate.v1.RunStateR\x06states\x12\x1c\n" +
 	"\trequester\x18\x02 \x01(\tR\trequester\x12\x14\n" +
 	"\x05skill\x18\x03 \x01(\tR\x05skill\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"g\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1a\n" +
+	"\bschedule\x18\x06 \x01(\tR\bschedule\"g\n" +
 	"\x10ListRunsResponse\x12+\n" +
 	"\x04runs\x18\x01 \x03(\v2\x17.tollgate.v1.RunSummaryR\x04runs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"@\n" +

@@ -15,8 +15,10 @@ import (
 
 // StartRequest starts a run of a compiled plan.
 type StartRequest struct {
-	Plan      *plan.Plan
-	Skill     string
+	Plan *plan.Plan
+	// Origin is the saved skill version it runs and the schedule that
+	// starts it, if any; recorded in the run and its first journal record.
+	Origin    engine.Origin
 	Requester string // the authenticated caller
 	RequestID string // client idempotency key, scoped to the requester
 	// Inputs are the run's named inputs (checked by the caller).
@@ -108,8 +110,8 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 		return nil, false, err
 	}
 	id := r.newID()
-	tr := m.StartWith(id, req.Requester, req.Inputs, now)
-	c, err := commitFor(nil, store.Run{}, tr, req.Skill)
+	tr := m.StartFrom(id, req.Requester, req.Inputs, req.Origin, now)
+	c, err := commitFor(nil, store.Run{}, tr, req.Origin.Skill)
 	if err != nil {
 		return nil, false, err
 	}
@@ -147,8 +149,8 @@ func (r *Runner) repeated(ctx context.Context, id, digest string, req StartReque
 	if err != nil {
 		return nil, false, err
 	}
-	if sr.PlanDigest != digest || sr.Skill != req.Skill || !maps.Equal(run.Inputs, req.Inputs) {
-		return nil, false, fmt.Errorf("this request_id started run %s with another request (another recipe, skill, name or inputs); use a new request_id for a new run: %w", id, errkind.RequestReused)
+	if sr.PlanDigest != digest || !run.Origin.Equal(req.Origin) || !maps.Equal(run.Inputs, req.Inputs) {
+		return nil, false, fmt.Errorf("this request_id started run %s with another request (another recipe, skill version, schedule tick, name or inputs); use a new request_id for a new run: %w", id, errkind.RequestReused)
 	}
 	return run, false, nil
 }

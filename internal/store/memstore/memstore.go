@@ -33,6 +33,7 @@ type Store struct {
 	standing map[string]store.Standing
 	alive    map[string]time.Time // replica → when its heartbeat lapses
 	work     work
+	reg      registry // saved skills and schedules (registry.go)
 }
 
 var _ store.Store = (*Store)(nil)

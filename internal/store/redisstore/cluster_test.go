@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -458,4 +459,58 @@ func TestPipelineIsNotResentAfterTryAgain(t *testing.T) {
 	got, err := s.GetRun(ctx, "r1")
 	must(t, err)
 	sameRun(t, got, c2.Run)
+}
+
+// Skills and schedules on a cluster: each kind keeps its keys in one
+// slot (its scripts reach keys only through KEYS), and a node that lost
+// the scripts (New does not load them) is sent their source.
+func TestRegistryOnCluster(t *testing.T) {
+	for _, sc := range registryScripts {
+		for _, call := range regexp.MustCompile(`redis\.call\('(\w+)'(, ([^,)]+))?`).FindAllStringSubmatch(sc.src, -1) {
+			if !strings.HasPrefix(call[3], "KEYS[") {
+				t.Errorf("a script calls %s on %s, not on a declared key", call[1], call[3])
+			}
+		}
+	}
+	c := redistest.StartCluster(t, 3)
+	s := newClusterStore(t, c, Config{})
+	defer s.Close()
+	for i := range c.Len() {
+		if _, err := c.Node(i).Do("SCRIPT", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := s.AddSkillVersion(ctx, store.SkillVersion{Name: "pay:run", Source: "x", Author: "alice", At: base}, 0)
+	must(t, err)
+	if v.Version != 1 {
+		t.Fatalf("the first version is %d", v.Version)
+	}
+	if _, err := s.AddSkillVersion(ctx, store.SkillVersion{Name: "pay:run", Author: "bob", At: base, Deleted: true}, 0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a stale version on the cluster: %v", err)
+	}
+	sc, err := s.PutSchedule(ctx, store.Schedule{Name: "nightly", Skill: "pay:run", Cron: "0 1 * * *", CreatedAt: base}, 0)
+	must(t, err)
+	if sc.Version != 1 {
+		t.Fatalf("the first schedule version is %d", sc.Version)
+	}
+	if list, _, err := s.ListSkills(ctx, "", 0); err != nil || len(list) != 1 || list[0].Name != "pay:run" {
+		t.Fatalf("ListSkills on the cluster: %+v %v", list, err)
+	}
+	for _, keys := range [][]string{
+		{s.skillKey("pay:run"), s.skillNamesKey(), s.skillRowsKey()},
+		{s.schedulesKey(), s.scheduleVersionsKey()},
+	} {
+		node := ownerOf(t, c, keys[0])
+		want, err := c.Node(node).Do("CLUSTER", "KEYSLOT", keys[0])
+		must(t, err)
+		for _, k := range keys {
+			if got, err := c.Node(node).Do("EXISTS", k); err != nil || got != "1" {
+				t.Fatalf("key %s on node %d: %q %v", k, node, got, err)
+			}
+			if sl, err := c.Node(node).Do("CLUSTER", "KEYSLOT", k); err != nil || sl != want {
+				t.Fatalf("key %s is in slot %s, %s in %s (%v)", k, sl, keys[0], want, err)
+			}
+		}
+	}
+	must(t, s.DeleteSchedule(ctx, "nightly", 1))
 }

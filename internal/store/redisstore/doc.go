@@ -33,13 +33,28 @@
 //	p:{s07}:runstates, :askstates    sets of the states the shard has seen (for queries without States)
 //	p:{s07}:reqkey:<key>             hash {run, at}: the run an idempotent create made; shard of the key
 //	p:plan:<digest>                  string, written once (plans are immutable)
+//	p:{skills}:skill:<name>          list: one JSON store.SkillVersion per version, version n at index n-1
+//	p:{skills}:skills                zset, all scores 0: the names whose latest version is not a tombstone
+//	p:{skills}:listed                hash name → that latest version's JSON without source (ListSkills' rows)
+//	p:{schedules}:schedules          hash name → JSON store.Schedule
+//	p:{schedules}:versions           hash name → the schedule's version (what its scripts compare)
 //	p:config                         hash {shards}: the shard count is fixed for a keyspace
 //
-// Sorted-set scores are milliseconds since the epoch (exact in a float64);
-// the member is the 6-digit sub-millisecond remainder followed by the id,
-// so Redis orders equal scores exactly as the store does (by time in
-// nanoseconds, then id) and pages never need the hashes to sort. Run zsets
-// are scored by CreatedAt, ask zsets by DueAt (the ask's deadline).
+// The scores of run and ask sorted sets are milliseconds since the epoch
+// (exact in a float64); the member is the 6-digit sub-millisecond
+// remainder followed by the id, so Redis orders equal scores exactly as
+// the store does (by time in nanoseconds, then id) and pages never need
+// the hashes to sort. Run zsets are scored by CreatedAt, ask zsets by
+// DueAt (the ask's deadline).
 // In a state key the state is escaped (":" and "%"), so an audience or a
-// requester that contains ":" cannot make two index keys collide.
+// requester that contains ":" cannot make two index keys collide; so is
+// the name in a skill's key.
+//
+// Skills and schedules each keep every key under one hash tag of their
+// own ({skills}, {schedules}), so each write is one script in one slot:
+// AddSkillVersion checks the latest version (the list's length), appends
+// and moves the listing at once; a schedule's put and delete compare its
+// version and write. These scripts are not loaded by New: a node that
+// lacks one gets its source (EVAL), sent once as a commit is
+// (registry.go).
 package redisstore

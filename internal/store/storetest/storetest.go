@@ -42,6 +42,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WorkClaimsRace", testWorkClaimsRace},
 		{"Hints", testHints},
 		{"Served", testServed},
+		{"SkillVersions", testSkillVersions},
+		{"SkillsRace", testSkillsRace},
+		{"SkillTombstone", testSkillTombstone},
+		{"ListSkillsPages", testListSkills},
+		{"SkillHistoryPages", testSkillHistoryPages},
+		{"Schedules", testSchedules},
+		{"SchedulesRace", testSchedulesRace},
+		{"SchedulesDoNotAlias", testSchedulesDoNotAlias},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,8 +15,7 @@ type Config struct {
 	Catalog func() *compiler.Catalog
 }
 
-// Service implements tollgatev1.PlanServiceServer. Skills (List, Get,
-// Put) need the store and answer Unimplemented until it exists.
+// Service implements tollgatev1.PlanServiceServer.
 type Service struct {
 	tollgatev1.UnimplementedPlanServiceServer
 	cfg Config

@@ -15,7 +15,6 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
-	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -27,35 +26,67 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := api.InputsTooLarge(req.GetInputs()); err != nil {
+	run, m, created, err := s.Start(ctx, who, Start{RequestID: req.GetRequestId(), Skill: req.GetSkill(), SkillVersion: req.GetSkillVersion(),
+		Recipe: req.GetRecipe(), Name: req.GetName(), Inputs: req.GetInputs(), ExpectedPlanDigest: req.GetExpectedPlanDigest()})
+	if err != nil {
 		return nil, err
 	}
-	src, name := req.GetRecipe(), req.GetName()
-	if sk := req.GetSkill(); sk != "" {
-		text, ok := s.cfg.Skills.Skill(sk)
-		if !ok {
-			return nil, fmt.Errorf("no skill named %q: %w", limits.Short(sk), errkind.NotFound)
+	return &tollgatev1.StartRunResponse{Run: s.cfg.Views.Run(run, m, run.Origin.Skill), Created: created}, nil
+}
+
+// Start is a run to start: a saved skill (a version of it, or its
+// latest) or a recipe, and, for a schedule's tick, the schedule.
+type Start struct {
+	RequestID          string
+	Skill              string
+	SkillVersion       int64
+	Recipe, Name       string
+	Inputs             map[string]string
+	ExpectedPlanDigest string
+	// Schedule and Tick: the schedule whose tick starts it (the caller
+	// is then the schedule's RunAs).
+	Schedule string
+	Tick     time.Time
+}
+
+// Start is the one way a run starts, for every caller of StartRun and
+// for schedules: compiled with the one compiler, judged by policy as who
+// (who may decide its gates; whether who may approve its unasked steps
+// by starting it), and started through the runner with its origin.
+func (s *Service) Start(ctx context.Context, who string, in Start) (*engine.Run, *engine.Machine, bool, error) {
+	if err := api.InputsTooLarge(in.Inputs); err != nil {
+		return nil, nil, false, err
+	}
+	src, name := in.Recipe, in.Name
+	origin := engine.Origin{Schedule: in.Schedule, Tick: in.Tick}
+	if in.Skill != "" {
+		v, err := s.cfg.Skills.Runnable(ctx, in.Skill, in.SkillVersion)
+		if err != nil {
+			return nil, nil, false, err
 		}
-		src, name = text, sk
+		src, name = v.Source, v.Name
+		origin.Skill, origin.SkillVersion = v.Name, v.Version
+	} else if in.SkillVersion != 0 {
+		return nil, nil, false, fmt.Errorf("start: skill_version without a skill: %w", errkind.Invalid)
 	}
 	if strings.TrimSpace(src) == "" {
-		return nil, fmt.Errorf("start: give a skill or a recipe: %w", errkind.Invalid)
+		return nil, nil, false, fmt.Errorf("start: give a skill or a recipe: %w", errkind.Invalid)
 	}
 	if name == "" {
 		name = "recipe"
 	}
-	if err := checkInputNames(req.GetInputs()); err != nil {
-		return nil, err
+	if err := checkInputNames(in.Inputs); err != nil {
+		return nil, nil, false, err
 	}
-	res := s.compile(src, name, req.GetInputs())
+	res := s.compile(src, name, in.Inputs)
 	if res.Plan == nil {
-		return nil, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errkind.Invalid)
+		return nil, nil, false, fmt.Errorf("the recipe does not compile:\n%s%w", compiler.FormatDiagnostics("", res.Diagnostics), errkind.Invalid)
 	}
-	if err := s.checkInputArgs(res.Plan, req.GetInputs()); err != nil {
-		return nil, err
+	if err := s.checkInputArgs(res.Plan, in.Inputs); err != nil {
+		return nil, nil, false, err
 	}
-	if d := req.GetExpectedPlanDigest(); d != "" && d != res.Digest {
-		return nil, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errkind.StalePayload)
+	if d := in.ExpectedPlanDigest; d != "" && d != res.Digest {
+		return nil, nil, false, fmt.Errorf("the plan is now %s, not the %s you reviewed: %w", res.Digest, d, errkind.StalePayload)
 	}
 	// Policy's judgement of a new run: a retry of one already started is
 	// answered with it (Runner.Start), whatever policy says now.
@@ -64,7 +95,10 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 			if st.SideEffect && st.WithoutAsking {
 				// Judged on the args it will run with: the compiler lets its
 				// args read only the run's inputs, which are known now.
-				if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, res.Plan, st, req.GetInputs()); !ok {
+				if why, ok := s.cfg.Approvals.MayStartUnasked(ctx, who, res.Plan, st, in.Inputs); !ok {
+					if in.Schedule != "" {
+						return fmt.Errorf("%s, whom the schedule %s runs as, may not approve %s (%s·%s) by starting the run (%s); a schedule approves nothing on anyone's behalf: remove `without asking` so it asks first: %w", who, in.Schedule, st.ID, st.Server, st.Tool, why, errkind.Denied)
+					}
 					return fmt.Errorf("%s may not approve %s (%s·%s) by starting the run (%s); remove `without asking` so it asks first: %w", who, st.ID, st.Server, st.Tool, why, errkind.Denied)
 				}
 			}
@@ -76,15 +110,15 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 		}
 		return nil
 	}
-	run, created, err := s.cfg.Runner.Start(ctx, runner.StartRequest{Plan: res.Plan, Digest: res.Digest, Skill: req.GetSkill(), Requester: who, RequestID: req.GetRequestId(), Inputs: req.GetInputs(), Admit: admit})
+	run, created, err := s.cfg.Runner.Start(ctx, runner.StartRequest{Plan: res.Plan, Digest: res.Digest, Origin: origin, Requester: who, RequestID: in.RequestID, Inputs: in.Inputs, Admit: admit})
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	m, err := s.cfg.Runner.Machine(ctx, run.PlanDigest)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
-	return &tollgatev1.StartRunResponse{Run: s.cfg.Views.Run(run, m, req.GetSkill()), Created: created}, nil
+	return run, m, created, nil
 }
 
 // checkInputArgs refuses a start whose inputs make a tool call's args
@@ -157,6 +191,9 @@ func (s *Service) ListRuns(ctx context.Context, req *tollgatev1.ListRunsRequest)
 		run, m, err := s.cfg.Runner.Get(ctx, sr.ID)
 		if err != nil {
 			return nil, err
+		}
+		if req.GetSchedule() != "" && run.Origin.Schedule != req.GetSchedule() {
+			continue
 		}
 		if !s.cfg.Readers.Sees(ctx, who, run) {
 			continue

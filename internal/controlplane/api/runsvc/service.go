@@ -1,6 +1,7 @@
 package runsvc
 
 import (
+	"context"
 	"log/slog"
 
 	"google.golang.org/grpc"
@@ -15,9 +16,10 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 )
 
-// Skills finds a skill's SKILL.md by name.
+// Skills finds the saved skill version a run runs (skills.Registry): a
+// named version, or the latest (version 0), of a skill not deleted.
 type Skills interface {
-	Skill(name string) (string, bool)
+	Runnable(ctx context.Context, name string, version int64) (store.SkillVersion, error)
 }
 
 // Config is what the RunService needs.
