@@ -328,15 +328,19 @@ func (h *Handler) runsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := h.cfg.Now()
 	type row struct {
-		ID, Name, Requester, State, Reason, Age string
-		Open                                    int32
+		ID, Name, Requester, State, Reason, Age, Schedule string
+		Open                                              int32
 	}
 	var rows []row
 	for _, x := range resp.GetRuns() {
-		rows = append(rows, row{ID: x.GetId(), Name: humantext.Escape(cmpOr(x.GetSkill(), x.GetPlanName())), Requester: x.GetRequester(),
+		name := cmpOr(x.GetSkill(), x.GetPlanName())
+		if v := x.GetSkillVersion(); v > 0 {
+			name = fmt.Sprintf("%s v%d", name, v)
+		}
+		rows = append(rows, row{ID: x.GetId(), Name: humantext.Escape(name), Requester: x.GetRequester(), Schedule: x.GetSchedule(),
 			State: runStateWord(x.GetState()), Reason: humantext.Escape(x.GetStateReason()), Age: humantext.Age(x.GetCreatedAt().AsTime(), now), Open: x.GetOpenAsks()})
 	}
-	h.render(w, r, http.StatusOK, "runs", s, map[string]any{"Runs": rows})
+	h.render(w, r, http.StatusOK, "runs", s, map[string]any{"Runs": rows, "ByHand": "its requester"})
 }
 
 func cmpOr(a, b string) string {

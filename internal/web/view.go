@@ -239,7 +239,10 @@ func artifact(e *tollgatev1.EvidenceArtifact) artifactView {
 // runView is the run page.
 type runView struct {
 	ID, Name, Requester, State, Reason, Card, Created, Finished, PlanDigest, TraceID string
-	Steps                                                                            []stepView
+	// Skill is the saved skill and version it ran; Schedule the schedule
+	// and tick that started it ("" when a person or service did).
+	Skill, Schedule string
+	Steps           []stepView
 	Asks                                                                             []askRow
 	Fans                                                                             []fanView
 	Blocked                                                                          []string
@@ -267,6 +270,12 @@ func (h *Handler) runView(r *tollgatev1.Run) runView {
 		Card: esc(r.GetPlanCard()), Created: r.GetCreatedAt().AsTime().UTC().Format("2006-01-02 15:04:05 MST"), PlanDigest: r.GetPlanDigest(), TraceID: r.GetTraceId()}
 	if r.GetFinishedAt() != nil {
 		v.Finished = r.GetFinishedAt().AsTime().UTC().Format("2006-01-02 15:04:05 MST")
+	}
+	if r.GetSkillVersion() > 0 {
+		v.Skill = fmt.Sprintf("%s version %d", esc(r.GetSkill()), r.GetSkillVersion())
+	}
+	if r.GetSchedule() != "" {
+		v.Schedule = fmt.Sprintf("%s, for its tick at %s", r.GetSchedule(), r.GetScheduleTick().AsTime().UTC().Format("2006-01-02 15:04:05 MST"))
 	}
 	steps := slices.Clone(r.GetSteps())
 	start := func(s *tollgatev1.StepState) time.Time {

@@ -53,6 +53,10 @@ type SchedulerConfig struct {
 // Scheduler is one replica's loop over every schedule.
 type Scheduler struct {
 	cfg SchedulerConfig
+	// crons are the parsed expressions by expression and zone: parsing
+	// (and the book's interval check) costs far more than deciding, and a
+	// pass reads every schedule every second. Used by the loop only.
+	crons map[[2]string]*schedule.Cron
 }
 
 // NewScheduler returns a Scheduler.
@@ -66,7 +70,39 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cfg: cfg}
+	return &Scheduler{cfg: cfg, crons: map[[2]string]*schedule.Cron{}}
+}
+
+// maxCrons bounds the parsed expressions kept; past it the cache starts
+// over (schedules are at most MaxSchedules, so only churn fills it).
+const maxCrons = 2 * MaxSchedules
+
+// cron is sc's parsed expression and tick policy; false for a stored
+// schedule that no longer parses (the book refused it once; it waits for
+// a fix).
+func (s *Scheduler) cron(sc store.Schedule) (*schedule.Cron, schedule.Policy, bool) {
+	cu, err1 := schedule.ParseCatchUp(sc.CatchUp)
+	cc, err2 := schedule.ParseConcurrency(sc.Concurrency)
+	if err1 != nil || err2 != nil {
+		return nil, schedule.Policy{}, false
+	}
+	pol := schedule.Policy{CatchUp: cu, Concurrency: cc, Grace: sc.Grace}
+	if pol.Grace <= 0 {
+		pol.Grace = DefaultGrace
+	}
+	key := [2]string{sc.Cron, sc.TimeZone}
+	if c, ok := s.crons[key]; ok {
+		return c, pol, true
+	}
+	c, err := schedule.Parse(sc.Cron, sc.TimeZone)
+	if err != nil {
+		return nil, schedule.Policy{}, false
+	}
+	if len(s.crons) >= maxCrons {
+		clear(s.crons)
+	}
+	s.crons[key] = c
+	return c, pol, true
 }
 
 // Run makes a pass, sleeps until the soonest tick (at most Poll), and
@@ -125,9 +161,9 @@ const maxSteps = 16
 // one decides what is due of one schedule and returns when it is next
 // due.
 func (s *Scheduler) one(ctx context.Context, sc store.Schedule, now time.Time) time.Time {
-	c, pol, err := Check(specOf(sc))
-	if err != nil {
-		return time.Time{} // the book refused it once; a stored one that no longer parses waits for a fix
+	c, pol, ok := s.cron(sc)
+	if !ok {
+		return time.Time{}
 	}
 	for range maxSteps {
 		if sc.Paused {
@@ -298,9 +334,4 @@ func (s *Scheduler) logDecision(ctx context.Context, name string, d schedule.Dec
 		s.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "schedules: tick "+d.Action.String(), slog.String("schedule", name), slog.Time("tick", d.Tick),
 			slog.Int("dropped", d.Dropped), slog.String("reason", d.Reason))
 	}
-}
-
-func specOf(sc store.Schedule) Spec {
-	return Spec{Name: sc.Name, Skill: sc.Skill, SkillVersion: sc.SkillVersion, Cron: sc.Cron, Zone: sc.TimeZone, Inputs: sc.Inputs,
-		RunAs: sc.RunAs, CatchUp: sc.CatchUp, Concurrency: sc.Concurrency, Grace: sc.Grace}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
@@ -140,42 +141,50 @@ func (d *Dir) Run(ctx context.Context) error {
 }
 
 // find lists the SKILL.md files under the directory, sorted, within the
-// limits.
+// limits. Folders that are symbolic links are followed (a Kubernetes
+// ConfigMap mounts each item as a link into its ..data folder); hidden
+// folders are not (..data itself, and its timestamped twin).
 func (d *Dir) find() ([]string, error) {
 	var files []string
-	err := fs.WalkDir(d.fsys, ".", func(p string, e fs.DirEntry, err error) error {
+	var walk func(dir string, depth int) error
+	walk = func(dir string, depth int) error {
+		entries, err := fs.ReadDir(d.fsys, dir)
 		if err != nil {
 			return err
 		}
-		if e.IsDir() {
-			if p != "." && (len(e.Name()) > 0 && e.Name()[0] == '.' || depth(p) > maxDirDepth) {
-				return fs.SkipDir // hidden (e.g. a ConfigMap's ..data timestamps) or too deep
+		for _, e := range entries {
+			name := e.Name()
+			p := path.Join(dir, name)
+			if strings.HasPrefix(name, ".") {
+				continue
 			}
-			return nil
-		}
-		if e.Name() == "SKILL.md" {
-			if len(files) == MaxDirSkills {
-				return fmt.Errorf("more than %d SKILL.md files under %s", MaxDirSkills, d.where)
+			isDir := e.IsDir()
+			if e.Type()&fs.ModeSymlink != 0 {
+				st, err := fs.Stat(d.fsys, p)
+				if err != nil {
+					continue // a dangling link
+				}
+				isDir = st.IsDir()
 			}
-			files = append(files, p)
+			switch {
+			case isDir && depth < maxDirDepth:
+				if err := walk(p, depth+1); err != nil {
+					return err
+				}
+			case !isDir && name == "SKILL.md":
+				if len(files) == MaxDirSkills {
+					return fmt.Errorf("more than %d SKILL.md files", MaxDirSkills)
+				}
+				files = append(files, p)
+			}
 		}
 		return nil
-	})
-	if err != nil {
+	}
+	if err := walk(".", 1); err != nil {
 		return nil, fmt.Errorf("skills directory %s: %w", d.where, err)
 	}
 	sort.Strings(files)
 	return files, nil
-}
-
-func depth(p string) int {
-	n := 1
-	for _, c := range p {
-		if c == '/' {
-			n++
-		}
-	}
-	return n
 }
 
 // defaultName is the name of a SKILL.md without front matter `name`: its
