@@ -243,9 +243,9 @@ type runView struct {
 	// and tick that started it ("" when a person or service did).
 	Skill, Schedule string
 	Steps           []stepView
-	Asks                                                                             []askRow
-	Fans                                                                             []fanView
-	Blocked                                                                          []string
+	Asks            []askRow
+	Fans            []fanView
+	Blocked         []string
 }
 
 type stepView struct {

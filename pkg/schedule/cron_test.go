@@ -84,6 +84,9 @@ func TestParseAccepts(t *testing.T) {
 			[]time.Time{utc(2024, 1, 1, 0, 5, 0), utc(2024, 1, 1, 0, 25, 0), utc(2024, 1, 1, 0, 45, 0), utc(2024, 1, 1, 1, 5, 0)}},
 		{"0 0 29 2 *", "", utc(2024, 3, 1, 0, 0, 0),
 			[]time.Time{utc(2028, 2, 29, 0, 0, 0), utc(2032, 2, 29, 0, 0, 0)}},
+		// 2100 is not a leap year: eight years between two 29 Februaries.
+		{"0 0 29 2 *", "Europe/Berlin", utc(2097, 1, 1, 0, 0, 0),
+			[]time.Time{utc(2104, 2, 28, 23, 0, 0)}},
 		{"0 12 31 * *", "", utc(2024, 1, 31, 12, 0, 0),
 			[]time.Time{utc(2024, 3, 31, 12, 0, 0), utc(2024, 5, 31, 12, 0, 0)}},
 		{"59 23 31 dec *", "", utc(2024, 6, 1, 0, 0, 0),
@@ -470,8 +473,10 @@ func TestMinInterval(t *testing.T) {
 		{"* * * * * *", time.Second},
 		{"*/10 * * * * *", 10 * time.Second},
 		{"0,1 * * * * *", time.Second},
-		{"0,59 * * * * *", time.Second}, // :59 to the next minute's :00
-		{"0 0,59 * * * *", time.Minute}, // 59 to the next hour's 00
+		{"0,59 * * * * *", time.Second},   // :59 to the next minute's :00
+		{"0 0,59 * * * *", time.Minute},   // 59 to the next hour's 00
+		{"0,59 0,1 * * * *", time.Second}, // 00:59 to 01:00
+		{"0 0,59 0,1 * * *", time.Minute}, // 00:59 to 01:00
 		{"* * * * *", time.Minute},
 		{"0 30 23,0 * * *", time.Hour}, // 23:30 to 00:30 the next day
 		{"0 0 * * *", day},

@@ -89,8 +89,9 @@ func TestActionString(t *testing.T) {
 func TestDecide(t *testing.T) {
 	c := mustParse(t, "*/5 * * * *", "")
 	at := func(h, m, s int) time.Time { return utc(2024, 1, 15, h, m, s) }
-	var zero time.Time
-	pol := func(cu CatchUp, cc Concurrency) Policy { return Policy{CatchUp: cu, Concurrency: cc, Grace: time.Minute} }
+	pol := func(cu CatchUp, cc Concurrency) Policy {
+		return Policy{CatchUp: cu, Concurrency: cc, Grace: time.Minute}
+	}
 	skip, allow, wait := pol(CatchUpLast, ConcurrencySkip), pol(CatchUpLast, ConcurrencyAllow), pol(CatchUpLast, ConcurrencyWait)
 	tests := []struct {
 		name    string
@@ -155,6 +156,8 @@ func TestDecide(t *testing.T) {
 		{"missed then on time", skip, State{Since: at(7, 0, 0), LastTick: at(8, 0, 0)}, at(9, 0, 10),
 			Decision{Action: Miss, Tick: at(8, 55, 0), Dropped: 10},
 			[]string{"missed:", "08:55:00 UTC", "nor 10 ticks", "the tick at 2024-01-15 09:00:00 UTC is on time"}},
+		{"missed then on time at now exactly", skip, State{Since: at(7, 0, 0), LastTick: at(8, 0, 0)}, at(9, 0, 0),
+			Decision{Action: Miss, Tick: at(8, 55, 0), Dropped: 10}, []string{"09:00:00 UTC is on time"}},
 		{"missed then on time, catch_up none", pol(CatchUpNone, ConcurrencySkip), State{Since: at(7, 0, 0), LastTick: at(8, 0, 0)}, at(9, 0, 10),
 			Decision{Action: Miss, Tick: at(8, 55, 0), Dropped: 10}, []string{"is on time"}},
 		{"one missed then on time", skip, State{Since: at(7, 0, 0), LastTick: at(8, 50, 0)}, at(9, 0, 10),
@@ -191,8 +194,6 @@ func TestDecide(t *testing.T) {
 			Decision{Action: Nothing, Wake: at(9, 0, 0)}, nil},
 		{"buffered waits, missed ticks", pol(CatchUpLast, ConcurrencyWait), State{Since: at(7, 0, 0), LastTick: at(8, 0, 0), Buffered: at(8, 0, 0), RunActive: true}, at(9, 3, 0),
 			Decision{Action: Skip, Tick: at(9, 0, 0), Dropped: 11}, []string{"late:", "already waits"}},
-		{"not due at all", skip, State{Since: zero, LastTick: zero}, at(9, 0, 10),
-			Decision{Action: Start, Tick: at(9, 0, 0)}, nil},
 	}
 	for _, tt := range tests {
 		got := Decide(c, tt.p, tt.st, tt.now)
@@ -212,19 +213,22 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// "not due at all" above: with neither Since nor LastTick, the
-// on-time tick is still found (the missed ones since the year 1 are
-// folded into a Miss first). That row checks the second call; this
-// checks the first.
+// With neither Since nor LastTick, every tick since the year 1 counts as
+// missed: they are folded into one Miss (counted up to MaxDropped) at once.
 func TestDecideFromTheBeginningOfTime(t *testing.T) {
 	c := mustParse(t, "*/5 * * * *", "")
 	now := utc(2024, 1, 15, 9, 0, 10)
-	d := Decide(c, Policy{}, State{}, now)
+	st := State{}
+	d := Decide(c, Policy{}, st, now)
 	if d.Action != Miss || !d.Tick.Equal(utc(2024, 1, 15, 8, 55, 0)) || d.Dropped != MaxDropped {
 		t.Fatalf("Decide from zero state = %+v, want Miss 08:55 with Dropped %d", d, MaxDropped)
 	}
 	if !strings.Contains(d.Reason, "at least 1000 ticks") {
 		t.Errorf("reason %q does not say at least 1000 ticks", d.Reason)
+	}
+	st = st.Apply(d)
+	if d := Decide(c, Policy{}, st, now); d.Action != Start || !d.Tick.Equal(utc(2024, 1, 15, 9, 0, 0)) || d.Dropped != 0 {
+		t.Errorf("second Decide = %+v, want Start 09:00", d)
 	}
 }
 
@@ -237,9 +241,9 @@ func TestDecideReasonInZone(t *testing.T) {
 	}
 }
 
-// A story: a five-minute schedule, skip, catch_up last; every control plane
-// is down from 08:58 to 09:23, then one comes back at 09:23:10 while the
-// 08:55 run is still going; that run ends at 09:27.
+// A story: a five-minute schedule, skip, catch_up last. Every control plane
+// is down from 08:58 until 09:20:30, while the 08:55 run goes on; it ends
+// at 09:27. Then they are all down again from 09:31 to 10:02.
 func TestDecideStory(t *testing.T) {
 	c := mustParse(t, "*/5 * * * *", "")
 	p := Policy{Grace: time.Minute}
@@ -250,10 +254,12 @@ func TestDecideStory(t *testing.T) {
 		want     []string // actions, with the tick's clock time
 	}
 	steps := []step{
-		{utc(2024, 1, 15, 9, 23, 10), false, []string{"miss 09:15 (dropped 3)", "skip 09:20", "nothing"}},
+		{utc(2024, 1, 15, 9, 20, 30), false, []string{"miss 09:15 (dropped 3)", "skip 09:20", "nothing"}},
 		{utc(2024, 1, 15, 9, 25, 0), false, []string{"skip 09:25", "nothing"}},
 		{utc(2024, 1, 15, 9, 27, 0), true, []string{"nothing"}},
 		{utc(2024, 1, 15, 9, 30, 0), false, []string{"start 09:30", "nothing"}},
+		{utc(2024, 1, 15, 10, 2, 0), true, []string{"start 10:00 (dropped 5)", "nothing"}},
+		{utc(2024, 1, 15, 10, 5, 30), false, []string{"skip 10:05", "nothing"}},
 	}
 	for _, s := range steps {
 		if s.runEnded {
