@@ -259,8 +259,8 @@ var windows = []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * 
 // looks back in growing windows (1 minute, 1 hour, 1 day, 32 days, 366
 // days, then 5, 10, 20, ... years, never past after) until one holds a
 // tick, then bisects that window down to one second, calling Next about
-// twice per halving — some 40 calls for a tick a year back, and a handful
-// for a cron firing every second.
+// twice per halving: some 60 calls for a tick a year back, and about a
+// dozen for a cron firing every second.
 func (c *Cron) Latest(after, t time.Time) (time.Time, bool) {
 	if !after.Before(t) {
 		return time.Time{}, false

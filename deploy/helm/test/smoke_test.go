@@ -51,6 +51,10 @@ func TestRenderedControlPlaneRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	skill, err := filepath.Abs("../../../examples/skills/graph-ask-demo/SKILL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := renderRaw(t, filepath.Join(chartDir, "ci", "default-values.yaml"),
 		`executor.mcpServers[0].name=mcp-monitor`,
 		`executor.mcpServers[0].command={executor,mcp-server,monitor}`,
@@ -58,7 +62,10 @@ func TestRenderedControlPlaneRuns(t *testing.T) {
 		`executor.mcpServers[1].command={executor,mcp-server,notes,--file,/var/lib/tollgate/notes.jsonl}`,
 		"web.enabled=true", "web.url=https://inbox.example.com", "web.key.existingSecret=tollgate-web",
 		"oidc.issuer=https://idp.example.com", "oidc.clientID="+oidctest.ClientID,
-		"file:policy.csv="+policy)
+		"file:policy.csv="+policy,
+		// Production serves only the skills it is given: this one from
+		// the chart's skills ConfigMap, through --skills-dir.
+		"file:skills.files.graph-ask-demo="+skill)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,6 +495,10 @@ func layOut(t *testing.T, m *manifest, p *pod, c corev1.Container, root string, 
 			}
 			if p.spec.SecurityContext != nil && p.spec.SecurityContext.FSGroup != nil {
 				mode |= 0o440
+			}
+			// An item's path may name a folder (skills: NAME/SKILL.md).
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, it.Path)), 0o755); err != nil {
+				t.Fatal(err)
 			}
 			if err := os.WriteFile(filepath.Join(dir, it.Path), b, mode); err != nil {
 				t.Fatal(err)
