@@ -317,7 +317,7 @@ func NewServer(cfg Config) *Server {
 		Readers: readers, Views: views, Watches: watches, Log: cfg.Log, PlanCache: cfg.PlanCache})
 	runs.Register(gs)
 	skillsvc.New(skillsvc.Config{Registry: registry, Catalog: catalog}).Register(gs)
-	book := schedules.NewBook(schedules.BookConfig{Store: cfg.Store, Skills: registry, Roles: desk, OperatorRole: api.RoleOperator, Now: cfg.Store.Now})
+	book := schedules.NewBook(schedules.BookConfig{Store: cfg.Store, Skills: registry, Roles: desk, OperatorRole: api.RoleOperator, AuditorRole: api.RoleAuditor, Now: cfg.Store.Now})
 	schedulesvc.New(schedulesvc.Config{Book: book, Now: cfg.Store.Now}).Register(gs)
 	approvalSvc := approvalsvc.New(approvalsvc.Config{Runner: run, Store: cfg.Store, Approvals: desk, Readers: readers, Watches: watches, Log: cfg.Log})
 	approvalSvc.Register(gs)

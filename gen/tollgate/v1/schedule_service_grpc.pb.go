@@ -41,8 +41,9 @@ const (
 // runs only where policy lets run_as approve that action, as when run_as
 // starts it by hand). A schedule may run as its creator; running as anyone
 // else needs the operator role. Its creator, its run_as and operators may
-// change, pause, resume or delete it; anyone signed in may read
-// schedules.
+// change, pause, resume or delete it. It holds its runs' inputs, so only
+// they and auditors may read it: to anyone else it does not exist
+// (NOT_FOUND, and lists leave it out), as a run they may not see.
 type ScheduleServiceClient interface {
 	// PutSchedule creates a schedule, or replaces one (expected_version
 	// names the version read). INVALID_ARGUMENT, naming the field, for a
@@ -150,8 +151,9 @@ func (c *scheduleServiceClient) DeleteSchedule(ctx context.Context, in *DeleteSc
 // runs only where policy lets run_as approve that action, as when run_as
 // starts it by hand). A schedule may run as its creator; running as anyone
 // else needs the operator role. Its creator, its run_as and operators may
-// change, pause, resume or delete it; anyone signed in may read
-// schedules.
+// change, pause, resume or delete it. It holds its runs' inputs, so only
+// they and auditors may read it: to anyone else it does not exist
+// (NOT_FOUND, and lists leave it out), as a run they may not see.
 type ScheduleServiceServer interface {
 	// PutSchedule creates a schedule, or replaces one (expected_version
 	// names the version read). INVALID_ARGUMENT, naming the field, for a

@@ -44,8 +44,10 @@ type BookConfig struct {
 	Store  store.Schedules
 	Skills Skills
 	Roles  Roles
-	// OperatorRole may run schedules as anyone and change anyone's.
+	// OperatorRole may run schedules as anyone and change anyone's;
+	// AuditorRole may read every schedule.
 	OperatorRole string
+	AuditorRole  string
 	Now          func(context.Context) (time.Time, error)
 }
 
@@ -165,7 +167,38 @@ func Check(sp Spec) (*schedule.Cron, schedule.Policy, error) {
 	return c, schedule.Policy{CatchUp: cu, Concurrency: cc, Grace: g}, nil
 }
 
-// Get returns a schedule.
+// Visible reports whether who may read sc: its creator, whom it runs as,
+// operators and auditors. A schedule holds its runs' inputs, and to
+// anyone else it does not exist (as runs do not, I9).
+func (b *Book) Visible(ctx context.Context, who string, sc store.Schedule) bool {
+	return who == sc.CreatedBy || who == sc.RunAs || b.cfg.Roles.Holds(ctx, who, b.cfg.OperatorRole) ||
+		(b.cfg.AuditorRole != "" && b.cfg.Roles.Holds(ctx, who, b.cfg.AuditorRole))
+}
+
+// Read returns a schedule who may see; to anyone else it is not found,
+// exactly as a name never used.
+func (b *Book) Read(ctx context.Context, who, name string) (store.Schedule, error) {
+	sc, err := b.Get(ctx, name)
+	if err != nil {
+		return store.Schedule{}, err
+	}
+	if !b.Visible(ctx, who, sc) {
+		return store.Schedule{}, fmt.Errorf("no schedule named %s: %w", name, errkind.NotFound)
+	}
+	return sc, nil
+}
+
+// ReadAll returns the schedules who may see (of skill, when set), by
+// name.
+func (b *Book) ReadAll(ctx context.Context, who, skill string) ([]store.Schedule, error) {
+	all, err := b.List(ctx, skill)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(sc store.Schedule) bool { return !b.Visible(ctx, who, sc) }), nil
+}
+
+// Get returns a schedule, whoever asks (the book's own reads).
 func (b *Book) Get(ctx context.Context, name string) (store.Schedule, error) {
 	if err := skills.CheckName("schedule", name); err != nil {
 		return store.Schedule{}, err
@@ -261,6 +294,9 @@ func (b *Book) change(ctx context.Context, who, name string, f func(*store.Sched
 func (b *Book) mayChange(ctx context.Context, who string, sc store.Schedule) error {
 	if who == sc.CreatedBy || who == sc.RunAs || b.cfg.Roles.Holds(ctx, who, b.cfg.OperatorRole) {
 		return nil
+	}
+	if !b.Visible(ctx, who, sc) {
+		return fmt.Errorf("no schedule named %s: %w", sc.Name, errkind.NotFound)
 	}
 	return fmt.Errorf("%s may not change the schedule %s: only its creator (%s), whom it runs as (%s) and operators may: %w", who, sc.Name, sc.CreatedBy, sc.RunAs, errkind.Denied)
 }

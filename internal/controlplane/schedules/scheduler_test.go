@@ -101,10 +101,11 @@ type world struct {
 	book  *Book
 }
 
-type everyone struct{ operators []string }
+// everyone holds the roles the map gives them.
+type everyone map[string][]string
 
 func (e everyone) Holds(_ context.Context, who, role string) bool {
-	for _, o := range e.operators {
+	for _, o := range e[role] {
 		if o == who {
 			return true
 		}
@@ -128,7 +129,7 @@ func newWorld(t *testing.T) *world {
 	ms := memstore.New(memstore.Config{Now: c.now})
 	r := &runs{st: ms, byKey: map[string]string{}, live: map[string]bool{}, started: map[time.Time]int{}}
 	w := &world{clock: c, st: withRequests{ms, r}, runs: r}
-	w.book = NewBook(BookConfig{Store: ms, Skills: oneSkill{}, Roles: everyone{operators: []string{"otto"}}, OperatorRole: "operator",
+	w.book = NewBook(BookConfig{Store: ms, Skills: oneSkill{}, Roles: everyone{"operator": {"otto"}, "auditor": {"audrey"}}, OperatorRole: "operator", AuditorRole: "auditor",
 		Now: func(context.Context) (time.Time, error) { return c.now(), nil }})
 	return w
 }
@@ -377,8 +378,23 @@ func TestBookAuthority(t *testing.T) {
 	if _, err := w.book.Put(ctx, "otto", Spec{Name: "s", Skill: "brief", Cron: "@daily", RunAs: "bob"}, 0); err != nil {
 		t.Fatalf("an operator may: %v", err)
 	}
-	if _, err := w.book.Pause(ctx, "mallory", "s"); !errors.Is(err, errkind.Denied) {
-		t.Fatalf("mallory paused someone else's schedule: %v", err)
+	if _, err := w.book.Pause(ctx, "mallory", "s"); !errors.Is(err, errkind.NotFound) {
+		t.Fatalf("mallory paused someone else's schedule, or learnt it exists: %v", err)
+	}
+	// It holds bob's inputs: only its creator, bob, operators and
+	// auditors read it; to anyone else it does not exist.
+	for who, sees := range map[string]bool{"otto": true, "bob": true, "audrey": true, "mallory": false, "alice": false} {
+		_, err := w.book.Read(ctx, who, "s")
+		all, _ := w.book.ReadAll(ctx, who, "")
+		if sees != (err == nil) || sees != (len(all) == 1) {
+			t.Errorf("%s reads it: %v, lists %d; want %v", who, err, len(all), sees)
+		}
+		if !sees && !errors.Is(err, errkind.NotFound) {
+			t.Errorf("%s is told %v, want not found", who, err)
+		}
+	}
+	if _, err := w.book.Pause(ctx, "audrey", "s"); !errors.Is(err, errkind.Denied) {
+		t.Fatalf("an auditor paused a schedule: %v", err)
 	}
 	if _, err := w.book.Pause(ctx, "bob", "s"); err != nil {
 		t.Fatalf("whom it runs as may pause it: %v", err)

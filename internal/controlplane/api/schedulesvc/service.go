@@ -59,10 +59,11 @@ func (s *Service) PutSchedule(ctx context.Context, req *tollgatev1.PutScheduleRe
 
 // GetSchedule returns a schedule with its next ticks.
 func (s *Service) GetSchedule(ctx context.Context, req *tollgatev1.GetScheduleRequest) (*tollgatev1.GetScheduleResponse, error) {
-	if _, err := api.Caller(ctx); err != nil {
+	who, err := api.Caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	sc, err := s.cfg.Book.Get(ctx, req.GetName())
+	sc, err := s.cfg.Book.Read(ctx, who, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -75,10 +76,11 @@ func (s *Service) GetSchedule(ctx context.Context, req *tollgatev1.GetScheduleRe
 
 // ListSchedules lists every schedule with its next tick.
 func (s *Service) ListSchedules(ctx context.Context, req *tollgatev1.ListSchedulesRequest) (*tollgatev1.ListSchedulesResponse, error) {
-	if _, err := api.Caller(ctx); err != nil {
+	who, err := api.Caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	all, err := s.cfg.Book.List(ctx, req.GetSkill())
+	all, err := s.cfg.Book.ReadAll(ctx, who, req.GetSkill())
 	if err != nil {
 		return nil, err
 	}
