@@ -107,7 +107,10 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	}
 	c.planeArgs = append([]string{"--redis", redis.URL(), "--listen", "127.0.0.1:0", "--jwt-key", jwtKey,
 		"--executor-listen", "127.0.0.1:0", "--executor-cert", pki.Server.Cert, "--executor-key", pki.Server.Key, "--executor-ca", pki.CA,
-		"--grant-key", filepath.Join(home, "grant.key"), "--policy", policy, "--lease-ttl", "1s", "--catalog", catalog}, planeArgs...)
+		"--grant-key", filepath.Join(home, "grant.key"), "--policy", policy, "--lease-ttl", "1s", "--catalog", catalog,
+		// A production control plane serves only the skills it is given:
+		// these are the examples, as an operator's GitOps directory.
+		"--skills-dir", exampleSkills(t)}, planeArgs...)
 	c.plane = startPlane(t, home, c.planeArgs...)
 	servers := fmt.Sprintf(`
   - {name: test, command: [%q, "--file", %q]}
@@ -131,6 +134,16 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 
 // startExecutor starts executor id (its certificate was minted with the
 // cluster), its stderr to stderr.
+// exampleSkills is examples/skills, absolute.
+func exampleSkills(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("../../examples/skills")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func (c *cluster) startExecutor(id string, stderr io.Writer) {
 	c.t.Helper()
 	c.startExecutorOn(id, stderr, c.plane)
