@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api/runsvc"
@@ -55,9 +56,15 @@ type Scheduler struct {
 	cfg SchedulerConfig
 	// crons are the parsed expressions by expression and zone: parsing
 	// (and the book's interval check) costs far more than deciding, and a
-	// pass reads every schedule every second. Used by the loop only.
+	// pass reads every schedule every second.
+	mu    sync.Mutex
 	crons map[[2]string]*schedule.Cron
 }
+
+// passWorkers is how many schedules a pass decides at once: each due
+// tick is a few store round trips (claim, start, record), which one
+// schedule must make in order but many may make side by side.
+const passWorkers = 16
 
 // NewScheduler returns a Scheduler.
 func NewScheduler(cfg SchedulerConfig) *Scheduler {
@@ -91,17 +98,22 @@ func (s *Scheduler) cron(sc store.Schedule) (*schedule.Cron, schedule.Policy, bo
 		pol.Grace = DefaultGrace
 	}
 	key := [2]string{sc.Cron, sc.TimeZone}
-	if c, ok := s.crons[key]; ok {
+	s.mu.Lock()
+	c, ok := s.crons[key]
+	s.mu.Unlock()
+	if ok {
 		return c, pol, true
 	}
 	c, err := schedule.Parse(sc.Cron, sc.TimeZone)
 	if err != nil {
 		return nil, schedule.Policy{}, false
 	}
+	s.mu.Lock()
 	if len(s.crons) >= maxCrons {
 		clear(s.crons)
 	}
 	s.crons[key] = c
+	s.mu.Unlock()
 	return c, pol, true
 }
 
@@ -142,16 +154,30 @@ func (s *Scheduler) Pass(ctx context.Context) (now, wake time.Time, err error) {
 	if err != nil {
 		return time.Time{}, time.Time{}, err
 	}
+	// Schedules are independent: up to passWorkers are decided at once,
+	// and the pass returns when all are (it owns what it starts).
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		slot = make(chan struct{}, passWorkers)
+	)
 	for _, sc := range all {
 		if ctx.Err() != nil {
-			return now, wake, ctx.Err()
+			break
 		}
-		w := s.one(ctx, sc, now)
-		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
-			wake = w
-		}
+		slot <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slot }()
+			w := s.one(ctx, sc, now)
+			mu.Lock()
+			if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+				wake = w
+			}
+			mu.Unlock()
+		})
 	}
-	return now, wake, nil
+	wg.Wait()
+	return now, wake, ctx.Err()
 }
 
 // maxSteps bounds the decisions one pass makes for one schedule (each is
