@@ -60,6 +60,10 @@ func TestSkillRegistryVersionsRunsAndDelete(t *testing.T) {
 	if err != nil || pinned.GetRun().GetSkillVersion() != 1 || pinned.GetRun().GetPlanDigest() != v1.GetPlanDigest() {
 		t.Fatalf("pinned v1: %v %+v", err, pinned.GetRun())
 	}
+	// A schedule's request ids are its own: a caller cannot take a tick's.
+	if _, err := e.runs("alice").StartRun(bg, &tollgatev1.StartRunRequest{RequestId: "schedule:nightly:1:2026-12-07T08:00:00Z", Source: &tollgatev1.StartRunRequest_Skill{Skill: "greet"}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a request id with the schedules' prefix: %v", err)
+	}
 	// The journal's first record names the skill version.
 	if recs := journal(t, e, r2.GetId()); !strings.Contains(recs[0].GetPayloadJson(), `"skill_version":2`) {
 		t.Fatalf("run_started does not record the version: %s", recs[0].GetPayloadJson())

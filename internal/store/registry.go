@@ -112,8 +112,12 @@ type TickClaim struct {
 	Tick time.Time `json:"tick"`
 	// RequestID is the start's idempotency key, scoped to the schedule's
 	// RunAs: every replica that finishes the claim starts the same run.
-	RequestID string    `json:"request_id"`
-	By        string    `json:"by"` // the replica that claimed it
+	RequestID string `json:"request_id"`
+	// RunAs is whom the run starts as, fixed when the tick was claimed: a
+	// change of the schedule's RunAs meanwhile must not start a second run
+	// under another requester's key.
+	RunAs string    `json:"run_as,omitempty"`
+	By    string    `json:"by"` // the replica that claimed it
 	At        time.Time `json:"at"`
 }
 
@@ -121,8 +125,11 @@ type TickClaim struct {
 type Schedules interface {
 	// PutSchedule writes s as version expect+1: expect 0 creates it
 	// (ErrConflict if the name exists), else the stored version must be
-	// expect (ErrConflict otherwise, nothing written). s.Version is
-	// ignored and set; the stored schedule is returned.
+	// expect and the stored CreatedAt s.CreatedAt (ErrConflict otherwise,
+	// nothing written): a schedule deleted and created again is another
+	// life whose versions start again at 1, and a writer holding the old
+	// one must not overwrite it. s.Version is ignored and set; the stored
+	// schedule is returned.
 	PutSchedule(ctx context.Context, s Schedule, expect int64) (Schedule, error)
 	// GetSchedule returns a schedule or ErrNotFound.
 	GetSchedule(ctx context.Context, name string) (Schedule, error)

@@ -28,7 +28,8 @@ type StartRunRequest struct {
 	// repeat with the same key and the same request (the same compiled plan
 	// digest, skill and inputs) returns the same run with created = false;
 	// the same key with a different request is ALREADY_EXISTS naming the
-	// run it started. Kept at least 24 hours.
+	// run it started. Kept at least 24 hours. Ids starting "schedule:" are
+	// the schedules' own (INVALID_ARGUMENT).
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// What to run.
 	//

@@ -52,7 +52,8 @@ type ScheduleServiceClient interface {
 	// NOT_FOUND if the skill (or the pinned version) does not exist;
 	// PERMISSION_DENIED for run_as another identity without the operator
 	// role; FAILED_PRECONDITION when expected_version is stale, or 0 and
-	// the name exists.
+	// the name exists; RESOURCE_EXHAUSTED past 100 schedules made by the
+	// caller or 1,000 in all. Inputs may be 16 KiB together.
 	PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error)
 	// GetSchedule returns a schedule with its next fire times. NOT_FOUND if
 	// unknown.
@@ -162,7 +163,8 @@ type ScheduleServiceServer interface {
 	// NOT_FOUND if the skill (or the pinned version) does not exist;
 	// PERMISSION_DENIED for run_as another identity without the operator
 	// role; FAILED_PRECONDITION when expected_version is stale, or 0 and
-	// the name exists.
+	// the name exists; RESOURCE_EXHAUSTED past 100 schedules made by the
+	// caller or 1,000 in all. Inputs may be 16 KiB together.
 	PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error)
 	// GetSchedule returns a schedule with its next fire times. NOT_FOUND if
 	// unknown.

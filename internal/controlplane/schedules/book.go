@@ -27,6 +27,12 @@ const (
 	MinGrace = time.Second
 	// MaxGrace bounds it: a tick a day late is not on time.
 	MaxGrace = 24 * time.Hour
+	// MaxPerCreator bounds one person's schedules, so nobody can take
+	// every place in the book.
+	MaxPerCreator = 100
+	// MaxInputBytes bounds a schedule's inputs, names and values
+	// together: every replica reads every schedule on every pass.
+	MaxInputBytes = 16 << 10
 )
 
 // Roles is what the book asks of policy (approvals.Desk).
@@ -85,6 +91,9 @@ func (b *Book) Put(ctx context.Context, who string, sp Spec, expect int64) (stor
 	if err != nil {
 		return store.Schedule{}, err
 	}
+	if n := inputBytes(sp.Inputs); n > MaxInputBytes {
+		return store.Schedule{}, fmt.Errorf("schedule %s: its inputs are %d bytes; a schedule's inputs may be %d: %w", sp.Name, n, MaxInputBytes, errkind.Invalid)
+	}
 	if _, err := b.cfg.Skills.Runnable(ctx, sp.Skill, sp.SkillVersion); err != nil {
 		return store.Schedule{}, fmt.Errorf("schedule %s: %w", sp.Name, err)
 	}
@@ -118,6 +127,15 @@ func (b *Book) Put(ctx context.Context, who string, sp Spec, expect int64) (stor
 		}
 		if len(all) >= MaxSchedules {
 			return store.Schedule{}, fmt.Errorf("there are %d schedules, the most a control plane keeps: %w", len(all), errkind.Exhausted)
+		}
+		mine := 0
+		for _, sc := range all {
+			if sc.CreatedBy == who {
+				mine++
+			}
+		}
+		if mine >= MaxPerCreator {
+			return store.Schedule{}, fmt.Errorf("%s made %d schedules, the most one person may: %w", who, mine, errkind.Exhausted)
 		}
 	}
 	out, err := b.cfg.Store.PutSchedule(ctx, next, expect)
@@ -236,8 +254,12 @@ func (b *Book) Pause(ctx context.Context, who, name string) (store.Schedule, err
 func (b *Book) Resume(ctx context.Context, who, name string) (store.Schedule, error) {
 	return b.change(ctx, who, name, func(sc *store.Schedule, now time.Time) {
 		if sc.Paused {
+			// From now: a tick claimed or waiting before the pause is
+			// passed over too (it would start days late). A claimed tick
+			// whose run a replica had started keeps its run; the record
+			// just does not name it.
 			sc.Paused, sc.PausedBy, sc.PausedAt = false, "", time.Time{}
-			sc.LastTick = later(sc.LastTick, now)
+			sc.LastTick, sc.Pending, sc.Buffered = later(sc.LastTick, now), nil, time.Time{}
 		}
 	})
 }
@@ -299,6 +321,14 @@ func (b *Book) mayChange(ctx context.Context, who string, sc store.Schedule) err
 		return fmt.Errorf("no schedule named %s: %w", sc.Name, errkind.NotFound)
 	}
 	return fmt.Errorf("%s may not change the schedule %s: only its creator (%s), whom it runs as (%s) and operators may: %w", who, sc.Name, sc.CreatedBy, sc.RunAs, errkind.Denied)
+}
+
+func inputBytes(in map[string]string) int {
+	n := 0
+	for k, v := range in {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 func later(a, b time.Time) time.Time {

@@ -233,7 +233,7 @@ func (s *Scheduler) one(ctx context.Context, sc store.Schedule, now time.Time) t
 // apply is the record after decision d.
 func apply(sc store.Schedule, d schedule.Decision, replica string, now time.Time) store.Schedule {
 	claim := func(tick time.Time) *store.TickClaim {
-		return &store.TickClaim{Tick: tick, RequestID: RequestID(sc, tick), By: replica, At: now}
+		return &store.TickClaim{Tick: tick, RequestID: RequestID(sc, tick), RunAs: sc.RunAs, By: replica, At: now}
 	}
 	sc.Missed += int64(d.Dropped)
 	switch d.Action {
@@ -255,7 +255,7 @@ func apply(sc store.Schedule, d schedule.Decision, replica string, now time.Time
 // tick: the same on every replica, and new for a schedule of the same
 // name made again.
 func RequestID(sc store.Schedule, tick time.Time) string {
-	return fmt.Sprintf("schedule:%s:%d:%s", sc.Name, sc.CreatedAt.UnixNano(), tick.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf(runsvc.ReservedRequestPrefix+"%s:%d:%s", sc.Name, sc.CreatedAt.UnixNano(), tick.UTC().Format(time.RFC3339Nano))
 }
 
 // mayFinish reports whether this replica may finish claim p: its own, or
@@ -275,8 +275,26 @@ func (s *Scheduler) mayFinish(ctx context.Context, p *store.TickClaim, now time.
 // leaves the claim for the next pass. It returns the record and false
 // when nothing was recorded.
 func (s *Scheduler) finish(ctx context.Context, sc store.Schedule) (store.Schedule, bool) {
+	// Read it again just before starting: a pause, a delete or another
+	// replica's finish since this pass read it must be seen (a pause
+	// after this read races the start, as a pause does a tick).
+	fresh, err := s.cfg.Store.GetSchedule(ctx, sc.Name)
+	if err != nil {
+		return sc, false
+	}
+	if fresh.Paused || fresh.Pending == nil || fresh.Pending.RequestID != sc.Pending.RequestID {
+		return fresh, true
+	}
+	sc = fresh
 	p := sc.Pending
 	runID, startErr := s.start(ctx, sc, p)
+	if startErr != nil {
+		// Another replica finishing the same claim may have started it
+		// (this start then collides with its run): that run is the tick's.
+		if id, err := s.found(ctx, sc, p); err == nil && id != "" {
+			runID, startErr = id, nil
+		}
+	}
 	if startErr != nil && !permanent(startErr) {
 		s.cfg.Log.LogAttrs(ctx, slog.LevelWarn, "schedules: could not start a tick's run; trying again", slog.String("schedule", sc.Name),
 			slog.Time("tick", p.Tick), slog.String("error", startErr.Error()))
@@ -303,7 +321,7 @@ func (s *Scheduler) finish(ctx context.Context, sc store.Schedule) (store.Schedu
 		if sc, err = s.cfg.Store.GetSchedule(ctx, sc.Name); err != nil {
 			return sc, false
 		}
-		if sc.Pending == nil || !sc.Pending.Tick.Equal(p.Tick) {
+		if sc.Pending == nil || sc.Pending.RequestID != p.RequestID {
 			return sc, true // another replica recorded it
 		}
 	}
@@ -313,14 +331,10 @@ func (s *Scheduler) finish(ctx context.Context, sc store.Schedule) (store.Schedu
 // start starts the claim's run as the schedule's RunAs, or finds the run
 // an earlier start of the same claim made.
 func (s *Scheduler) start(ctx context.Context, sc store.Schedule, p *store.TickClaim) (string, error) {
-	// The runner keys a request by its requester and id; a run made by an
-	// earlier attempt (maybe of another skill version) is that tick's run.
-	if id, err := s.cfg.Store.RequestedRun(ctx, sc.RunAs+"\x00"+p.RequestID); err != nil {
-		return "", err
-	} else if id != "" {
-		return id, nil
+	if id, err := s.found(ctx, sc, p); err != nil || id != "" {
+		return id, err
 	}
-	run, _, _, err := s.cfg.Starter.Start(ctx, sc.RunAs, runsvc.Start{RequestID: p.RequestID, Skill: sc.Skill, SkillVersion: sc.SkillVersion,
+	run, _, _, err := s.cfg.Starter.Start(ctx, claimant(sc, p), runsvc.Start{RequestID: p.RequestID, Skill: sc.Skill, SkillVersion: sc.SkillVersion,
 		Inputs: sc.Inputs, Schedule: sc.Name, Tick: p.Tick})
 	if err != nil {
 		return "", err
@@ -330,15 +344,44 @@ func (s *Scheduler) start(ctx context.Context, sc store.Schedule, p *store.TickC
 	return run.ID, nil
 }
 
+// claimant is whom a claim's run starts as: the RunAs fixed by the claim.
+func claimant(sc store.Schedule, p *store.TickClaim) string {
+	if p.RunAs != "" {
+		return p.RunAs
+	}
+	return sc.RunAs
+}
+
+// found is the run an earlier start of the claim made, or "". The runner
+// keys a request by its requester and id; a run found under the key that
+// is not this schedule's tick (someone started a run of their own with
+// that id) is an error: the tick's run cannot start under it.
+func (s *Scheduler) found(ctx context.Context, sc store.Schedule, p *store.TickClaim) (string, error) {
+	id, err := s.cfg.Store.RequestedRun(ctx, claimant(sc, p)+"\x00"+p.RequestID)
+	if err != nil || id == "" {
+		return "", err
+	}
+	run, _, err := s.cfg.Runs.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if run.Origin.Schedule != sc.Name || !run.Origin.Tick.Equal(p.Tick) {
+		return "", fmt.Errorf("the request id %s is taken by run %s, which this schedule did not start: %w", p.RequestID, id, errkind.RequestReused)
+	}
+	return id, nil
+}
+
 // permanent reports whether a start's error will not go away by trying
-// the same start again.
+// the same start again: anything but the store or the context failing
+// for now. (An error that says nothing is permanent: retrying it would
+// hold the claim, and every later tick, forever.)
 func permanent(err error) bool {
-	for _, k := range []error{errkind.Invalid, errkind.NotFound, errkind.Denied, errkind.Precondition, errkind.RequestReused, errkind.StalePayload, errkind.Exhausted} {
+	for _, k := range []error{store.ErrUnavailable, errkind.Busy, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, k) {
-			return true
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // active reports whether the schedule's last run is live (a parked run

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ type runs struct {
 	st      *memstore.Store
 	byKey   map[string]string
 	live    map[string]bool
+	origin  map[string]engine.Origin
 	started map[time.Time]int
 	refuse  error
 	n       int
@@ -54,6 +56,10 @@ func (r *runs) Start(_ context.Context, who string, in runsvc.Start) (*engine.Ru
 	r.n++
 	id := fmt.Sprintf("r%d", r.n)
 	r.byKey[key], r.live[id] = id, true
+	if r.origin == nil {
+		r.origin = map[string]engine.Origin{}
+	}
+	r.origin[id] = engine.Origin{Schedule: in.Schedule, Tick: in.Tick}
 	r.started[in.Tick.UTC()]++
 	return &engine.Run{ID: id, Requester: who, Origin: engine.Origin{Schedule: in.Schedule, Tick: in.Tick}}, nil, true, nil
 }
@@ -68,7 +74,7 @@ func (r *runs) Get(_ context.Context, id string) (*engine.Run, *engine.Machine, 
 	if r.live[id] {
 		st = engine.Running
 	}
-	return &engine.Run{ID: id, State: st}, nil, nil
+	return &engine.Run{ID: id, State: st, Origin: r.origin[id]}, nil, nil
 }
 
 func (r *runs) end(id string) { r.mu.Lock(); r.live[id] = false; r.mu.Unlock() }
@@ -339,6 +345,90 @@ func TestClaimOfAReplicaThatLeftIsFinishedAtOnce(t *testing.T) {
 	}
 }
 
+// The attacker's and the unlucky operator's paths through a claim.
+func TestClaimSurvivesChangesMadeWhileItWaits(t *testing.T) {
+	ctx := context.Background()
+	claimedBy := func(t *testing.T, w *world, replica string) (store.Schedule, time.Time) {
+		t.Helper()
+		sc, _ := w.book.Get(ctx, "s")
+		tick := t0.Add(10 * time.Second)
+		w.clock.set(tick)
+		claimed := sc
+		claimed.LastTick = tick
+		claimed.Pending = &store.TickClaim{Tick: tick, RequestID: RequestID(sc, tick), RunAs: sc.RunAs, By: replica, At: tick}
+		out, err := w.st.PutSchedule(ctx, claimed, sc.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, tick
+	}
+	t.Run("run_as changed after the claim's run started", func(t *testing.T) {
+		w := newWorld(t)
+		if _, err := w.book.Put(ctx, "otto", Spec{Name: "s", Skill: "brief", Cron: "*/10 * * * * *", RunAs: "alice"}, 0); err != nil {
+			t.Fatal(err)
+		}
+		sc, tick := claimedBy(t, w, "gone")
+		// The dying replica started the run as alice, and recorded nothing.
+		if _, _, _, err := w.runs.Start(ctx, "alice", runsvc.Start{RequestID: sc.Pending.RequestID, Skill: "brief", Schedule: "s", Tick: tick}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.book.Put(ctx, "otto", Spec{Name: "s", Skill: "brief", Cron: "*/10 * * * * *", RunAs: "bob"}, sc.Version); err != nil {
+			t.Fatal(err)
+		}
+		passAll(t, w.scheduler("b"))
+		if n := w.runs.count(tick); n != 1 {
+			t.Fatalf("the tick has %d runs after its run_as changed, want the one started as alice", n)
+		}
+	})
+	t.Run("paused while claimed, then resumed", func(t *testing.T) {
+		w := newWorld(t)
+		w.add(t, Spec{Name: "s", Skill: "brief", Cron: "*/10 * * * * *"})
+		claimedBy(t, w, "gone")
+		if _, err := w.book.Pause(ctx, "alice", "s"); err != nil {
+			t.Fatal(err)
+		}
+		passAll(t, w.scheduler("b"))
+		if n := w.runs.total(); n != 0 {
+			t.Fatalf("a paused schedule's claimed tick started %d runs", n)
+		}
+		w.clock.add(5 * time.Second)
+		if _, err := w.book.Resume(ctx, "alice", "s"); err != nil {
+			t.Fatal(err)
+		}
+		passAll(t, w.scheduler("b"))
+		if n := w.runs.total(); n != 0 {
+			t.Fatalf("resume started the tick claimed before the pause (%d runs)", n)
+		}
+	})
+	t.Run("a request id taken by another run", func(t *testing.T) {
+		w := newWorld(t)
+		w.add(t, Spec{Name: "s", Skill: "brief", Cron: "*/10 * * * * *"})
+		sc, tick := claimedBy(t, w, "gone")
+		// alice started a run of her own under the tick's id (the API
+		// refuses the prefix; this is the store's view if it did not).
+		if _, _, _, err := w.runs.Start(ctx, "alice", runsvc.Start{RequestID: sc.Pending.RequestID, Skill: "brief"}); err != nil {
+			t.Fatal(err)
+		}
+		passAll(t, w.scheduler("b"))
+		got, _ := w.book.Get(ctx, "s")
+		if got.Pending != nil || got.Started != 0 || got.LastRun != "" || !strings.Contains(got.LastError, "taken") {
+			t.Fatalf("a foreign run was taken for the tick's: %+v", got)
+		}
+		_ = tick
+	})
+	t.Run("an error that says nothing is not retried forever", func(t *testing.T) {
+		w := newWorld(t)
+		w.add(t, Spec{Name: "s", Skill: "brief", Cron: "*/10 * * * * *"})
+		w.runs.refuse = errors.New("policy evaluation failed")
+		w.clock.add(10 * time.Second)
+		passAll(t, w.scheduler("a"))
+		got, _ := w.book.Get(context.Background(), "s")
+		if got.Pending != nil || got.LastError == "" {
+			t.Fatalf("an unclassified refusal held the claim: %+v", got)
+		}
+	})
+}
+
 // A start refused for good (policy, a skill gone) is the tick's error;
 // the schedule goes on with the next tick.
 func TestRefusedStartIsRecorded(t *testing.T) {
@@ -410,6 +500,18 @@ func TestBookAuthority(t *testing.T) {
 		if _, err := w.book.Put(ctx, "alice", sp, 0); !errors.Is(err, errkind.Invalid) {
 			t.Errorf("%+v: %v, want invalid", sp, err)
 		}
+	}
+	if _, err := w.book.Put(ctx, "alice", Spec{Name: "big", Skill: "brief", Cron: "@daily", Inputs: map[string]string{"x": strings.Repeat("a", MaxInputBytes)}}, 0); !errors.Is(err, errkind.Invalid) {
+		t.Errorf("a schedule with %d bytes of inputs: %v", MaxInputBytes+1, err)
+	}
+	// One person cannot take every place in the book.
+	for i := range MaxPerCreator {
+		if _, err := w.book.Put(ctx, "carol", Spec{Name: fmt.Sprintf("c%03d", i), Skill: "brief", Cron: "@daily"}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.book.Put(ctx, "carol", Spec{Name: "one-more", Skill: "brief", Cron: "@daily"}, 0); !errors.Is(err, errkind.Exhausted) {
+		t.Errorf("schedule %d of one person: %v", MaxPerCreator+1, err)
 	}
 	if _, err := w.book.Put(ctx, "alice", Spec{Name: "x", Skill: "nope", Cron: "@daily"}, 0); !errors.Is(err, errkind.NotFound) {
 		t.Errorf("a schedule of an unknown skill: %v", err)

@@ -119,7 +119,7 @@ func (s *Store) PutSchedule(_ context.Context, sc store.Schedule, expect int64) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.reg.schedules[sc.Name]
-	if (expect == 0 && ok) || (expect != 0 && (!ok || cur.Version != expect)) {
+	if (expect == 0 && ok) || (expect != 0 && (!ok || cur.Version != expect || !cur.CreatedAt.Equal(sc.CreatedAt))) {
 		return store.Schedule{}, store.ErrConflict
 	}
 	if s.reg.schedules == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,19 +66,20 @@ return redis.call('HMGET', KEYS[2], unpack(names))
 `)
 
 // putScheduleScript writes a schedule at version ARGV[2]+1 if its stored
-// version (kept apart from the JSON, so the script compares it without
-// decoding) is ARGV[2], 0 meaning none. KEYS: 1 schedules, 2 versions.
-// ARGV: 1 name, 2 expect, 3 JSON. Returns 0 written, 1 conflict.
+// version and life (kept apart from the JSON as "VERSION:CREATED_NS", so
+// the script compares them without decoding) are ARGV[2] and ARGV[4], 0
+// meaning none. KEYS: 1 schedules, 2 versions. ARGV: 1 name, 2 expect,
+// 3 JSON, 4 CreatedAt in ns. Returns 0 written, 1 conflict.
 var putScheduleScript = newScript(`
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 local expect = tonumber(ARGV[2])
 if expect == 0 then
   if cur then return 1 end
-elseif not cur or tonumber(cur) ~= expect then
+elseif cur ~= ARGV[2] .. ':' .. ARGV[4] then
   return 1
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('HSET', KEYS[2], ARGV[1], expect + 1)
+redis.call('HSET', KEYS[2], ARGV[1], tostring(expect + 1) .. ':' .. ARGV[4])
 return 0
 `)
 
@@ -87,7 +89,7 @@ return 0
 var deleteScheduleScript = newScript(`
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if not cur then return 2 end
-if tonumber(cur) ~= tonumber(ARGV[2]) then return 1 end
+if tonumber(string.match(cur, '^(%d+):')) ~= tonumber(ARGV[2]) then return 1 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 0
@@ -254,7 +256,7 @@ func (s *Store) PutSchedule(ctx context.Context, sc store.Schedule, expect int64
 	if err != nil {
 		return store.Schedule{}, fmt.Errorf("%w: schedule %s: %v", store.ErrInvalid, sc.Name, err)
 	}
-	cmd, err := s.runScript(ctx, putScheduleScript, []string{s.schedulesKey(), s.scheduleVersionsKey()}, sc.Name, expect, b)
+	cmd, err := s.runScript(ctx, putScheduleScript, []string{s.schedulesKey(), s.scheduleVersionsKey()}, sc.Name, expect, b, strconv.FormatInt(sc.CreatedAt.UnixNano(), 10))
 	if err != nil {
 		return store.Schedule{}, err
 	}

@@ -354,6 +354,16 @@ func testSchedules(t *testing.T, s store.Store) {
 		t.Fatalf("ListSchedules after a delete: %+v", list)
 	}
 	putSchedule(t, s, schedule("nightly"), 0) // a new life starts at 1
+	// A writer holding the old life at the version the new one reached
+	// must not overwrite it: the new life has another CreatedAt.
+	old := schedule("nightly")
+	old.CreatedAt = regAt.Add(-time.Hour)
+	if _, err := s.PutSchedule(ctx, old, 1); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a write of a deleted life over the new one at its version: %v", err)
+	}
+	if got, _ := s.GetSchedule(ctx, "nightly"); !got.CreatedAt.Equal(regAt) || got.Version != 1 {
+		t.Fatalf("the new life was overwritten: %+v", got)
+	}
 	if _, err := s.PutSchedule(ctx, store.Schedule{Cron: "* * * * *"}, 0); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("a schedule without a name: %v", err)
 	}

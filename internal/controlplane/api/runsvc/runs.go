@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/limits"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
@@ -26,6 +27,9 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(req.GetRequestId(), ReservedRequestPrefix) {
+		return nil, fmt.Errorf("request_id %q: ids starting %q are the schedules' own; use another: %w", limits.Short(req.GetRequestId()), ReservedRequestPrefix, errkind.Invalid)
+	}
 	run, m, created, err := s.Start(ctx, who, Start{RequestID: req.GetRequestId(), Skill: req.GetSkill(), SkillVersion: req.GetSkillVersion(),
 		Recipe: req.GetRecipe(), Name: req.GetName(), Inputs: req.GetInputs(), ExpectedPlanDigest: req.GetExpectedPlanDigest()})
 	if err != nil {
@@ -33,6 +37,10 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	}
 	return &tollgatev1.StartRunResponse{Run: s.cfg.Views.Run(run, m, run.Origin.Skill), Created: created}, nil
 }
+
+// ReservedRequestPrefix starts the request ids of the runs schedules
+// start (schedules.RequestID): a caller may not take a future tick's id.
+const ReservedRequestPrefix = "schedule:"
 
 // Start is a run to start: a saved skill (a version of it, or its
 // latest) or a recipe, and, for a schedule's tick, the schedule.

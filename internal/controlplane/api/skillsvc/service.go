@@ -117,7 +117,9 @@ func (s *Service) SkillHistory(ctx context.Context, req *tollgatev1.SkillHistory
 		}
 		after = n
 	}
-	limit := store.Limit(int(req.GetPageSize()))
+	// One more than the page, to know whether another follows: within
+	// the store's own bound.
+	limit := min(store.Limit(int(req.GetPageSize())), store.Limit(1<<30)-1)
 	vs, err := s.cfg.Registry.History(ctx, req.GetName(), after, limit+1)
 	if err != nil {
 		return nil, err
