@@ -118,7 +118,7 @@ type TickClaim struct {
 	// under another requester's key.
 	RunAs string    `json:"run_as,omitempty"`
 	By    string    `json:"by"` // the replica that claimed it
-	At        time.Time `json:"at"`
+	At    time.Time `json:"at"`
 }
 
 // Schedules keeps schedules.
