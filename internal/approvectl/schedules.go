@@ -315,15 +315,27 @@ func writeSchedule(w io.Writer, s *tollgatev1.Schedule, now time.Time) {
 	case len(ticks) == 0:
 		line("next ticks", "none")
 	default:
+		// In the schedule's own zone too: the expression is read there.
+		zone, _ := time.LoadLocation(sp.GetTimeZone())
 		for i, t := range ticks {
 			label := ""
 			if i == 0 {
 				label = "next ticks"
 			}
+			if zone != nil && sp.GetTimeZone() != "" && sp.GetTimeZone() != "UTC" {
+				line(label, "%s  = %s %s", stamp(t, now), t.AsTime().In(zone).Format("Mon 15:04:05"), sp.GetTimeZone())
+				continue
+			}
 			line(label, "%s", stamp(t, now))
 		}
 	}
-	line("last tick", "%s", stamp(s.GetLastTick(), now))
+	// Creating or resuming a schedule moves it too: no tick before then
+	// is ever decided.
+	if s.GetLastTick() != nil {
+		line("decided to", "%s (ticks up to then are started, skipped, missed or passed over)", stamp(s.GetLastTick(), now))
+	} else {
+		line("decided to", "-")
+	}
 	if r := s.GetLastRun(); r != "" {
 		line("last run", "%s for the tick %s (approvectl runs show %s)", r, tickTime(s.GetLastRunTick()), r)
 	} else {
