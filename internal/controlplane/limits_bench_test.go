@@ -27,7 +27,7 @@ func BenchmarkValueLimits(b *testing.B) {
 	}
 	run := m.Start("r_bench", "alice", time.Now()).Run
 	req := &tollgatev1.GetRunRequest{RunId: run.ID}
-	resp := &tollgatev1.GetRunResponse{Run: wire.NewViews(1).Run(run, m, "graph-ask-demo")}
+	resp := &tollgatev1.GetRunResponse{Run: wire.NewViews(1).Run(run, m)}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := api.CheckValues(req); err != nil {

@@ -16,9 +16,9 @@ import (
 // quorum is how many distinct approvals the ask needs (at least one).
 func quorum(a *engine.AskRun) int32 { return int32(max(a.Quorum, 1)) }
 
-// AskSummary is one line of an inbox or a run's list of asks; skill is
-// as for Run.
-func AskSummary(run *engine.Run, a *engine.AskRun, skill string) *tollgatev1.AskSummary {
+// AskSummary is one line of an inbox or a run's list of asks.
+func AskSummary(run *engine.Run, a *engine.AskRun) *tollgatev1.AskSummary {
+	skill := run.Origin.Skill
 	s := &tollgatev1.AskSummary{Id: store.AskID(run.ID, a.ID), RunId: run.ID, StoppingPointId: a.ID, Kind: askKindToProto[a.Type],
 		State: askStateToProto[a.State], Title: a.Title, Requester: run.Requester, Skill: skill, Consequence: consequence(a),
 		Quorum: quorum(a), CreatedAt: Time(a.OpenedAt), ExpiresAt: Time(a.ExpiresAt), ClosedAt: Time(a.Closed), PayloadDigest: a.PayloadDigest(),

@@ -15,7 +15,7 @@ func TestBlockedRunSaysWhy(t *testing.T) {
 	m := exampleMachine(t, "graph-ask-demo")
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	run := m.Start("r1", "alice", t0).Run
-	if pr := NewViews(1).Run(run, m, ""); len(pr.GetBlocked()) != 0 || len(pr.GetExecutors()) != 0 {
+	if pr := NewViews(1).Run(run, m); len(pr.GetBlocked()) != 0 || len(pr.GetExecutors()) != 0 {
 		t.Fatalf("a running run lists nothing blocked: %v %v", pr.GetBlocked(), pr.GetExecutors())
 	}
 	tr, err := m.Apply(run, engine.StepsBlocked{Steps: []engine.StepAttempt{{Step: "cpu", Attempt: 1}, {Step: "mem", Attempt: 1}}, At: t0})
@@ -28,7 +28,7 @@ func TestBlockedRunSaysWhy(t *testing.T) {
 	}
 
 	none := NewViews(1)
-	pr := none.Run(run, m, "")
+	pr := none.Run(run, m)
 	if len(pr.GetBlocked()) != 2 || pr.GetBlocked()[0].GetStepId() != "cpu" || pr.GetBlocked()[0].GetServer() != "mcp-monitor" ||
 		pr.GetBlocked()[0].GetTool() != "get_cpu_info" || pr.GetBlocked()[1].GetTool() != "get_memory_info" {
 		t.Fatalf("blocked: %v", pr.GetBlocked())
@@ -44,7 +44,7 @@ func TestBlockedRunSaysWhy(t *testing.T) {
 	some.Connected = func() []Executor {
 		return []Executor{{ID: "edge-1", Labels: []string{"edge"}, Tools: []string{"notes.search", "notes.store"}, Prose: true}}
 	}
-	pr = some.Run(run, m, "")
+	pr = some.Run(run, m)
 	if r := pr.GetBlocked()[1].GetReason(); r != "no connected executor offers mcp-monitor·get_memory_info (connected to this replica: edge-1)" {
 		t.Errorf("reason with edge-1 connected: %q", r)
 	}

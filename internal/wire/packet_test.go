@@ -97,7 +97,7 @@ func TestAskPacketShowsContentBoundedAndTheAmendedTitle(t *testing.T) {
 		t.Errorf("evidence digest %s, recomputed %s", p.GetEvidenceDigest(), got)
 	}
 	// The inbox line reads the amended amount too.
-	if s := AskSummary(run, a, ""); s.GetTitle() != p.GetTitle() {
+	if s := AskSummary(run, a); s.GetTitle() != p.GetTitle() {
 		t.Errorf("inbox title %q", s.GetTitle())
 	}
 	// A step that ran again no longer shows what was bound: no content.

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -15,12 +14,12 @@ import (
 )
 
 // Run renders a run with its plan card and, for each step and ask, what
-// happened, as recorded. m is the run's machine; skill names the saved
-// skill it was started from ("" for a recipe or a gate from code). The
+// happened, as recorded. m is the run's machine; the saved skill it was
+// started from is its own record's (engine.Origin). The
 // plan part is the one view of the plan v holds, shared with every other
 // response that carries it: callers must not modify it.
-func (v *Views) Run(run *engine.Run, m *engine.Machine, skill string) *tollgatev1.Run {
-	skill = cmp.Or(run.Origin.Skill, skill)
+func (v *Views) Run(run *engine.Run, m *engine.Machine) *tollgatev1.Run {
+	skill := run.Origin.Skill
 	pv := v.of(m)
 	out := &tollgatev1.Run{
 		Id: run.ID, PlanDigest: run.PlanDigest, Plan: pv.plan, PlanCard: pv.card,
@@ -59,7 +58,7 @@ func (v *Views) Run(run *engine.Run, m *engine.Machine, skill string) *tollgatev
 		out.Steps = append(out.Steps, ps)
 	}
 	for _, id := range slices.Sorted(maps.Keys(run.Asks)) {
-		out.Asks = append(out.Asks, AskSummary(run, run.Asks[id], skill))
+		out.Asks = append(out.Asks, AskSummary(run, run.Asks[id]))
 	}
 	out.Fans = fanTimings(run, m, order)
 	if run.State == engine.Blocked {

@@ -30,13 +30,13 @@ func TestRunCarriesTimings(t *testing.T) {
 	// runs 250ms.
 	apply(engine.StepLeased{Step: "cpu", Attempt: 1, Executor: "x1", LeaseID: "r1/cpu/1", At: t0.Add(5 * ms)})
 	apply(engine.StepLeased{Step: "mem", Attempt: 1, Executor: "x2", LeaseID: "r1/mem/1", At: t0.Add(100 * ms)})
-	if pr := views.Run(run, m, ""); len(pr.GetFans()) != 0 {
+	if pr := views.Run(run, m); len(pr.GetFans()) != 0 {
 		t.Fatalf("a fan with branches in flight has no figures: %v", pr.GetFans())
 	}
 	apply(engine.StepSucceeded{Step: "cpu", Attempt: 1, Output: []byte(`{}`), At: t0.Add(305 * ms)})
 	apply(engine.StepSucceeded{Step: "mem", Attempt: 1, Output: []byte(`{}`), At: t0.Add(350 * ms)})
 
-	pr := views.Run(run, m, "")
+	pr := views.Run(run, m)
 	var ids []string
 	for _, s := range pr.GetSteps() {
 		ids = append(ids, s.GetStepId())
@@ -74,7 +74,7 @@ func TestViewsShareThePlanView(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	views := NewViews(1)
 	m := machine("graph-ask-demo")
-	a, b := views.Run(m.Start("r1", "alice", t0).Run, m, ""), views.Run(m.Start("r2", "bob", t0).Run, m, "")
+	a, b := views.Run(m.Start("r1", "alice", t0).Run, m), views.Run(m.Start("r2", "bob", t0).Run, m)
 	if a.GetPlan() != b.GetPlan() || a.GetPlanCard() == "" || a.GetPlanCard() != b.GetPlanCard() {
 		t.Fatal("two runs of one plan share its view")
 	}
@@ -85,7 +85,7 @@ func TestViewsShareThePlanView(t *testing.T) {
 		t.Fatalf("one plan shown, one view kept: %+v", st)
 	}
 	other := machine("morning-briefing")
-	views.Run(other.Start("r3", "alice", t0).Run, other, "")
+	views.Run(other.Start("r3", "alice", t0).Run, other)
 	if st := views.Stats(); st.Entries != 1 || st.Evictions != 1 {
 		t.Fatalf("a second plan evicts the first under a bound of one: %+v", st)
 	}

@@ -179,7 +179,7 @@ func (s *Watches) RunEvent(run *engine.Run, m *engine.Machine, kind tollgatev1.R
 	if ev, ok := s.events.Get(k); ok {
 		return ev
 	}
-	pr := s.views.Run(run, m, "")
+	pr := s.views.Run(run, m)
 	if !k.snapshot {
 		// The plan does not change: it goes with the snapshot only.
 		pr.Plan, pr.PlanCard = nil, ""

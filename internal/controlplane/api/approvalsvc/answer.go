@@ -48,7 +48,7 @@ func (s *Service) Answer(ctx context.Context, req *tollgatev1.AnswerRequest) (*t
 	}
 	r := tr.Reply
 	out := &tollgatev1.AnswerResponse{Kind: answerKindToProto[r.Kind], ResponseText: r.Message, SelectedOptionId: r.Option.ID,
-		MissCount: int32(r.Misses), Ask: wire.AskSummary(tr.Run, tr.Run.Asks[a.ID], ""), RunState: wire.RunState(tr.Run.State)}
+		MissCount: int32(r.Misses), Ask: wire.AskSummary(tr.Run, tr.Run.Asks[a.ID]), RunState: wire.RunState(tr.Run.State)}
 	if r.Kind == answer.Dropped {
 		m, err := s.cfg.Runner.Machine(ctx, tr.Run.PlanDigest)
 		if err != nil {

@@ -71,7 +71,7 @@ func (s *Service) ListAsks(ctx context.Context, req *tollgatev1.ListAsksRequest)
 		case a.Audience != "" && a.Audience != plan.AudienceRequester:
 			basis = tollgatev1.EligibilityBasis_ELIGIBILITY_BASIS_ROLE
 		}
-		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: v.Why, Ask: wire.AskSummary(run, a, "")})
+		out.Items = append(out.Items, &tollgatev1.InboxItem{Basis: basis, Why: v.Why, Ask: wire.AskSummary(run, a)})
 	}
 	return out, nil
 }

@@ -100,7 +100,7 @@ func (s *Service) CreateRun(ctx context.Context, req *tollgatev1.CreateRunReques
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.CreateRunResponse{Run: s.cfg.Views.Run(run, m, ""), Created: created}, nil
+	return &tollgatev1.CreateRunResponse{Run: s.cfg.Views.Run(run, m), Created: created}, nil
 }
 
 func (s *Service) startExternal(ctx context.Context, who, requestID, name string) (*engine.Run, bool, error) {
@@ -228,7 +228,7 @@ func (s *Service) RecordStep(ctx context.Context, req *tollgatev1.RecordStepRequ
 	if err != nil {
 		return nil, err
 	}
-	for _, st := range s.cfg.Views.Run(tr.Run, m, "").GetSteps() {
+	for _, st := range s.cfg.Views.Run(tr.Run, m).GetSteps() {
 		if st.GetStepId() == req.GetStep() {
 			return &tollgatev1.RecordStepResponse{Step: st}, nil
 		}
@@ -252,7 +252,7 @@ func (s *Service) FinishRun(ctx context.Context, req *tollgatev1.FinishRunReques
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.FinishRunResponse{Run: s.cfg.Views.Run(tr.Run, m, "")}, nil
+	return &tollgatev1.FinishRunResponse{Run: s.cfg.Views.Run(tr.Run, m)}, nil
 }
 
 // gateToProto renders a gate with its outcome; an approved gate carries

@@ -35,7 +35,7 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.StartRunResponse{Run: s.cfg.Views.Run(run, m, run.Origin.Skill), Created: created}, nil
+	return &tollgatev1.StartRunResponse{Run: s.cfg.Views.Run(run, m), Created: created}, nil
 }
 
 // ReservedRequestPrefix starts the request ids of the runs schedules
@@ -165,11 +165,7 @@ func (s *Service) GetRun(ctx context.Context, req *tollgatev1.GetRunRequest) (*t
 	if err != nil {
 		return nil, err
 	}
-	sr, err := s.cfg.Store.GetRun(ctx, run.ID)
-	if err != nil {
-		return nil, err
-	}
-	return &tollgatev1.GetRunResponse{Run: s.cfg.Views.Run(run, m, sr.Skill)}, nil
+	return &tollgatev1.GetRunResponse{Run: s.cfg.Views.Run(run, m)}, nil
 }
 
 // ListRuns lists the runs the caller may see, newest first; a page may
@@ -231,5 +227,5 @@ func (s *Service) CancelRun(ctx context.Context, req *tollgatev1.CancelRunReques
 	if err != nil {
 		return nil, err
 	}
-	return &tollgatev1.CancelRunResponse{Run: s.cfg.Views.Run(tr.Run, m, ""), Report: wire.CancellationReport(m, run, tr.Run)}, nil
+	return &tollgatev1.CancelRunResponse{Run: s.cfg.Views.Run(tr.Run, m), Report: wire.CancellationReport(m, run, tr.Run)}, nil
 }
