@@ -206,9 +206,18 @@ func (s *Scheduler) one(ctx context.Context, sc store.Schedule, now time.Time) t
 			sc = next
 			continue
 		}
-		d := schedule.Decide(c, pol, schedule.State{Since: sc.CreatedAt, LastTick: sc.LastTick, Buffered: sc.Buffered, RunActive: s.active(ctx, sc)}, now)
+		// Whether the last run is live matters only to a tick that is due
+		// or waiting: decided first as if it were not, an idle pass reads
+		// no run (every replica passes over every schedule every second).
+		st := schedule.State{Since: sc.CreatedAt, LastTick: sc.LastTick, Buffered: sc.Buffered}
+		d := schedule.Decide(c, pol, st, now)
 		if d.Action == schedule.Nothing {
 			return d.Wake
+		}
+		if st.RunActive = s.active(ctx, sc); st.RunActive {
+			if d = schedule.Decide(c, pol, st, now); d.Action == schedule.Nothing {
+				return d.Wake
+			}
 		}
 		next := apply(sc, d, s.cfg.Replica, now)
 		stored, err := s.cfg.Store.PutSchedule(ctx, next, sc.Version)

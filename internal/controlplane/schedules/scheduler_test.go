@@ -41,6 +41,7 @@ type runs struct {
 	started map[time.Time]int
 	refuse  error
 	n       int
+	gets    int // runs read
 }
 
 func (r *runs) Start(_ context.Context, who string, in runsvc.Start) (*engine.Run, *engine.Machine, bool, error) {
@@ -67,6 +68,7 @@ func (r *runs) Start(_ context.Context, who string, in runsvc.Start) (*engine.Ru
 func (r *runs) Get(_ context.Context, id string) (*engine.Run, *engine.Machine, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.gets++
 	if _, ok := r.live[id]; !ok {
 		return nil, nil, store.ErrNotFound
 	}
@@ -427,6 +429,31 @@ func TestClaimSurvivesChangesMadeWhileItWaits(t *testing.T) {
 			t.Fatalf("an unclassified refusal held the claim: %+v", got)
 		}
 	})
+}
+
+// A pass that finds no tick due reads no run: every replica passes over
+// every schedule every second.
+func TestIdlePassReadsNoRun(t *testing.T) {
+	w := newWorld(t)
+	w.add(t, Spec{Name: "s", Skill: "brief", Cron: "*/10 * * * * *"})
+	a := w.scheduler("a")
+	w.clock.add(10 * time.Second)
+	passAll(t, a) // starts r1: the schedule now has a last run
+	w.runs.mu.Lock()
+	w.runs.gets = 0
+	w.runs.mu.Unlock()
+	for range 5 {
+		w.clock.add(time.Second)
+		passAll(t, a)
+	}
+	if w.runs.gets != 0 {
+		t.Fatalf("5 idle passes read the last run %d times", w.runs.gets)
+	}
+	w.clock.add(5 * time.Second) // the next tick: skip, for r1 is live
+	passAll(t, a)
+	if sc, _ := w.book.Get(context.Background(), "s"); sc.Skipped != 1 || w.runs.gets == 0 {
+		t.Fatalf("a due tick must read whether the last run is live: skipped %d, reads %d", sc.Skipped, w.runs.gets)
+	}
 }
 
 // A start refused for good (policy, a skill gone) is the tick's error;

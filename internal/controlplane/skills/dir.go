@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 )
 
@@ -126,18 +127,11 @@ func (d *Dir) Load(ctx context.Context) (LoadResult, error) {
 
 // Run loads the directory every interval until ctx ends.
 func (d *Dir) Run(ctx context.Context) error {
-	t := time.NewTicker(d.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return tick.Every(ctx, d.interval, func(ctx context.Context) {
 		if _, err := d.Load(ctx); err != nil && ctx.Err() == nil {
 			d.log.LogAttrs(ctx, slog.LevelError, "skills directory unreadable", slog.String("dir", d.where), slog.String("error", err.Error()))
 		}
-	}
+	})
 }
 
 // find lists the SKILL.md files under the directory, sorted, within the
