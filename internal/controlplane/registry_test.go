@@ -3,6 +3,7 @@ package controlplane
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -151,6 +152,61 @@ func TestSkillPublicationRefusals(t *testing.T) {
 	for _, s := range list.GetSkills() {
 		if s.GetName() == "broken" || s.GetName() == "pay-anyone" || s.GetName() == "other" {
 			t.Fatalf("a refused skill was stored: %+v", s)
+		}
+	}
+}
+
+// An attacker with publish rights on a skill someone else's schedule
+// follows: bob publishes a new latest version of alice's skill with a
+// `without asking` side effect. alice's schedule runs as alice, and alice
+// may approve that step by starting a run — but she never saw bob's
+// version, so the schedule must not approve it in her name.
+func TestScheduleFollowingLatestDoesNotApproveAnotherAuthorsUnaskedSteps(t *testing.T) {
+	e := newEnv(t, nil, echoTools())
+	put := func(user, text string) {
+		t.Helper()
+		src := "---\nname: jot\n---\nn: notes.store {\"text\": \"" + text + "\"} without asking\n"
+		if resp, err := e.skills(user).PutSkill(bg, &tollgatev1.PutSkillRequest{Source: src}); err != nil || !resp.GetSaved() {
+			t.Fatalf("%s publishes jot: %v %+v", user, err, resp.GetDiagnostics())
+		}
+	}
+	put("alice", "alice wrote this")
+	sched := tollgatev1.NewScheduleServiceClient(e.conn("alice"))
+	if _, err := sched.PutSchedule(bg, &tollgatev1.PutScheduleRequest{Spec: &tollgatev1.ScheduleSpec{Name: "jot-often", Skill: "jot", Cron: "* * * * * *", Concurrency: "allow"}}); err != nil {
+		t.Fatal(err)
+	}
+	show := func() *tollgatev1.Schedule {
+		t.Helper()
+		resp, err := sched.GetSchedule(bg, &tollgatev1.GetScheduleRequest{Name: "jot-often"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetSchedule()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for show().GetStarted() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("alice's own version never started: %+v", show())
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	put("bob", "bob wrote this")
+	for !strings.Contains(show().GetLastError(), "published by bob") {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatalf("a tick of bob's version was not refused: %+v", show())
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	if _, err := sched.PauseSchedule(bg, &tollgatev1.PauseScheduleRequest{Name: "jot-often"}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := e.runs("alice").ListRuns(bg, &tollgatev1.ListRunsRequest{Schedule: "jot-often", PageSize: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs.GetRuns() {
+		if r.GetSkillVersion() != 1 {
+			t.Fatalf("alice's schedule ran bob's version %d: %+v", r.GetSkillVersion(), r)
 		}
 	}
 }

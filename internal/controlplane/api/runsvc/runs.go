@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/skills"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
@@ -67,6 +68,12 @@ func (s *Service) Start(ctx context.Context, who string, in Start) (*engine.Run,
 	}
 	src, name := in.Recipe, in.Name
 	origin := engine.Origin{Schedule: in.Schedule, Tick: in.Tick}
+	// Who vouches for the steps a start approves: the caller, who sees
+	// what she starts. A schedule that follows a skill's latest version
+	// starts whatever was published last, so only a version its identity
+	// published, or the operator's skills directory, or one it pinned,
+	// may have its unasked steps approved in that identity's name.
+	unaskedBy := ""
 	if in.Skill != "" {
 		v, err := s.cfg.Skills.Runnable(ctx, in.Skill, in.SkillVersion)
 		if err != nil {
@@ -74,6 +81,9 @@ func (s *Service) Start(ctx context.Context, who string, in Start) (*engine.Run,
 		}
 		src, name = v.Source, v.Name
 		origin.Skill, origin.SkillVersion = v.Name, v.Version
+		if in.Schedule != "" && in.SkillVersion == 0 && v.Author != who && v.Origin != skills.OriginDir {
+			unaskedBy = v.Author
+		}
 	} else if in.SkillVersion != 0 {
 		return nil, nil, false, fmt.Errorf("start: skill_version without a skill: %w", errkind.Invalid)
 	}
@@ -100,6 +110,10 @@ func (s *Service) Start(ctx context.Context, who string, in Start) (*engine.Run,
 	// answered with it (Runner.Start), whatever policy says now.
 	admit := func(ctx context.Context) error {
 		for _, st := range res.Plan.AllSteps() {
+			if st.SideEffect && st.WithoutAsking && unaskedBy != "" {
+				return fmt.Errorf("the schedule %s follows the latest version of %s, and version %d was published by %s, not %s, whom it runs as: a schedule starts `without asking` steps only of a version its identity published or pinned (approvectl schedules add … --skill %s@%d --replace, once %s has read it): %w",
+					in.Schedule, origin.Skill, origin.SkillVersion, unaskedBy, who, origin.Skill, origin.SkillVersion, who, errkind.Denied)
+			}
 			if st.SideEffect && st.WithoutAsking {
 				// Judged on the args it will run with: the compiler lets its
 				// args read only the run's inputs, which are known now.
