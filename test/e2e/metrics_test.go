@@ -108,7 +108,7 @@ func TestMetricsScrapedDuringAndAfterARunWithAFan(t *testing.T) {
 	c := newClusterWith(t, []string{"--admin-listen", "127.0.0.1:0", "--pprof"}, "edge-1")
 	admin := adminAddr(t, c.plane)
 
-	id := c.start("together naps:\n  a: test.sleep {\"ms\": 600}\n  b: test.sleep {\"ms\": 600}\n" +
+	id := c.start("together naps:\n  a: test.sleep {\"ms\": 1000}\n  b: test.sleep {\"ms\": 1000}\n" +
 		"ask me:\n  mark it?\nm: test.mark {\"name\": \"after\"}\n")
 	// While the naps run (or, on a slow machine, already parked): one
 	// live run, counted from the store.
@@ -142,9 +142,12 @@ func TestMetricsScrapedDuringAndAfterARunWithAFan(t *testing.T) {
 	if n := e.value("tollgate_fan_parallelism", "", ""); n != 1 {
 		t.Errorf("while parked: %v fans finished, want 1", n)
 	}
-	// Two 600ms naps at once: parallelism near 2. A fan run a branch at a
-	// time would be near 1.
-	if sum := e.families["tollgate_fan_parallelism"].GetMetric()[0].GetHistogram().GetSampleSum(); sum < 1.3 || sum > 2.01 {
+	// Two 1s naps at once: parallelism near 2. A branch's time is its
+	// lease to its finish, inside the fan's wall, so a fan run a branch at
+	// a time is at most 1 whatever the machine's load; a loaded CI machine
+	// may lease the second branch a few hundred ms late (1.26 was seen
+	// with 600ms naps), so the bar is just above 1.
+	if sum := e.families["tollgate_fan_parallelism"].GetMetric()[0].GetHistogram().GetSampleSum(); sum < 1.1 || sum > 2.01 {
 		t.Errorf("the fan's parallelism is %v; its two branches ran at once", sum)
 	}
 
