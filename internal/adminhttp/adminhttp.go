@@ -45,6 +45,23 @@ func Serve(lis net.Listener, h http.Handler, writeTimeout time.Duration) *Listen
 	return l
 }
 
+// ServeStreams serves h on lis as Serve does, for a handler whose
+// responses are long-lived streams (the MCP gateway's calls wait for
+// people): no read or write timeout, since net/http cancels a request's
+// context once its connection's read deadline passes, with the response
+// still streaming. Headers must still arrive within ReadHeaderTimeout.
+func ServeStreams(lis net.Listener, h http.Handler) *Listener {
+	l := &Listener{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute},
+		addr: lis.Addr().String(), done: make(chan error, 1)}
+	go func() {
+		defer close(l.done)
+		if err := l.srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			l.done <- fmt.Errorf("listener %s: %w", l.addr, err)
+		}
+	}()
+	return l
+}
+
 // Addr is the address it listens on.
 func (l *Listener) Addr() string { return l.addr }
 

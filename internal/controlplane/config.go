@@ -107,6 +107,10 @@ type Options struct {
 	Emails           []string // PERSON=ADDRESS
 	EmailIsPerson    bool
 	SkillsDir        string
+	// The MCP gateway (mcpgw): its listener, and whether a call that
+	// waits for a person answers at once instead.
+	MCPListen  string
+	MCPPending bool
 }
 
 // WebhookOption is one webhook receiver in the config file. The secret is
@@ -147,6 +151,8 @@ func (o *Options) settings() []setting {
 		{&o.AllowVolatile, "allow-volatile-store", "allow_volatile_store", false, "accept a Redis that keeps nothing on disk (appendonly no)"},
 		{&o.Dev, "dev", "dev", false, "development mode: memory store, dev key and tokens, loopback only"},
 		{&o.Home, "home", "home", "", "state directory (default $TOLLGATE_HOME or ~/.tollgate)"},
+		{&o.MCPListen, "mcp-listen", "mcp_listen", "", "MCP gateway address: agents call the executors' tools (and run skills) over MCP streamable HTTP at http://ADDR/mcp with bearer tokens; side-effecting calls wait for approval (default 127.0.0.1:7446 with --dev; empty: off). Served with --tls-cert when given"},
+		{&o.MCPPending, "mcp-pending", "mcp_pending", false, "a gateway call that must wait for a person answers at once with the ask and where to answer it (for MCP clients that cannot hold a call open); the outcome is read with tollgate.run_status or the same call with the same idempotency key"},
 		{&o.SkillsDir, "skills-dir", "skills_dir", "", "directory whose SKILL.md files (one per folder, the folder naming a skill without front matter `name`) are published to the skill registry at start and whenever one changes; a skill whose file leaves it is deleted (its history kept). --dev without it: the example skills"},
 		{&o.Catalogs, "catalog", "catalogs", nil, "tool catalog file (repeatable; default: the built-in example catalog); read again when it changes; executors' advertised annotations make it stricter, never laxer"},
 		{&o.Issuer, "jwt-issuer", "jwt_issuer", "tollgate-dev", "required JWT issuer"},

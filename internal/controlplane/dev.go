@@ -27,11 +27,15 @@ type devConfig struct {
 	// (the first), and two for executors started by hand
 	// (examples/executor.yaml).
 	Executors []string
+	// Agents get tokens too, and are owned by a person (--agent-owner):
+	// what an MCP client runs as (approvectl mcp --as alice-agent).
+	Agents map[string]string
 }
 
 func defaultDev() devConfig {
 	return devConfig{
-		Users:     []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"},
+		Users:     []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory", "alice-agent"},
+		Agents:    map[string]string{"alice-agent": "alice"},
 		Executors: []string{"dev-executor", "edge-1", "edge-2"},
 	}
 }
@@ -55,7 +59,13 @@ func setUpDev(mc MainConfig, o *Options, dev devConfig) (store.Store, identity.D
 		o.ExecutorListen = "127.0.0.1:7444"
 	}
 	if o.WebListen == "" {
-		o.WebListen = devWebListen(o.Listen)
+		o.WebListen = devListenBeside(o.Listen, 2)
+	}
+	if o.MCPListen == "" {
+		o.MCPListen = devListenBeside(o.Listen, 3)
+	}
+	if !identity.Loopback(o.MCPListen) {
+		return nil, identity.DevBundle{}, fmt.Errorf("--dev listens on loopback only; %s is not", o.MCPListen)
 	}
 	if !identity.Loopback(o.ExecutorListen) {
 		return nil, identity.DevBundle{}, fmt.Errorf("--dev listens on loopback only; %s is not", o.ExecutorListen)
@@ -110,17 +120,18 @@ func devExecutorTLS(o *Options, dev devConfig) (string, string) {
 	return filepath.Join(pki, "executor-"+name+".pem"), filepath.Join(pki, "executor-"+name+".key")
 }
 
-// devWebListen is where --dev serves the web inbox unless told: beside the
-// API, two ports up (127.0.0.1:7443 → 7445), or a free port when the API's
-// is (port 0: tests and several dev planes on one machine).
-func devWebListen(api string) string {
+// devListenBeside is where --dev serves a listener unless told: beside
+// the API, offset ports up (the web inbox 7445 and MCP 7446 beside
+// 127.0.0.1:7443), or a free port when the API's is (port 0: tests and
+// several dev planes on one machine).
+func devListenBeside(api string, offset int) string {
 	host, port, err := net.SplitHostPort(api)
 	if err != nil {
 		return "127.0.0.1:0"
 	}
 	n, err := strconv.Atoi(port)
-	if err != nil || n == 0 || n+2 > 65535 {
+	if err != nil || n == 0 || n+offset > 65535 {
 		return net.JoinHostPort(host, "0")
 	}
-	return net.JoinHostPort(host, strconv.Itoa(n+2))
+	return net.JoinHostPort(host, strconv.Itoa(n+offset))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/examples/mcp/servers"
 	"github.com/tollgate-dev/tollgate/internal/adminhttp"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/mcpgw"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/emailnotify"
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -161,6 +162,13 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 			return err
 		}
 		keys[key.KeyID] = key.PublicKey
+		// The dev agents are owned by their people (separation of duties
+		// keeps both out of the agent's runs), unless told otherwise.
+		for agent, person := range dev.Agents {
+			if _, ok := owners[agent]; !ok {
+				owners[agent] = person
+			}
+		}
 	case o.Redis != "":
 		if mc.OpenRedis == nil {
 			return errors.New("this build has no Redis store")
@@ -305,7 +313,19 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		// close is then a no-op); before that, nobody else would.
 		defer inboxLis.Close()
 	}
+	// The MCP gateway's listener: agents reach the executors' tools here.
+	mcpLis, err := mcpListen(&o, apiTLS)
+	if err != nil {
+		return err
+	}
+	if mcpLis != nil {
+		defer mcpLis.Close()
+		if o.Dev {
+			fmt.Fprintf(mc.Stdout, "  mcp:     %s (approvectl mcp --as alice-agent)\n", mcpURL(mcpLis, apiTLS))
+		}
+	}
 	var srv *Server
+	var gateway *mcpgw.Gateway
 	slack, err := newSlack(&o, site, func() *Server { return srv }, log)
 	if err != nil {
 		return err
@@ -328,6 +348,10 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	// The notifier only prepares and sends: pending deliveries live in
 	// the store, and the server's deliverer sends them (approvals).
 	background := []func(context.Context) error{az.Watch}
+	if mcpLis != nil {
+		// Built with the server below; run by it for as long as it serves.
+		background = append(background, func(ctx context.Context) error { return gateway.Run(ctx) })
+	}
 	mount := map[string]http.Handler{}
 	if slack != nil && o.SlackSecretFile != "" {
 		// Clicks are taken only with the signing secret that verifies them.
@@ -368,6 +392,13 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	}
 	if err := srv.Runner.Recover(ctx); err != nil {
 		return err
+	}
+	if mcpLis != nil {
+		mo := MCPOptions{Pending: o.MCPPending}
+		if site != nil {
+			mo.AskURL = site.AskURL
+		}
+		gateway = srv.MCPGateway(mo)
 	}
 	inbox, err := newWeb(ctx, &o, webSetup{Site: site, Server: srv, Verifier: verifier, People: people, DevUsers: dev.Users, Mount: mount, Log: log})
 	if err != nil {
@@ -412,11 +443,20 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		defer webLis.Close()
 		webFailed, webAddr = webLis.Failed(), webLis.Addr()
 	}
+	var mcpServe *adminhttp.Listener
+	var mcpFailed <-chan error // nil: never
+	mcpAddr := ""
+	if gateway != nil {
+		// Calls wait for people: no read or write timeout (ServeStreams).
+		mcpServe = adminhttp.ServeStreams(mcpLis, gateway.Handler())
+		defer mcpServe.Close()
+		mcpFailed, mcpAddr = mcpServe.Failed(), mcpServe.Addr()
+	}
 	execAddr := ""
 	if execLis != nil {
 		execAddr = execLis.Addr().String()
 	}
-	log.Info("serving", "listen", lis.Addr().String(), "executor_listen", execAddr, "admin", adminAddr, "web", webAddr, "dev", o.Dev)
+	log.Info("serving", "listen", lis.Addr().String(), "executor_listen", execAddr, "admin", adminAddr, "web", webAddr, "mcp", mcpAddr, "dev", o.Dev)
 
 	// The server runs until the dev executor, a client of its executor
 	// listener, has stopped: then it drains (srv.Run owns the rest).
@@ -455,6 +495,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		log.Info("shutting down: NOT_SERVING, draining", "timeout", o.DrainTimeout)
 	case failed = <-adminFailed:
 	case failed = <-webFailed:
+	case failed = <-mcpFailed:
 	case failed = <-ran: // a listener failed; the server has drained
 		ran <- failed
 	}
@@ -463,6 +504,13 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	if webLis != nil {
 		if err := webLis.Close(); err != nil && failed == nil {
 			log.Warn("web listener", "error", err)
+		}
+	}
+	// So does the MCP gateway's: its calls start and read runs. (A call
+	// still waiting ends when the server's background work does.)
+	if mcpServe != nil {
+		if err := mcpServe.Close(); err != nil && failed == nil {
+			log.Warn("mcp listener", "error", err)
 		}
 	}
 	stopExec()

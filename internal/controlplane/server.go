@@ -176,6 +176,11 @@ type Server struct {
 	// (nil without one).
 	scheduler *schedules.Scheduler
 	skillsDir *skills.Dir
+	// desk, readers and catalogOf are what the MCP gateway is built
+	// on (MCPGateway).
+	desk      *approvals.Desk
+	readers   api.Readers
+	catalogOf func() *compiler.Catalog
 }
 
 // Packet is an ask's decision packet as a notice shows it (no caller: the
@@ -333,7 +338,7 @@ func NewServer(cfg Config) *Server {
 		reflection.Register(gs)
 	}
 	srv := &Server{GRPC: gs, Runner: run, health: hs, catalog: cat, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns(),
-		local: api.Local{Approvals: approvalSvc, Runs: runs, Log: cfg.Log}, packets: approvalSvc,
+		local: api.Local{Approvals: approvalSvc, Runs: runs, Log: cfg.Log}, packets: approvalSvc, desk: desk, readers: readers, catalogOf: catalog,
 		scheduler: schedules.NewScheduler(schedules.SchedulerConfig{Store: cfg.Store, Starter: runs, Runs: run, Replica: cfg.Replica, Poll: cfg.SchedulePoll, Log: cfg.Log})}
 	if cfg.SkillsDir != nil {
 		every := cfg.SkillsDirEvery

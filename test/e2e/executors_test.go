@@ -71,6 +71,9 @@ type clusterSpec struct {
 	// markFloor is test.mark's p2 row (default: quorum 1, separate from
 	// nobody).
 	markFloor string
+	// slack adds the Slack stand-in (its posts in the effects log) to
+	// every executor's servers.
+	slack bool
 }
 
 func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
@@ -84,7 +87,7 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	}
 	redis := redistest.Start(t)
 	home := t.TempDir()
-	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
+	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory", "alice-agent"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := os.ReadFile(filepath.Join(home, "dev", "signing.pub"))
@@ -120,6 +123,9 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
   - {name: payments, command: [%q, "--server", "payments", "--log", %q]}
 `, buildExample(t, "testserver"), c.marks, buildExample(t, "monitor"), buildExample(t, "notes"), c.notes,
 		buildExample(t, "demo"), c.vendors, c.effects, buildExample(t, "demo"), c.effects)
+	if spec.slack {
+		servers += fmt.Sprintf("  - {name: slack, command: [%q, \"--server\", \"slack\", \"--log\", %q]}\n", buildExample(t, "demo"), c.effects)
+	}
 	// Executors send spans where the control plane does.
 	telemetry := ""
 	if i := slices.Index(planeArgs, "--otlp-endpoint"); i >= 0 && i+1 < len(planeArgs) {

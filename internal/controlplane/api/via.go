@@ -4,13 +4,16 @@ import "context"
 
 // Surfaces a decision may come through, recorded with it (engine.Judged's
 // Via): the gRPC API (approvectl, scripts, services), the web inbox, and
-// Slack. A surface inside the control plane says which it is with
+// Slack (and the MCP gateway, which starts runs). A surface inside the control plane says which it is with
 // WithVia; a call through the gRPC listener is always SurfaceAPI, whatever
 // its metadata says.
 const (
 	SurfaceAPI   = "api"
 	SurfaceWeb   = "web"
 	SurfaceSlack = "slack"
+	// SurfaceMCP: an agent's call through the MCP gateway (mcpgw). It
+	// starts runs and reads them; it decides nothing.
+	SurfaceMCP = "mcp"
 )
 
 // Via is the surface a call came through and, for a single-use link, the

@@ -24,16 +24,14 @@ func (d *Desk) MayPublishSkill(ctx context.Context, who, name string) (string, b
 		return "", true
 	}
 	action := SkillAction(name)
-	f, ok := d.cfg.Policy.Floor(d.cfg.Domain, action)
-	if !ok {
+	ruled, ok := d.holdsRoleFor(ctx, who, action)
+	switch {
+	case !ruled:
 		return fmt.Sprintf("no policy row in %s gives anyone %s (add one such as `p, role:ROLE, %s, skill.*, -`)", d.cfg.Domain, action, d.cfg.Domain), false
+	case !ok:
+		return fmt.Sprintf("%s holds no role policy gives %s", who, action), false
 	}
-	for _, r := range f.Rules {
-		if d.cfg.Policy.Holds(who, r.Role, d.cfg.Domain, callerGroups(ctx, who)...) {
-			return "", true
-		}
-	}
-	return fmt.Sprintf("%s holds no role policy gives %s", who, action), false
+	return "", true
 }
 
 // UndecidableGates are the gates of p that nobody could decide if

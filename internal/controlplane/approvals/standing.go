@@ -235,14 +235,6 @@ func (d *Desk) MayGovern(ctx context.Context, who, scope string) bool {
 	if err != nil || d.cfg.Policy == nil {
 		return false
 	}
-	f, ok := d.cfg.Policy.Floor(d.cfg.Domain, sc.Action)
-	if !ok {
-		return false
-	}
-	for _, r := range f.Rules {
-		if d.cfg.Policy.Holds(who, r.Role, d.cfg.Domain, callerGroups(ctx, who)...) {
-			return true
-		}
-	}
-	return false
+	_, ok := d.holdsRoleFor(ctx, who, sc.Action)
+	return ok
 }

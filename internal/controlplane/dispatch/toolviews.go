@@ -1,8 +1,11 @@
 package dispatch
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
@@ -23,9 +26,12 @@ type toolViews struct {
 	log  *slog.Logger
 	base *compiler.Catalog
 
-	mu     sync.Mutex
-	heard  map[string]heardTool // "server.tool"
-	merged *compiler.Catalog    // base with heard applied; a new pointer only when it changes
+	mu    sync.Mutex
+	heard map[string]heardTool // "server.tool"
+	// descs are the tools' descriptions as an executor first gave them
+	// (informational: what the MCP gateway lists to agents).
+	descs  map[string]string
+	merged *compiler.Catalog // base with heard applied; a new pointer only when it changes
 }
 
 // heardTool is the strictest view of a tool executors have advertised,
@@ -36,7 +42,7 @@ type heardTool struct {
 }
 
 func newToolViews(base *compiler.Catalog, log *slog.Logger) *toolViews {
-	return &toolViews{log: log, base: base, heard: map[string]heardTool{}, merged: base}
+	return &toolViews{log: log, base: base, heard: map[string]heardTool{}, descs: map[string]string{}, merged: base}
 }
 
 // catalog is the catalog recipes compile against: the configured one,
@@ -69,6 +75,9 @@ func (v *toolViews) advertised(executor string, tools []*tollgatev1.Tool) {
 		info := compiler.ToolInfo{Server: t.GetServer(), Name: t.GetTool(), ReadOnly: a.GetReadOnlyHint(), Idempotent: a.GetIdempotentHint(),
 			Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
 		key := info.Server + "." + info.Name
+		if d := t.GetDescription(); d != "" && v.descs[key] == "" {
+			v.descs[key] = d
+		}
 		if js := t.GetInputSchemaJson(); js != "" {
 			schema, err := toolschema.Parse([]byte(js))
 			if err != nil {
@@ -191,4 +200,41 @@ func (d *Dispatcher) refuseUngoverned(o offer) bool {
 		"plan_says", "read-only", "executor", who, "now_says", "side-effecting", "by", says)
 	d.refuseStep(o, why)
 	return true
+}
+
+// Offer is a tool the executors connected to this replica offer, in the
+// view recipes compile against (the catalog made as strict as any
+// executor advertised it), with the description an executor gave.
+type Offer struct {
+	compiler.ToolInfo
+	Description string
+}
+
+// Offered lists the tools the executors connected here offer (Connected),
+// sorted by server and tool: what the MCP gateway may list to agents.
+func (d *Dispatcher) Offered() []Offer {
+	cat := d.views.catalog()
+	seen := map[string]bool{}
+	var out []Offer
+	for _, e := range d.Connected() {
+		for _, key := range e.Tools {
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			server, tool, _ := strings.Cut(key, ".")
+			info, ok := cat.Lookup(server, tool)
+			if !ok {
+				continue // advertised but not yet merged: listed on the next call
+			}
+			d.views.mu.Lock()
+			desc := d.views.descs[key]
+			d.views.mu.Unlock()
+			out = append(out, Offer{ToolInfo: info, Description: desc})
+		}
+	}
+	slices.SortFunc(out, func(a, b Offer) int {
+		return cmp.Or(cmp.Compare(a.Server, b.Server), cmp.Compare(a.Name, b.Name))
+	})
+	return out
 }

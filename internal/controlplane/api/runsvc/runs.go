@@ -31,6 +31,11 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 	if strings.HasPrefix(req.GetRequestId(), ReservedRequestPrefix) {
 		return nil, fmt.Errorf("request_id %q: ids starting %q are the schedules' own; use another: %w", limits.Short(req.GetRequestId()), ReservedRequestPrefix, errkind.Invalid)
 	}
+	if strings.HasPrefix(req.GetRequestId(), MCPRequestPrefix) {
+		// A key an agent gave the MCP gateway names the call's run; a
+		// start through the API must not take (or answer for) it.
+		return nil, fmt.Errorf("request_id %q: ids starting %q are the MCP gateway's own; use another: %w", limits.Short(req.GetRequestId()), MCPRequestPrefix, errkind.Invalid)
+	}
 	run, m, created, err := s.Start(ctx, who, Start{RequestID: req.GetRequestId(), Skill: req.GetSkill(), SkillVersion: req.GetSkillVersion(),
 		Recipe: req.GetRecipe(), Name: req.GetName(), Inputs: req.GetInputs(), ExpectedPlanDigest: req.GetExpectedPlanDigest()})
 	if err != nil {
@@ -42,6 +47,10 @@ func (s *Service) StartRun(ctx context.Context, req *tollgatev1.StartRunRequest)
 // ReservedRequestPrefix starts the request ids of the runs schedules
 // start (schedules.RequestID): a caller may not take a future tick's id.
 const ReservedRequestPrefix = "schedule:"
+
+// MCPRequestPrefix starts the request ids of the runs the MCP gateway
+// starts for calls (mcpgw.RequestID).
+const MCPRequestPrefix = "mcp:"
 
 // Start is a run to start: a saved skill (a version of it, or its
 // latest) or a recipe, and, for a schedule's tick, the schedule.

@@ -1,0 +1,336 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The MCP gateway (issue 20): an agent — the official SDK's client —
+// calls the executors' tools through the control plane.
+
+var mcpAddrRe = regexp.MustCompile(`msg=serving .* mcp=(\S+)`)
+
+// mcpURL is the plane's MCP gateway address.
+func (p *plane) mcpURL(t *testing.T) string {
+	t.Helper()
+	m := mcpAddrRe.FindStringSubmatch(p.stderr.String())
+	if m == nil || m[1] == `""` {
+		t.Fatalf("the control plane serves no MCP gateway:\n%s", p.stderr)
+	}
+	return "http://" + strings.Trim(m[1], `"`) + "/mcp"
+}
+
+// devToken is a dev user's token in the plane's home.
+func (p *plane) devToken(t *testing.T, user string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.home, "dev", "tokens", user+".jwt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+type bearerRT struct{ tok string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.tok)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// agent is an MCP client session as an agent holds it, and the progress
+// notifications it has received.
+type agent struct {
+	sess     *mcp.ClientSession
+	mu       sync.Mutex
+	progress []*mcp.ProgressNotificationParams
+	heard    chan struct{}
+}
+
+func (a *agent) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	a.mu.Lock()
+	a.progress = append(a.progress, req.Params)
+	a.mu.Unlock()
+	select {
+	case a.heard <- struct{}{}:
+	default:
+	}
+}
+
+// progressFor waits for a progress notification for token whose message
+// matches re, and returns its submatches.
+func (a *agent) progressFor(t *testing.T, token any, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		a.mu.Lock()
+		for _, p := range a.progress {
+			if fmt.Sprint(p.ProgressToken) == fmt.Sprint(token) {
+				if m := re.FindStringSubmatch(p.Message); m != nil {
+					a.mu.Unlock()
+					return m
+				}
+			}
+		}
+		a.mu.Unlock()
+		select {
+		case <-a.heard:
+		case <-deadline:
+			t.Fatalf("no progress for %v matching %s; heard %d", token, re, len(a.progress))
+		}
+	}
+}
+
+func newAgent() *agent { return &agent{heard: make(chan struct{}, 1)} }
+
+func (a *agent) client() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: a.onProgress})
+}
+
+// connectHTTP connects an agent to the gateway over streamable HTTP.
+func connectHTTP(t *testing.T, url, token string) *agent {
+	t.Helper()
+	a := newAgent()
+	sess, err := a.client().Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{token}}}, nil)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	a.sess = sess
+	return a
+}
+
+// call calls a tool with an idempotency key and a progress token.
+func (a *agent) call(ctx context.Context, name, key string, args any) (*mcp.CallToolResult, error) {
+	p := &mcp.CallToolParams{Name: name, Arguments: args, Meta: mcp.Meta{"tollgate/idempotency_key": key}}
+	p.SetProgressToken("progress-" + key)
+	return a.sess.CallTool(ctx, p)
+}
+
+// callAsync calls in the background; the result arrives on the channel.
+func (a *agent) callAsync(t *testing.T, name, key string, args any) <-chan callOut {
+	ch := make(chan callOut, 1)
+	go func() {
+		res, err := a.call(t.Context(), name, key, args)
+		ch <- callOut{res, err}
+	}()
+	return ch
+}
+
+type callOut struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func waitCall(t *testing.T, ch <-chan callOut) *mcp.CallToolResult {
+	t.Helper()
+	select {
+	case o := <-ch:
+		if o.err != nil {
+			t.Fatalf("call: %v", o.err)
+		}
+		return o.res
+	case <-time.After(90 * time.Second):
+		t.Fatal("the call did not return")
+	}
+	return nil
+}
+
+// posts are the Slack stand-in's posts in the effects log.
+func (c *cluster) posts() []map[string]any {
+	c.t.Helper()
+	f, err := os.Open(c.effects)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e struct {
+			Tool string          `json:"tool"`
+			Args json.RawMessage `json:"args"`
+			Key  string          `json:"idempotency_key"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Tool != "slack_post_message" {
+			continue
+		}
+		var args map[string]any
+		json.Unmarshal(e.Args, &args)
+		args["_key"] = e.Key
+		out = append(out, args)
+	}
+	return out
+}
+
+var answerRe = regexp.MustCompile(`approvectl approve (\S+)`)
+
+func newMCPCluster(t *testing.T, extra ...string) *cluster {
+	return newClusterSpec(t, clusterSpec{planeArgs: append([]string{"--mcp-listen", "127.0.0.1:0", "--agent-owner", "alice-agent=alice"}, extra...),
+		start: []string{"edge-1"}, later: []string{"edge-2"}, slack: true})
+}
+
+// waitTool waits until the agent's tool list holds name (the executor's
+// hello reaches the gateway's list within its refresh).
+func waitTool(t *testing.T, a *agent, name string) []*mcp.Tool {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := a.sess.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(res.Tools, func(x *mcp.Tool) bool { return x.Name == name }) {
+			return res.Tools
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not listed; tools: %v", name, names(res.Tools))
+		}
+		time.Sleep(200 * time.Millisecond) // polling a list another process fills; no event to wait on
+	}
+}
+
+func names(ts []*mcp.Tool) []string {
+	var out []string
+	for _, x := range ts {
+		out = append(out, x.Name)
+	}
+	return out
+}
+
+// Issue 20's "done when", over streamable HTTP: a read-only call returns
+// at once; a Slack post parks, bob approves, the call returns the tool's
+// result and exactly one post with exactly the approved text was made; a
+// rejected call is a tool error with the reason and posts nothing; a tool
+// policy forbids the agent is refused; the agent's owner cannot approve
+// where policy separates them; progress arrived while it waited; a repeat
+// with the same key gets the one outcome.
+func TestMCPGatewayAgentCallsWaitForTheirGates(t *testing.T) {
+	t.Parallel()
+	c := newMCPCluster(t)
+	a := connectHTTP(t, c.plane.mcpURL(t), c.plane.devToken(t, "alice-agent"))
+	tools := waitTool(t, a, "slack.slack_post_message")
+	for _, want := range []string{"mcp-monitor.get_cpu_info", "payments.pay", "tollgate.run_skill", "tollgate.run_status", "tollgate.pending_asks"} {
+		if !slices.Contains(names(tools), want) {
+			t.Errorf("%s is not listed: %v", want, names(tools))
+		}
+	}
+	// test.mark: no call.test.* row gives the agent it.
+	if slices.Contains(names(tools), "test.mark") {
+		t.Errorf("test.mark is listed, but policy does not let the agent call it")
+	}
+	for _, x := range tools {
+		if x.Name == "slack.slack_post_message" && (x.Annotations == nil || x.Annotations.ReadOnlyHint || !strings.Contains(x.Description, "approval")) {
+			t.Errorf("the post tool is listed as %+v: %s", x.Annotations, x.Description)
+		}
+	}
+
+	// A read-only call returns at once with the tool's result.
+	res, err := a.call(t.Context(), "mcp-monitor.get_cpu_info", "cpu-1", map[string]any{})
+	if err != nil || res.IsError {
+		t.Fatalf("read-only call: %v %s", err, textOf(res))
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), "cores") {
+		t.Fatalf("read-only call returned %s / %s", sc, textOf(res))
+	}
+
+	// A tool policy forbids the agent: not listed, and a call is refused.
+	if res, err := a.call(t.Context(), "test.mark", "mark-1", map[string]any{"name": "x"}); err == nil && !res.IsError {
+		t.Fatalf("a call of test.mark went through: %s", textOf(res))
+	}
+
+	// A post parks; alice (the owner) may approve slack posts (policy
+	// separates nobody there); bob approves; the call returns the result.
+	text := "standup moved to {10:30} — see {notes}" // braces an agent's text may hold
+	posted := a.callAsync(t, "slack.slack_post_message", "post-1", map[string]any{"channel": "#daily", "text": text})
+	ask := a.progressFor(t, "progress-post-1", answerRe)[1]
+	if n := len(c.posts()); n != 0 {
+		t.Fatalf("%d posts before approval", n)
+	}
+	show := c.plane.ctl(t, "", "--as", "bob", "asks", "show", ask)
+	if show.code != 0 || !strings.Contains(show.stdout, "alice-agent") || !strings.Contains(show.stdout, text) {
+		t.Fatalf("bob's packet for %s (%d):\n%s%s", ask, show.code, show.stdout, show.stderr)
+	}
+	if r := c.plane.ctl(t, "", "--as", "bob", "approve", ask); r.code != 0 {
+		t.Fatalf("bob approves %s: %s", ask, r.stderr)
+	}
+	res = waitCall(t, posted)
+	if res.IsError {
+		t.Fatalf("the approved post returned an error: %s", textOf(res))
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), `"ok":true`) {
+		t.Fatalf("the approved post returned %s", sc)
+	}
+	if ps := c.posts(); len(ps) != 1 || ps[0]["text"] != text || ps[0]["channel"] != "#daily" {
+		t.Fatalf("posts after approval: %v; want exactly one of %q", ps, text)
+	}
+
+	// The same call with the same key: the one outcome, no second post.
+	res, err = a.call(t.Context(), "slack.slack_post_message", "post-1", map[string]any{"channel": "#daily", "text": text})
+	if err != nil || res.IsError || len(c.posts()) != 1 {
+		t.Fatalf("repeat with the same key: %v %s; %d posts", err, textOf(res), len(c.posts()))
+	}
+	// The same key for another call is refused, not run.
+	res, err = a.call(t.Context(), "slack.slack_post_message", "post-1", map[string]any{"channel": "#daily", "text": "something else"})
+	if err != nil || !res.IsError || len(c.posts()) != 1 {
+		t.Fatalf("the key reused for other args: %v %s; %d posts", err, textOf(res), len(c.posts()))
+	}
+
+	// A rejection is a tool error with the reason; nothing is posted.
+	rejected := a.callAsync(t, "slack.slack_post_message", "post-2", map[string]any{"channel": "#general", "text": "delete all the things"})
+	ask2 := a.progressFor(t, "progress-post-2", answerRe)[1]
+	if r := c.plane.ctl(t, "", "--as", "bob", "reject", ask2, "--reason", "not in #general"); r.code != 0 {
+		t.Fatalf("bob rejects %s: %s", ask2, r.stderr)
+	}
+	res = waitCall(t, rejected)
+	if !res.IsError || !strings.Contains(textOf(res), "not in #general") || !strings.Contains(textOf(res), "bob") {
+		t.Fatalf("the rejected call returned (isError %v) %s", res.IsError, textOf(res))
+	}
+	if n := len(c.posts()); n != 1 {
+		t.Fatalf("%d posts after a rejection; want the one approved", n)
+	}
+
+	// Separation of duties: a payment alice's agent asks for is never
+	// approved by alice (she holds finance), whatever surface she uses.
+	paid := a.callAsync(t, "payments.pay", "pay-1", map[string]any{"vendor": "V-1187", "invoice": "INV-1", "amount": 5000, "currency": "INR", "bank_account": "XXXX2048"})
+	ask3 := a.progressFor(t, "progress-pay-1", answerRe)[1]
+	if m := a.progressFor(t, "progress-pay-1", regexp.MustCompile(`not ([^·]*alice)`)); m == nil {
+		t.Fatal("the progress does not say alice is kept out")
+	}
+	if r := c.plane.ctl(t, "", "--as", "alice", "approve", ask3); r.code == 0 {
+		t.Fatalf("alice approved her own agent's payment: %s", r.stdout)
+	}
+	if r := c.plane.ctl(t, "", "--as", "bob", "approve", ask3); r.code != 0 {
+		t.Fatalf("bob approves %s: %s", ask3, r.stderr)
+	}
+	if res := waitCall(t, paid); res.IsError {
+		t.Fatalf("the approved payment: %s", textOf(res))
+	}
+	c.audit()
+}
