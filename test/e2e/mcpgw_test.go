@@ -334,3 +334,109 @@ func TestMCPGatewayAgentCallsWaitForTheirGates(t *testing.T) {
 	}
 	c.audit()
 }
+
+// Issue 20: the control plane dies (kill -9) while an agent's call waits
+// for bob. The ask is still there to answer on the replica that takes
+// over, and the agent's retry of the same call with the same key gets the
+// one outcome: one post. The new replica answers calls that wait at once
+// (--mcp-pending): the agent reads the outcome later by the run's id.
+// Then bob's standing approval ("the agent may post to #daily") lets
+// the next such post through with nobody asked.
+func TestMCPGatewayCallOutlivesARestartAndPendingMode(t *testing.T) {
+	t.Parallel()
+	c := newMCPCluster(t)
+	a := connectHTTP(t, c.plane.mcpURL(t), c.plane.devToken(t, "alice-agent"))
+	waitTool(t, a, "slack.slack_post_message")
+	args := map[string]any{"channel": "#daily", "text": "release 1.2 is out"}
+	cut := a.callAsync(t, "slack.slack_post_message", "restart-1", args)
+	ask := a.progressFor(t, "progress-restart-1", answerRe)[1]
+
+	_ = c.plane.cmd.Process.Kill()
+	<-c.plane.done
+	select {
+	case o := <-cut:
+		if o.err == nil && !o.res.IsError {
+			t.Fatalf("the call returned a result from a dead control plane: %s", textOf(o.res))
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call did not end when its control plane died")
+	}
+	// Another replica on the same Redis, answering waits at once.
+	next := startPlane(t, c.home, append(slices.Clip(c.planeArgs), "--mcp-pending")...)
+	c.plane = next
+	c.startExecutorOn("edge-2", os.Stderr, next)
+	if n := len(c.posts()); n != 0 {
+		t.Fatalf("%d posts before approval", n)
+	}
+	a2 := connectHTTP(t, next.mcpURL(t), next.devToken(t, "alice-agent"))
+	waitTool(t, a2, "slack.slack_post_message")
+	// The retry finds the parked run: pending, naming the same ask.
+	res, err := a2.call(t.Context(), "slack.slack_post_message", "restart-1", args)
+	if err != nil || res.IsError || !strings.Contains(textOf(res), "PENDING APPROVAL") || !strings.Contains(textOf(res), ask) {
+		t.Fatalf("the retry while parked: %v %s", err, textOf(res))
+	}
+	run, _, _ := strings.Cut(ask, "/")
+	if r := next.ctl(t, "", "--as", "bob", "approve", ask); r.code != 0 {
+		t.Fatalf("bob approves %s on the new replica: %s", ask, r.stderr)
+	}
+	// The outcome, read later by the run's id, is the tool's result.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err = a2.call(t.Context(), "tollgate.run_status", "status-"+time.Now().String(), map[string]any{"run": run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(textOf(res), "NOT DONE") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not end: %s", textOf(res))
+		}
+		time.Sleep(200 * time.Millisecond) // polling, as a client without long calls does
+	}
+	if res.IsError {
+		t.Fatalf("the approved call's outcome: %s", textOf(res))
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), `"ok":true`) {
+		t.Fatalf("run_status returned %s", sc)
+	}
+	// And the same call again: the one outcome.
+	res, err = a2.call(t.Context(), "slack.slack_post_message", "restart-1", args)
+	if err != nil || res.IsError || strings.Contains(textOf(res), "PENDING") {
+		t.Fatalf("the retry after approval: %v %s", err, textOf(res))
+	}
+	if ps := c.posts(); len(ps) != 1 || ps[0]["text"] != args["text"] {
+		t.Fatalf("posts: %v; want exactly one", ps)
+	}
+
+	// A standing approval bob grants with the next post covers the one
+	// after it: answered by it, nobody asked.
+	res, err = a2.call(t.Context(), "slack.slack_post_message", "standing-1", map[string]any{"channel": "#daily", "text": "lunch at 1"})
+	if err != nil || !strings.Contains(textOf(res), "PENDING APPROVAL") {
+		t.Fatalf("the second post: %v %s", err, textOf(res))
+	}
+	ask2 := answerRe.FindStringSubmatch(textOf(res))[1]
+	if r := next.ctl(t, "", "--as", "bob", "approve", ask2, "--until", "24h", "--scope", "slack.slack_post_message channel=#daily", "--reason", "the agent may post to #daily today"); r.code != 0 {
+		t.Fatalf("bob's standing approval: %s", r.stderr)
+	}
+	res, err = a2.call(t.Context(), "slack.slack_post_message", "standing-2", map[string]any{"channel": "#daily", "text": "lunch moved to 2"})
+	if err != nil || res.IsError || strings.Contains(textOf(res), "PENDING") {
+		t.Fatalf("a post the standing approval covers: %v %s", err, textOf(res))
+	}
+	// Outside the scope it waits again.
+	res, err = a2.call(t.Context(), "slack.slack_post_message", "standing-3", map[string]any{"channel": "#general", "text": "hello all"})
+	if err != nil || !strings.Contains(textOf(res), "PENDING APPROVAL") {
+		t.Fatalf("a post outside the scope: %v %s", err, textOf(res))
+	}
+	waitPosts := func(n int) {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(c.posts()) != n && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if got := len(c.posts()); got != n {
+			t.Fatalf("%d posts, want %d", got, n)
+		}
+	}
+	waitPosts(3)
+	c.audit()
+}
