@@ -159,6 +159,7 @@ bench-go:
 	go test -run '^$$' -bench 'Memory' -benchtime 1x ./internal/store/redisstore
 	go test -run '^$$' -bench 'ThreeStep|Fan' -benchtime 100x ./test/e2e
 	go test -run '^$$' -bench 'Sustained' -benchtime 6400x ./test/e2e
+	go test -run '^$$' -bench 'MCPGateway' -benchtime 2000x ./test/e2e
 
 ## image: the container image (controlplane, executor, approvectl; static, on
 ## an empty base, user 65532:65532, no shell) built without Docker by
