@@ -440,3 +440,89 @@ func TestMCPGatewayCallOutlivesARestartAndPendingMode(t *testing.T) {
 	waitPosts(3)
 	c.audit()
 }
+
+// The attacker's and the unlucky operator's calls: no token, a forged
+// one, another principal on the agent's session, another principal
+// reading the agent's run, the agent approving its own call, and a
+// script taking the gateway's request ids through the API.
+func TestMCPGatewayRefusesWhoItMust(t *testing.T) {
+	t.Parallel()
+	c := newMCPCluster(t)
+	url := c.plane.mcpURL(t)
+	post := func(token, session, body string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	if code := post("", "", initialize); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	agentTok := c.plane.devToken(t, "alice-agent")
+	forged := agentTok[:strings.LastIndex(agentTok, ".")+1] + "AAAA"
+	if code := post(forged, "", initialize); code != http.StatusUnauthorized {
+		t.Errorf("a forged signature: %d, want 401", code)
+	}
+
+	a := connectHTTP(t, url, agentTok)
+	waitTool(t, a, "slack.slack_post_message")
+	// mallory on alice-agent's session: refused by the SDK's binding of
+	// the session to its principal.
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`
+	if code := post(agentTok, a.sess.ID(), list); code != http.StatusOK {
+		t.Fatalf("the agent's own request on its session: %d (the refusal below would prove nothing)", code)
+	}
+	if code := post(c.plane.devToken(t, "mallory"), a.sess.ID(), list); code == http.StatusOK {
+		t.Errorf("mallory used alice-agent's session (%d)", code)
+	}
+
+	pending := a.callAsync(t, "slack.slack_post_message", "self-1", map[string]any{"channel": "#daily", "text": "I approve myself"})
+	ask := a.progressFor(t, "progress-self-1", answerRe)[1]
+	run, _, _ := strings.Cut(ask, "/")
+	// The agent may not approve its own call (it holds no role policy
+	// gives slack posts), whatever surface it uses.
+	if r := c.plane.ctl(t, "", "--as", "alice-agent", "approve", ask); r.code == 0 {
+		t.Fatalf("the agent approved its own call: %s", r.stdout)
+	}
+	// mallory, through the gateway, does not see the agent's run.
+	m := connectHTTP(t, url, c.plane.devToken(t, "mallory"))
+	res, err := m.call(t.Context(), "tollgate.run_status", "m-1", map[string]any{"run": run})
+	if err != nil || !res.IsError || strings.Contains(textOf(res), "I approve myself") {
+		t.Fatalf("mallory read the agent's run: %v %s", err, textOf(res))
+	}
+	// mallory holds no call.* row: nothing of the executors is listed.
+	if tools, err := m.sess.ListTools(t.Context(), nil); err != nil || slices.ContainsFunc(tools.Tools, func(x *mcp.Tool) bool { return !strings.HasPrefix(x.Name, "tollgate.") }) {
+		t.Fatalf("mallory's tools: %v %v", err, names(tools.Tools))
+	}
+	// The agent's pending asks name it, who decides it, and how.
+	res, err = a.call(t.Context(), "tollgate.pending_asks", "p-1", map[string]any{})
+	if err != nil || res.IsError || !strings.Contains(textOf(res), ask) || !strings.Contains(textOf(res), "member") {
+		t.Fatalf("pending asks: %v %s", err, textOf(res))
+	}
+	// A script may not take the gateway's request ids through the API.
+	if r := c.plane.ctl(t, "", "--as", "alice-agent", "run", writeRecipe(t, "m: notes.search {\"query\": \"x\"}\n"), "--request-id", "mcp:self-1"); r.code == 0 || !strings.Contains(r.stderr, "MCP gateway") {
+		t.Fatalf("StartRun with an mcp: request id: %d %s", r.code, r.stderr)
+	}
+	if r := c.plane.ctl(t, "", "--as", "bob", "reject", ask, "--reason", "no"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if res := waitCall(t, pending); !res.IsError {
+		t.Fatalf("the rejected call: %s", textOf(res))
+	}
+	if n := len(c.posts()); n != 0 {
+		t.Fatalf("%d posts", n)
+	}
+}

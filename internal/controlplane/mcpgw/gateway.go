@@ -32,6 +32,7 @@ type Starter interface {
 // Runs reads and follows runs (runner.Runner).
 type Runs interface {
 	Get(ctx context.Context, id string) (*engine.Run, *engine.Machine, error)
+	Machine(ctx context.Context, digest string) (*engine.Machine, error)
 	Follow(runID string) *runner.RunWatch
 	Settling(runID string) bool
 }

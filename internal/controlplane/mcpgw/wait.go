@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
+	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -43,8 +44,21 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, who, runI
 	defer again.Stop()
 	token := req.Params.GetProgressToken()
 	said, due, n := "", false, 0.0
+	local := false // woken by this replica's commit
 	for {
-		run, m, err := g.cfg.Runs.Get(ctx, runID)
+		var run *engine.Run
+		var m *engine.Machine
+		var err error
+		if lr := w.Latest(); local && lr != nil && !runner.OpenAsk(lr) {
+			// What this replica just committed is durable and the newest
+			// it knows: no need to read it back (as WatchRun). A run
+			// holding an ask is read through Get, which applies a
+			// deadline that has passed (I4).
+			run = lr
+			m, err = g.cfg.Runs.Machine(ctx, lr.PlanDigest)
+		} else {
+			run, m, err = g.cfg.Runs.Get(ctx, runID)
+		}
 		if err != nil {
 			return g.errorResult("run "+runID, err), nil
 		}
@@ -72,9 +86,11 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, who, runI
 		case <-g.done:
 			return toolError("the control plane is shutting down; call again with the same %s to get this call's outcome (run %s)", IdempotencyMetaKey, runID), nil
 		case <-w.C():
+			local = true
 		case <-poll.C:
+			local = false
 		case <-again.C:
-			due = true
+			due, local = true, false
 		}
 	}
 }
