@@ -32,7 +32,7 @@ func (s *Server) MCPGateway(o MCPOptions) *mcpgw.Gateway {
 		tools = s.execs
 	}
 	return mcpgw.New(mcpgw.Config{Verifier: s.cfg.Verifier, Starter: s.runs, Runs: s.Runner, Lister: s.cfg.Store, Policy: s.desk, Tools: tools,
-		Catalog: s.catalogOf, Readers: s.readers, Slot: s.watches.Slot, AskURL: o.AskURL, Pending: o.Pending, Progress: o.Progress, Refresh: o.Refresh, Log: s.log})
+		Catalog: s.catalogOf, Readers: s.readers, Answers: s.local, Slot: s.watches.Slot, AskURL: o.AskURL, Pending: o.Pending, Progress: o.Progress, Refresh: o.Refresh, Log: s.log})
 }
 
 // noTools offers none: a server whose Dispatcher is external lists only

@@ -526,3 +526,63 @@ func TestMCPGatewayRefusesWhoItMust(t *testing.T) {
 		t.Fatalf("%d posts", n)
 	}
 }
+
+const agentChoiceSkill = `---
+name: agent-choice
+description: a question for the agent's person, then a gate for a member
+---
+ask me as kind:
+  which diagram should I draw?
+  options: sequence | class | state
+drawing: draw a {kind} diagram
+ask member:
+  save the drawing?
+save: notes.store {"text": "{drawing}"}
+`
+
+// Issue 20, item 5: a skill the agent runs asks its requester (the agent)
+// a question: the gateway asks it of the agent's client through MCP
+// elicitation and answers as the agent. The approval gate after it is
+// never put to the client: bob decides it.
+func TestMCPGatewayElicitsQuestionsNeverApprovals(t *testing.T) {
+	t.Parallel()
+	c := newMCPCluster(t)
+	dir := filepath.Join(t.TempDir(), "agent-choice")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte(agentChoiceSkill), 0o644)
+	if r := c.plane.ctl(t, "", "--as", "alice", "skills", "push", dir); r.code != 0 {
+		t.Fatalf("push: %s", r.stderr)
+	}
+	a := newAgent()
+	var mu sync.Mutex
+	var asked []string
+	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: a.onProgress,
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, req.Params.Message)
+			mu.Unlock()
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "class"}}, nil
+		}})
+	sess, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: c.plane.mcpURL(t), HTTPClient: &http.Client{Transport: bearerRT{c.plane.devToken(t, "alice-agent")}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	a.sess = sess
+	done := a.callAsync(t, "tollgate.run_skill", "skill-1", map[string]any{"skill": "agent-choice"})
+	ask := a.progressFor(t, "progress-skill-1", regexp.MustCompile(`"save the drawing\?" · [^·]* · approvectl approve (\S+)`))[1]
+	if r := c.plane.ctl(t, "", "--as", "bob", "approve", ask); r.code != 0 {
+		t.Fatalf("bob approves %s: %s", ask, r.stderr)
+	}
+	res := waitCall(t, done)
+	if res.IsError || !strings.Contains(textOf(res), "draw a class diagram") {
+		t.Fatalf("the skill's outcome: %s", textOf(res))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || !strings.Contains(asked[0], "which diagram") {
+		t.Fatalf("the client was asked %q; want the one question, never the gate", asked)
+	}
+	c.audit()
+}

@@ -71,6 +71,9 @@ type Config struct {
 	Tools    Tools
 	Catalog  func() *compiler.Catalog
 	Readers  Readers
+	// Answers answers the questions the agent's client is asked through
+	// elicitation, as the agent (elicit.go).
+	Answers Answerer
 	// Slot takes one of the caller's watch slots for a call that waits
 	// (api.Watches.Slot): a waiting call is a watch, bounded alike.
 	Slot func(ctx context.Context) (func(), error)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,6 +46,13 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, who, runI
 	token := req.Params.GetProgressToken()
 	said, due, n := "", false, 0.0
 	local := false // woken by this replica's commit
+	// Questions put to the client (elicit.go), each once per call, on
+	// goroutines this wait owns: ended and waited for when it returns.
+	asked := map[string]bool{}
+	ectx, stopAsking := context.WithCancel(ctx)
+	var asking sync.WaitGroup
+	defer func() { stopAsking(); asking.Wait() }()
+	elicits := canElicit(req.Session)
 	for {
 		var run *engine.Run
 		var m *engine.Machine
@@ -71,6 +79,14 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, who, runI
 		if !settling {
 			if run.State == engine.Parked && g.cfg.Pending {
 				return g.pendingResult(ctx, run), nil
+			}
+			if run.State == engine.Parked && elicits {
+				for _, a := range questionsFor(run, who) {
+					if !asked[a.ID] {
+						asked[a.ID] = true
+						asking.Go(func() { g.elicit(ectx, req, run.ID, a) })
+					}
+				}
 			}
 			if msg := g.waiting(ctx, run); token != nil && (msg != said || due) {
 				n++
