@@ -23,6 +23,11 @@
 //     RecheckVotes withdraws votes whose authority lapsed (quorum.go). A
 //     gate is decided under the action policy fixes for it; a requester's
 //     added action raises the bar (RouteGate, routing.go).
+//   - I9 for agents: who may call a tool through the MCP gateway is
+//     policy's action call.SERVER.TOOL (MayCall, calls.go); a call only
+//     asks, and its gate is decided like any other. One test of "holds a
+//     role policy gives an action" serves skills, standing approvals and
+//     calls (holdsRoleFor).
 //   - I1: a `without asking` step is the starter's approval only where
 //     policy lets one person approve it (MayStartUnasked, unasked.go).
 //   - I6: Kind.Approves names the decisions that must bind the payload and

@@ -139,7 +139,11 @@ func (g *Gateway) Handler() http.Handler {
 		// Results of calls that wait are sent on the POST's event stream;
 		// the event store lets a client that lost it resume.
 		EventStore: mcp.NewMemoryEventStore(nil),
-		Logger:     g.cfg.Log,
+		// A session no request has used for this long is closed (a call
+		// in flight keeps its session alive however long it waits): a
+		// client that never says goodbye does not hold memory forever.
+		SessionTimeout: 30 * time.Minute,
+		Logger:         g.cfg.Log,
 	})
 	return auth.RequireBearerToken(g.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 }
