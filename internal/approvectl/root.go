@@ -161,7 +161,7 @@ steps need (runs show RUN says which).`,
 		}
 		return nil
 	}
-	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAmendCmd(g), newRevokeCmd(g), newStandingCmd(g), newWatchCmd(g), newRequestEvidenceCmd(g), newEvidenceCmd(g), newDelegateCmd(g), newAnswerCmd(g), newAuditCmd(g), newBeginCmd(g), newGateCmd(g), newStepCmd(g), newFinishCmd(g), newGrantCmd(g), newLoginCmd(g), newWhoamiCmd(g), newLogoutCmd(g), newSkillsCmd(g), newSchedulesCmd(g))
+	root.AddCommand(newPlanCmd(g), newRunCmd(g), newRunsCmd(g), newAsksCmd(g), newApproveCmd(g), newRejectCmd(g), newAmendCmd(g), newRevokeCmd(g), newStandingCmd(g), newWatchCmd(g), newRequestEvidenceCmd(g), newEvidenceCmd(g), newDelegateCmd(g), newAnswerCmd(g), newAuditCmd(g), newBeginCmd(g), newGateCmd(g), newStepCmd(g), newFinishCmd(g), newGrantCmd(g), newLoginCmd(g), newWhoamiCmd(g), newLogoutCmd(g), newSkillsCmd(g), newSchedulesCmd(g), newMCPCmd(g))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return nil

@@ -697,7 +697,7 @@ func TestVerbsGolden(t *testing.T) {
 	}
 	for _, verb := range []string{"", "asks", "asks show", "approve", "reject", "revoke", "request-evidence", "delegate", "amend", "standing",
 		"standing revoke", "evidence", "answer", "audit", "watch", "runs", "runs show", "runs cancel", "run", "begin", "finish", "gate", "step",
-		"grant", "grant verify", "plan", "login", "whoami", "logout",
+		"grant", "grant verify", "plan", "login", "whoami", "logout", "mcp",
 		"skills", "skills push", "skills list", "skills show", "skills history", "skills diff", "skills rm",
 		"schedules", "schedules add", "schedules list", "schedules show", "schedules pause", "schedules resume", "schedules rm"} {
 		cases = append(cases, verbCase{args: strings.TrimSpace(verb + " --help")})

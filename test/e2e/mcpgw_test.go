@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -583,6 +585,96 @@ func TestMCPGatewayElicitsQuestionsNeverApprovals(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) != 1 || !strings.Contains(asked[0], "which diagram") {
 		t.Fatalf("the client was asked %q; want the one question, never the gate", asked)
+	}
+	c.audit()
+}
+
+// freePort is a loopback address nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// connectBridge starts `approvectl mcp` as a desktop client would (a
+// stdio server it launches) and connects the agent to it.
+func connectBridge(t *testing.T, p *plane, as, url string) *agent {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "approvectl"), "--server", p.addr, "--as", as, "mcp", "--url", url)
+	cmd.Env = append(os.Environ(), "TOLLGATE_HOME="+p.home, "TOLLGATE_TOKEN=")
+	cmd.Stderr = os.Stderr
+	a := newAgent()
+	sess, err := a.client().Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect through approvectl mcp: %v", err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	a.sess = sess
+	return a
+}
+
+// Issue 20 through the stdio bridge a desktop client launches: the tools,
+// a read-only call, and a post bob approves, with the gateway's progress
+// forwarded. Then the control plane is killed (-9) while a post waits: the
+// bridge reconnects to the replica that takes its address and sends the
+// same call with the same key, so the agent's one call returns the one
+// outcome once bob approves there. One post each.
+func TestMCPBridgeCarriesCallsAcrossARestart(t *testing.T) {
+	t.Parallel()
+	addr := freePort(t)
+	c := newMCPCluster(t)
+	// The cluster's plane serves the gateway on a port of its own; this
+	// one takes a fixed address a replica can take over.
+	c.plane.stop(t)
+	c.planeArgs = append(slices.Clip(c.planeArgs), "--mcp-listen", addr)
+	c.plane = startPlane(t, c.home, c.planeArgs...)
+	c.startExecutorOn("edge-2", os.Stderr, c.plane)
+	url := "http://" + addr + "/mcp"
+	a := connectBridge(t, c.plane, "alice-agent", url)
+	// The executor may connect after the bridge listed: the gateway's
+	// list changes, and the bridge follows.
+	tools := waitTool(t, a, "slack.slack_post_message")
+	for _, want := range []string{"mcp-monitor.get_cpu_info", "tollgate.pending_asks"} {
+		if !slices.Contains(names(tools), want) {
+			t.Errorf("through the bridge %s is not listed: %v", want, names(tools))
+		}
+	}
+	res, err := a.sess.CallTool(t.Context(), &mcp.CallToolParams{Name: "mcp-monitor.get_cpu_info", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(textOf(res), "cores") {
+		t.Fatalf("read-only call through the bridge: %v %v", err, res)
+	}
+	posted := a.callAsync(t, "slack.slack_post_message", "bridge-1", map[string]any{"channel": "#daily", "text": "through the bridge"})
+	ask := a.progressFor(t, "progress-bridge-1", answerRe)[1]
+	if r := c.plane.ctl(t, "", "--as", "bob", "approve", ask); r.code != 0 {
+		t.Fatalf("bob approves: %s", r.stderr)
+	}
+	if res := waitCall(t, posted); res.IsError {
+		t.Fatalf("the approved post through the bridge: %s", textOf(res))
+	}
+
+	// Killed while a call waits; its replica takes the address.
+	a.mu.Lock()
+	a.progress = nil
+	a.mu.Unlock()
+	cut := a.callAsync(t, "slack.slack_post_message", "bridge-2", map[string]any{"channel": "#daily", "text": "after the restart"})
+	ask2 := a.progressFor(t, "progress-bridge-2", answerRe)[1]
+	_ = c.plane.cmd.Process.Kill()
+	<-c.plane.done
+	c.plane = startPlane(t, c.home, c.planeArgs...)
+	c.startExecutorOn("edge-1", os.Stderr, c.plane)
+	if r := c.plane.ctl(t, "", "--as", "bob", "approve", ask2); r.code != 0 {
+		t.Fatalf("bob approves %s on the new replica: %s", ask2, r.stderr)
+	}
+	if res := waitCall(t, cut); res.IsError {
+		t.Fatalf("the call across the restart: %s", textOf(res))
+	}
+	ps := c.posts()
+	if len(ps) != 2 || ps[0]["text"] != "through the bridge" || ps[1]["text"] != "after the restart" {
+		t.Fatalf("posts: %v; want exactly the two approved", ps)
 	}
 	c.audit()
 }
