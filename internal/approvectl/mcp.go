@@ -336,10 +336,12 @@ func newBridge(g *globals, endpoint, server string, tr *http.Transport, token st
 	b.http = &http.Client{Transport: b.auth, Timeout: 0}
 	b.client = mcp.NewClient(&mcp.Implementation{Name: "approvectl-mcp-bridge", Version: "1"}, &mcp.ClientOptions{
 		Logger: slog.New(slog.NewTextHandler(b.errw, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		// The bridge offers the gateway nothing of its own: no roots, no
-		// sampling, no elicitation (the gateway never asks an agent's
-		// client to decide).
+		// The bridge offers the gateway nothing of its own (no roots, no
+		// sampling), and passes on elicitation: the gateway puts a
+		// question addressed to you (a choice or free text, never an
+		// approval) to your client, and answers it as you.
 		Capabilities:                &mcp.ClientCapabilities{},
+		ElicitationHandler:          b.onElicit,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { signal(b.changed) },
 		ProgressNotificationHandler: b.onProgress,
 	})
@@ -358,11 +360,14 @@ func (b *bridge) run(ctx context.Context) error {
 		return b.startErr(err)
 	}
 	b.setCurrent(first)
-	b.down = mcp.NewServer(&mcp.Implementation{Name: "tollgate", Title: "Tollgate", Version: "bridge"}, &mcp.ServerOptions{
+	down := mcp.NewServer(&mcp.Implementation{Name: "tollgate", Title: "Tollgate", Version: "bridge"}, &mcp.ServerOptions{
 		Instructions: first.cs.InitializeResult().Instructions,
 		// Tools, with list_changed, even while the gateway lists none yet.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	b.mu.Lock() // onElicit reads it on the upstream session's goroutine
+	b.down = down
+	b.mu.Unlock()
 	listCtx, cancel := context.WithTimeout(life, connectTimeout)
 	n, err := b.syncTools(listCtx)
 	cancel()
@@ -722,6 +727,23 @@ const (
 func unknownTool(err error) bool {
 	we, ok := gatewayError(err)
 	return ok && we.Code == -32602 && strings.Contains(we.Message, "unknown tool")
+}
+
+// onElicit passes the gateway's question on to the client, when the
+// client takes elicitation; else it declines, and the question stays open
+// for you to answer elsewhere (approvectl answer, the web inbox).
+func (b *bridge) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	b.mu.Lock()
+	down := b.down
+	b.mu.Unlock()
+	if down != nil {
+		for ss := range down.Sessions() {
+			if ip := ss.InitializeParams(); ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil {
+				return ss.Elicit(ctx, req.Params)
+			}
+		}
+	}
+	return &mcp.ElicitResult{Action: "decline"}, nil
 }
 
 // mcpCallErr is the error a client gets for a call that got no result: the

@@ -20,13 +20,16 @@ import (
 )
 
 // served is what each listener flag of Tollgate's binaries serves over
-// HTTP (nil: gRPC only). The smoke test asks the running binaries for
-// these paths, so this table cannot drift from them unnoticed.
+// HTTP without a credential (nil: nothing: gRPC, or the MCP gateway, whose
+// every request carries a bearer token). The smoke test asks the running
+// binaries for these paths, so this table cannot drift from them
+// unnoticed; it calls the MCP gateway as an agent (mcpAnswers).
 var served = map[string][]string{
 	"--listen":          nil,
 	"--executor-listen": nil,
 	"--admin-listen":    {"/healthz", "/readyz", "/metrics"},
 	"--web-listen":      {"/healthz", "/signin"},
+	"--mcp-listen":      nil,
 }
 
 // TestChartRendersEveryValueSet: each CI value set renders, every document
@@ -47,6 +50,7 @@ func TestChartRendersEveryValueSet(t *testing.T) {
 			checkNetworkPolicies(t, m)
 			checkCertificates(t, m)
 			checkWeb(t, m)
+			checkMCP(t, m)
 		})
 	}
 }
@@ -643,6 +647,13 @@ func checkNetworkPolicies(t *testing.T, m *manifest) {
 						t.Errorf("the web port admits %d peers; networkPolicy.webFrom gives %d (none: anyone)", len(rule.From), len(want))
 					}
 				}
+				if p.Port.String() == "mcp" {
+					// The agents' door: mcpFrom, or anyone when it is empty.
+					want, _ := np["mcpFrom"].([]any)
+					if len(rule.From) != len(want) {
+						t.Errorf("the mcp port admits %d peers; networkPolicy.mcpFrom gives %d (none: anyone)", len(rule.From), len(want))
+					}
+				}
 			}
 		}
 		for _, c := range cp.spec.Containers {
@@ -814,6 +825,155 @@ func checkWeb(t *testing.T, m *manifest) {
 	}
 }
 
+// controlPlaneArgs are the control-plane container's args by flag (a flag
+// with no value: one ""), in order.
+func controlPlaneArgs(m *manifest) (corev1.Container, map[string][]string) {
+	var c corev1.Container
+	for _, x := range m.podWith("controlplane").spec.Containers {
+		if x.Name == "controlplane" {
+			c = x
+		}
+	}
+	args := map[string][]string{}
+	for _, a := range c.Args {
+		flag, v, _ := strings.Cut(a, "=")
+		args[flag] = append(args[flag], v)
+	}
+	return c, args
+}
+
+// checkMCP: agentOwners are the --agent-owner args, in order. With
+// mcp.enabled, the control plane serves the MCP gateway off loopback at
+// mcp.port, with the API's certificate (bearer tokens cross it), and
+// --mcp-pending as mcp.pending says; the -mcp Service reaches
+// --mcp-listen, says https, and keeps a client on the replica holding its
+// session; cert-manager's API certificate names the Service. In dev mode
+// the gateway is on the pod's loopback at mcp.port; off, it is not served.
+// Neither renders a Service.
+func checkMCP(t *testing.T, m *manifest) {
+	mcpv, _ := m.values["mcp"].(map[string]any)
+	c, args := controlPlaneArgs(m)
+	var owners []string
+	given, _ := m.values["agentOwners"].([]any)
+	for _, o := range given {
+		owners = append(owners, fmt.Sprint(o))
+	}
+	if !slices.Equal(args["--agent-owner"], owners) {
+		t.Errorf("--agent-owner args %q; agentOwners is %q", args["--agent-owner"], owners)
+	}
+	port := int32(mcpv["port"].(float64))
+	dev := m.values["dev"] == true
+	on := mcpv["enabled"] == true || dev
+	if pending := len(args["--mcp-pending"]) == 1; pending != (on && mcpv["pending"] == true) {
+		t.Errorf("--mcp-pending rendered: %v; mcp.pending is %v, the gateway on: %v", pending, mcpv["pending"], on)
+	}
+	svc := m.service(release + "-tollgate-mcp")
+	listen := listeners(c)["--mcp-listen"]
+	if !on {
+		if listen != "" || svc != nil {
+			t.Errorf("mcp.enabled is false, and --mcp-listen is %q, the -mcp Service rendered: %v", listen, svc != nil)
+		}
+		return
+	}
+	if listen == "" {
+		t.Fatal("the MCP gateway is on, and the control plane has no --mcp-listen")
+	}
+	host, got := portOf(t, listen)
+	if got != port {
+		t.Errorf("--mcp-listen %s; mcp.port is %d", listen, port)
+	}
+	if dev {
+		if !loopback(host) || svc != nil {
+			t.Errorf("dev mode: --mcp-listen %s must be on loopback and no Service rendered (have one: %v)", listen, svc != nil)
+		}
+		return
+	}
+	if loopback(host) {
+		t.Errorf("--mcp-listen %s is on loopback: nothing outside the pod reaches it", listen)
+	}
+	if len(args["--tls-cert"]) != 1 {
+		t.Error("the MCP gateway is off loopback without --tls-cert: bearer tokens over plain HTTP (the control plane refuses to start)")
+	}
+	if svc == nil {
+		t.Fatal("mcp.enabled, and no -mcp Service is rendered")
+	}
+	service, _ := mcpv["service"].(map[string]any)
+	if string(svc.Spec.Type) != service["type"] {
+		t.Errorf("Service %s is %s; mcp.service.type is %v", svc.Name, svc.Spec.Type, service["type"])
+	}
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+		t.Errorf("Service %s has sessionAffinity %q: a client's next request may reach a replica that does not hold its MCP session", svc.Name, svc.Spec.SessionAffinity)
+	}
+	if len(svc.Spec.Ports) != 1 {
+		t.Errorf("Service %s has ports %+v; want the one", svc.Name, svc.Spec.Ports)
+	}
+	for _, sp := range svc.Spec.Ports {
+		if _, target, ok := m.servicePort(t, fmt.Sprintf("%s.%s.svc:%d", svc.Name, namespace, sp.Port)); !ok || target != port {
+			t.Errorf("Service %s port %d reaches %d; --mcp-listen is %s", svc.Name, sp.Port, target, listen)
+		}
+		if sp.AppProtocol == nil || *sp.AppProtocol != "https" {
+			t.Errorf("Service %s port %s: appProtocol %v, the gateway speaks https", svc.Name, sp.Name, sp.AppProtocol)
+		}
+	}
+	for _, cert := range m.certificates {
+		if want := svc.Name + "." + namespace + ".svc"; strings.HasSuffix(cert.Spec.SecretName, "-api-tls") && !slices.Contains(cert.Spec.DNSNames, want) {
+			t.Errorf("Certificate %s, which the MCP gateway serves, does not name %s", cert.Name, want)
+		}
+	}
+}
+
+// TestChartMCP: ci/mcp-values.yaml renders the gateway it asks for (a
+// guard against checkMCP passing for want of a value set that turns it
+// on): --mcp-listen on its port with --mcp-pending, the container port
+// named mcp, the -mcp Service of the type and annotations given, the
+// NetworkPolicy rule from mcpFrom only, and one --agent-owner per owner.
+func TestChartMCP(t *testing.T) {
+	m := render(t, filepath.Join(chartDir, "ci", "mcp-values.yaml"))
+	c, args := controlPlaneArgs(m)
+	if !slices.Equal(args["--mcp-listen"], []string{":8446"}) || !slices.Equal(args["--mcp-pending"], []string{""}) {
+		t.Errorf("--mcp-listen %q, --mcp-pending %q; want :8446 and the flag", args["--mcp-listen"], args["--mcp-pending"])
+	}
+	if want := []string{"deploy-bot=alice", "triage-agent=bob@acme.example"}; !slices.Equal(args["--agent-owner"], want) {
+		t.Errorf("--agent-owner %q; want %q", args["--agent-owner"], want)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "mcp" && p.ContainerPort == 8446 }) {
+		t.Errorf("no container port mcp 8446: %+v", c.Ports)
+	}
+	svc := m.service(release + "-tollgate-mcp")
+	switch {
+	case svc == nil:
+		t.Fatal("no -mcp Service")
+	case svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-internal"] != "true":
+		t.Errorf("Service %s: type %s, annotations %v", svc.Name, svc.Spec.Type, svc.Annotations)
+	case len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8446 || svc.Spec.Ports[0].TargetPort.StrVal != "mcp":
+		t.Errorf("Service %s ports %+v; want 8446 → mcp", svc.Name, svc.Spec.Ports)
+	}
+	rules := 0
+	for _, pol := range m.netpols {
+		for _, rule := range pol.Spec.Ingress {
+			for _, p := range rule.Ports {
+				if p.Port.String() != "mcp" {
+					continue
+				}
+				rules++
+				if len(rule.From) != 1 || rule.From[0].NamespaceSelector == nil || rule.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "agents" {
+					t.Errorf("NetworkPolicy %s admits %+v to the mcp port; want the agents namespace only", pol.Name, rule.From)
+				}
+			}
+		}
+	}
+	if rules != 1 {
+		t.Errorf("%d NetworkPolicy rules for the mcp port; want one", rules)
+	}
+	// Off (the default): no listener, no port, no Service.
+	m = render(t, filepath.Join(chartDir, "ci", "mcp-values.yaml"), "mcp.enabled=false", "mcp.pending=false", "agentOwners=null")
+	c, args = controlPlaneArgs(m)
+	if len(args["--mcp-listen"])+len(args["--mcp-pending"])+len(args["--agent-owner"]) > 0 || m.service(release+"-tollgate-mcp") != nil ||
+		slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "mcp" }) {
+		t.Errorf("mcp.enabled false still renders the gateway: args %q, ports %+v", c.Args, c.Ports)
+	}
+}
+
 // TestChartRefuses: the combinations that cannot run do not render, each
 // with a reason that names the value to change.
 func TestChartRefuses(t *testing.T) {
@@ -855,6 +1015,18 @@ func TestChartRefuses(t *testing.T) {
 		{"slack posting nowhere", web, []string{"slack.channel=", "slack.dm=false"}, "posts nowhere"},
 		{"slack bad channel", web, []string{"slack.channel=#approvals"}, "/slack/channel"},
 		{"unknown web value", web, []string{"web.sessionTtl=1h"}, "additional properties"},
+		{"mcp without tls", filepath.Join(chartDir, "ci", "hpa-netpol-values.yaml"), []string{"mcp.enabled=true"}, "mcp.enabled needs tls.api.enabled"},
+		{"mcp in dev", filepath.Join(chartDir, "ci", "dev-values.yaml"), []string{"mcp.enabled=true"}, "set mcp.enabled: false"},
+		{"mcp pending without mcp", def, []string{"mcp.pending=true"}, "mcp.pending needs mcp.enabled"},
+		{"mcp on the web port", web, []string{"mcp.enabled=true", "mcp.port=7445"}, "mcp.port 7445 is already"},
+		{"mcp on the admin port in dev", filepath.Join(chartDir, "ci", "dev-values.yaml"), []string{"mcp.port=9090"}, "mcp.port 9090 is already"},
+		{"mcp port too high", def, []string{"mcp.port=70000"}, "/mcp/port"},
+		{"mcp port zero", def, []string{"mcp.port=0"}, "/mcp/port"},
+		{"mcp port a string", def, []string{"mcp.port=https"}, "/mcp/port"},
+		{"mcp service type", def, []string{"mcp.service.type=ExternalName"}, "/mcp/service/type"},
+		{"unknown mcp value", def, []string{"mcp.listen=:7446"}, "additional properties"},
+		{"agent owner without a person", def, []string{"agentOwners={deploy-bot}"}, "/agentOwners/0"},
+		{"agent owner empty agent", def, []string{"agentOwners={=alice}"}, "/agentOwners/0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := renderRaw(t, c.values, c.set...)

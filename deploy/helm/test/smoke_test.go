@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tollgate-dev/tollgate/internal/identity"
@@ -39,7 +40,9 @@ import (
 // approved side effect, leave the audit clean, and on SIGTERM turn
 // NOT_SERVING and exit within their grace periods. The web inbox is on
 // (sign-in at a real OpenID provider here): its listener answers, over
-// the API's TLS, every path the served table gives it.
+// the API's TLS, every path the served table gives it. The MCP gateway is
+// on (mcp.pending, an agent with an owner): an agent calls the executor's
+// tools through it over the API's TLS (mcpAnswers).
 //
 // What is changed from the rendering, and only that: listen addresses
 // (a free loopback port for each), the Redis URL (the test's server), the
@@ -62,6 +65,7 @@ func TestRenderedControlPlaneRuns(t *testing.T) {
 		`executor.mcpServers[1].command={executor,mcp-server,notes,--file,/var/lib/tollgate/notes.jsonl}`,
 		"web.enabled=true", "web.url=https://inbox.example.com", "web.key.existingSecret=tollgate-web",
 		"oidc.issuer=https://idp.example.com", "oidc.clientID="+oidctest.ClientID,
+		"mcp.enabled=true", "mcp.pending=true", "agentOwners={alice-agent=alice}",
 		"file:policy.csv="+policy,
 		// Production serves only the skills it is given: this one from
 		// the chart's skills ConfigMap, through --skills-dir.
@@ -95,6 +99,9 @@ func TestRenderedControlPlaneRuns(t *testing.T) {
 	cp.waitProbes(t)
 	if cp.addrs["--web-listen"] == "" {
 		t.Fatal("web.enabled rendered no --web-listen")
+	}
+	if cp.addrs["--mcp-listen"] == "" {
+		t.Fatal("mcp.enabled rendered no --mcp-listen")
 	}
 	cp.askServed(t, sec.caFile)
 
@@ -164,6 +171,11 @@ func TestRenderedControlPlaneRuns(t *testing.T) {
 	if out, code := ctl("audrey", "audit"); code != 0 {
 		t.Fatalf("audit: exit %d\n%s", code, out)
 	}
+	agentToken, err := identity.Mint(sec.jwtKey, "ci", "tollgate", "tollgate", "alice-agent", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcpAnswers(t, cp, sec.caFile, agentToken)
 
 	// SIGTERM, as the kubelet sends it: each turns NOT_SERVING and exits
 	// 0 within the grace period the chart gives it.
@@ -626,6 +638,91 @@ func (pr *proc) askServed(t *testing.T, caFile string) {
 		}
 	}
 	t.Logf("%s: %d served paths answered", pr.name, asked)
+}
+
+// mcpAnswers calls the control plane's MCP gateway as an agent with
+// token, as one reaches it through the -mcp Service: over the API's TLS
+// (checked against caFile), refused without a token; the executor's
+// tools are listed, a read-only one answers at once, and a side-effecting
+// one (mcp.pending) answers at once with the ask it waits on.
+func mcpAnswers(t *testing.T, cp *proc, caFile, token string) {
+	t.Helper()
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	t.Cleanup(tr.CloseIdleConnections)
+	url := "https://" + cp.addrs["--mcp-listen"] + "/mcp"
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatalf("the MCP gateway over TLS: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the MCP gateway answers a request with no token %s, want 401", resp.Status)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "chart-smoke", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, tr}}}, nil)
+	if err != nil {
+		t.Fatalf("connect to the MCP gateway at %s: %v\n%s", url, err, cp.log.String())
+	}
+	defer sess.Close()
+	for {
+		res, err := sess.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		if slices.ContainsFunc(res.Tools, func(x *mcp.Tool) bool { return x.Name == "notes.store" }) &&
+			slices.ContainsFunc(res.Tools, func(x *mcp.Tool) bool { return x.Name == "mcp-monitor.get_cpu_info" }) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the executor's tools are not listed: %d tools", len(res.Tools))
+		case <-time.After(200 * time.Millisecond): // the executor's hello reaches the list within its refresh; no event to wait on
+		}
+	}
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "mcp-monitor.get_cpu_info", Arguments: map[string]any{},
+		Meta: mcp.Meta{"tollgate/idempotency_key": "smoke-cpu"}})
+	if err != nil || res.IsError {
+		t.Fatalf("a read-only call through the gateway: %v %s", err, mcpText(res))
+	}
+	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "notes.store", Arguments: map[string]any{"text": "from the agent"},
+		Meta: mcp.Meta{"tollgate/idempotency_key": "smoke-note"}})
+	if err != nil || !strings.Contains(mcpText(res), "PENDING APPROVAL") {
+		t.Fatalf("a side-effecting call with mcp.pending: %v %s", err, mcpText(res))
+	}
+	t.Logf("mcp: a read-only call answered; a side-effecting one: %s", mcpText(res))
+}
+
+// bearer sends each request with the token.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func mcpText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
 
 // terminate sends SIGTERM and checks that readiness fails while the

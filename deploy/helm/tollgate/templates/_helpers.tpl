@@ -114,6 +114,18 @@ against each other.
 {{- else -}}
   {{- if $web.ingress.enabled -}}{{ fail "web.ingress.enabled needs web.enabled: the Ingress leads to the web inbox's Service" }}{{- end -}}
 {{- end -}}
+{{- $mcp := $v.mcp -}}
+{{- if $mcp.enabled -}}
+  {{- if $v.dev -}}{{ fail "mcp.enabled: dev: true serves the MCP gateway on the pod's loopback already, at mcp.port: kubectl port-forward it; set mcp.enabled: false" }}{{- end -}}
+  {{- if not $v.tls.api.enabled -}}{{ fail "mcp.enabled needs tls.api.enabled: agents' bearer tokens cross the MCP gateway, and the control plane refuses --mcp-listen off loopback over plain HTTP (behind a mesh or proxy that ends TLS too); enable tls.api, or keep mcp.enabled: false" }}{{- end -}}
+{{- else if and $mcp.pending (not $v.dev) -}}
+  {{- fail "mcp.pending needs mcp.enabled: it changes how the MCP gateway answers a call that waits" -}}
+{{- end -}}
+{{- if or $mcp.enabled $v.dev -}}
+  {{- $taken := list ($v.controlPlane.ports.api | int) ($v.controlPlane.ports.executor | int) ($v.controlPlane.ports.admin | int) -}}
+  {{- if or $web.enabled $v.dev -}}{{- $taken = append $taken ($web.port | int) -}}{{- end -}}
+  {{- if has ($mcp.port | int) $taken -}}{{ fail (printf "mcp.port %d is already a port of controlPlane.ports or web.port: give the MCP gateway its own" ($mcp.port | int)) }}{{- end -}}
+{{- end -}}
 {{- $slack := $v.slack -}}
 {{- if $slack.enabled -}}
   {{- if $v.dev -}}{{ fail "slack.enabled: dev: true is for trying the chart in the pod; set slack.enabled: false (or dev: false)" }}{{- end -}}
