@@ -92,6 +92,7 @@ var (
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}}
 	brokenTool = &mcp.Tool{Name: "acme.broken", InputSchema: json.RawMessage(`{"type":"object"}`)}
 	waitTool   = &mcp.Tool{Name: "acme.wait", Description: "Waits for a person who does not come.", InputSchema: json.RawMessage(`{"type":"object"}`)}
+	askTool    = &mcp.Tool{Name: "acme.ask", Description: "Asks its caller a question, as the gateway does.", InputSchema: json.RawMessage(`{"type":"object"}`)}
 	flakyTool  = &mcp.Tool{Name: "acme.flaky", Description: "Its first call restarts the control plane.", InputSchema: json.RawMessage(`{"type":"object"}`)}
 )
 
@@ -137,6 +138,15 @@ func newFakeGateway(t *testing.T) *fakeGateway {
 		<-ctx.Done()
 		gw.waitEnded <- c.Key
 		return nil, ctx.Err()
+	})
+	gw.server.AddTool(askTool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		gw.record(req)
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "which diagram should I draw?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string", "enum": []string{"sequence", "class"}}}}})
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s %v", res.Action, res.Content["answer"])}}}, nil
 	})
 	gw.server.AddTool(flakyTool, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := gw.record(req)
@@ -371,7 +381,7 @@ func TestMCPBridgeServesTheGatewaysTools(t *testing.T) {
 		t.Fatal("the gateway does not list acme.bad: the test proves nothing")
 	}
 	delete(up, "acme.bad")
-	if len(up) != 5 || len(down) != len(up) {
+	if len(up) != 6 || len(down) != len(up) {
 		t.Errorf("served %d tools, the gateway lists %d servable: %v", len(down), len(up), slices.Sorted(func(yield func(string) bool) {
 			for n := range down {
 				yield(n)
@@ -566,8 +576,8 @@ func TestMCPBridgeFollowsToolListChanges(t *testing.T) {
 	until("acme.pay's new description", func(m map[string]*mcp.Tool) bool {
 		return m["acme.pay"] != nil && m["acme.pay"].Description == changedPay.Description
 	})
-	if got := toolsOf(t, b.cs); len(got) != 5 {
-		t.Errorf("served %d tools, want acme.pay, acme.refund, acme.broken, acme.wait, acme.flaky", len(got))
+	if got := toolsOf(t, b.cs); len(got) != 6 {
+		t.Errorf("served %d tools, want acme.pay, acme.refund, acme.broken, acme.wait, acme.ask, acme.flaky", len(got))
 	}
 }
 
@@ -675,5 +685,37 @@ func TestMCPBridgeStartFailures(t *testing.T) {
 		if ExitCode(err) != c.code || !strings.Contains(stderr, c.says) {
 			t.Errorf("mcp %s: exit %d, want %d saying %q:\n%s", strings.Join(c.args, " "), ExitCode(err), c.code, c.says, stderr)
 		}
+	}
+}
+
+// The gateway's question to the agent's person (elicitation) reaches a
+// client that takes elicitation, and its answer goes back; a client that
+// does not is answered for with a decline, never a made-up answer.
+func TestMCPBridgePassesElicitationOn(t *testing.T) {
+	noLeaks(t)
+	gw := newFakeGateway(t)
+	asked := make(chan string, 1)
+	b := startBridge(t, gw, gw.token, mcpProtocolVersion, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked <- req.Params.Message
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "class"}}, nil
+	}})
+	res, err := b.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "acme.ask"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := within(t, asked, "the question at the client"); q != "which diagram should I draw?" {
+		t.Errorf("the client was asked %q", q)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "accept class" {
+		t.Errorf("the gateway got %q", got)
+	}
+
+	plain := startBridge(t, gw, gw.token, mcpProtocolVersion, nil)
+	res, err = plain.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "acme.ask"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "decline <nil>" {
+		t.Errorf("without elicitation at the client the gateway got %q, want a decline", got)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/internal/store"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
@@ -217,24 +218,20 @@ const instructions = `Tollgate runs these tools on its executors. Read-only tool
 // here, policy now) until ctx ends; then every call still waiting ends.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer close(g.done)
-	t := time.NewTicker(g.cfg.Refresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		offered := g.cfg.Tools.Offered()
-		g.mu.Lock()
-		all := make([]*principalServer, 0, len(g.servers))
-		for _, ps := range g.servers {
-			all = append(all, ps)
-		}
-		g.mu.Unlock()
-		for _, ps := range all {
-			g.sync(ctx, ps, offered)
-		}
+	return tick.Every(ctx, g.cfg.Refresh, g.refresh)
+}
+
+// refresh brings every principal's listed tools up to date.
+func (g *Gateway) refresh(ctx context.Context) {
+	offered := g.cfg.Tools.Offered()
+	g.mu.Lock()
+	all := make([]*principalServer, 0, len(g.servers))
+	for _, ps := range g.servers {
+		all = append(all, ps)
+	}
+	g.mu.Unlock()
+	for _, ps := range all {
+		g.sync(ctx, ps, offered)
 	}
 }
 

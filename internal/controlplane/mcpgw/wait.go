@@ -220,22 +220,13 @@ type askView struct {
 
 // view is run as the agent reads it.
 func (g *Gateway) view(ctx context.Context, run *engine.Run, name string) runView {
-	v := runView{Run: run.ID, Plan: name, State: string(run.State), Reason: run.Reason, Outputs: map[string]json.RawMessage{}, Errors: map[string]string{}}
-	for id, st := range run.Steps {
-		switch {
-		case st.Status == engine.StatusSucceeded && len(st.Output) > 0:
-			v.Outputs[id] = st.Output
-		case st.Error != "":
-			v.Errors[id] = st.Error
-		}
-	}
-	v.Waiting = g.openAsks(ctx, run)
+	v := stepsView(run)
+	v.Plan, v.Waiting = name, g.openAsks(ctx, run)
 	return v
 }
 
-// runOutcome is a skill run's answer: its view; a tool error unless it
-// completed.
-func runOutcome(run *engine.Run) *mcp.CallToolResult {
+// stepsView is run's state and its steps' outputs and errors.
+func stepsView(run *engine.Run) runView {
 	v := runView{Run: run.ID, State: string(run.State), Reason: run.Reason, Outputs: map[string]json.RawMessage{}, Errors: map[string]string{}}
 	for id, st := range run.Steps {
 		switch {
@@ -245,7 +236,13 @@ func runOutcome(run *engine.Run) *mcp.CallToolResult {
 			v.Errors[id] = st.Error
 		}
 	}
-	res := jsonResult(v)
+	return v
+}
+
+// runOutcome is a skill run's answer: its view; a tool error unless it
+// completed.
+func runOutcome(run *engine.Run) *mcp.CallToolResult {
+	res := jsonResult(stepsView(run))
 	if why := decidedAgainst(run); why != "" {
 		res.Content = append([]mcp.Content{&mcp.TextContent{Text: why}}, res.Content...)
 	}
