@@ -80,6 +80,7 @@ type fakeGateway struct {
 	addr     string
 	srv      *http.Server
 	attempts map[string]int
+	waiting  map[string][]context.CancelFunc // acme.wait's calls, by session
 	wg       sync.WaitGroup
 }
 
@@ -109,7 +110,7 @@ func lookupResult() *mcp.CallToolResult {
 var brokenErr = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "amount: not a number", Data: json.RawMessage(`{"field":"amount"}`)}
 
 func newFakeGateway(t *testing.T) *fakeGateway {
-	gw := &fakeGateway{t: t, token: "tok-alice-agent", calls: make(chan upstreamCall, 16), release: make(chan struct{}), waitEnded: make(chan string, 4), addr: "127.0.0.1:0", attempts: map[string]int{}}
+	gw := &fakeGateway{t: t, token: "tok-alice-agent", calls: make(chan upstreamCall, 16), release: make(chan struct{}), waitEnded: make(chan string, 4), addr: "127.0.0.1:0", attempts: map[string]int{}, waiting: map[string][]context.CancelFunc{}}
 	gw.server = mcp.NewServer(&mcp.Implementation{Name: "tollgate", Version: "1"}, &mcp.ServerOptions{Instructions: gatewayInstructions})
 	gw.server.AddTool(payTool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		gw.record(req)
@@ -135,6 +136,11 @@ func newFakeGateway(t *testing.T) *fakeGateway {
 	})
 	gw.server.AddTool(waitTool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c := gw.record(req)
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		gw.mu.Lock()
+		gw.waiting[req.Session.ID()] = append(gw.waiting[req.Session.ID()], stop)
+		gw.mu.Unlock()
 		<-ctx.Done()
 		gw.waitEnded <- c.Key
 		return nil, ctx.Err()
@@ -224,7 +230,19 @@ func (gw *fakeGateway) handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: "alice-agent"}, nil
 	}
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	// As mcpgw does: a session its client deletes ends the calls it
+	// still waits on (the SDK closes it only once they have returned).
+	ending := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
+			gw.mu.Lock()
+			for _, stop := range gw.waiting[id] {
+				stop()
+			}
+			gw.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(ending)
 }
 
 // restart drops every connection and session, and serves again.

@@ -101,6 +101,7 @@ type Gateway struct {
 
 	mu      sync.Mutex
 	servers map[string]*principalServer
+	waits   sessionWaits
 }
 
 // principalServer is the MCP server one principal's sessions talk to:
@@ -146,7 +147,67 @@ func (g *Gateway) Handler() http.Handler {
 		SessionTimeout: 30 * time.Minute,
 		Logger:         g.cfg.Log,
 	})
-	return auth.RequireBearerToken(g.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	return auth.RequireBearerToken(g.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(g.endingWaits(h))
+}
+
+// endingWaits ends the calls a session still waits on when its own client
+// deletes the session (it went away): the SDK closes a session only once
+// its calls have returned, and a call here may wait for hours. Only the
+// session's principal ends them; the SDK refuses anyone else's DELETE.
+func (g *Gateway) endingWaits(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodDelete && id != "" {
+			if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+				g.waits.end(id, ti.UserID)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sessionWaits are the calls waiting, by session: how a deleted session's
+// waits end.
+type sessionWaits struct {
+	mu sync.Mutex
+	m  map[string]map[*waiting]bool
+}
+
+type waiting struct {
+	user string
+	stop context.CancelFunc
+}
+
+// add tracks a wait of session id by user; the func it returns forgets it.
+func (s *sessionWaits) add(id, user string, stop context.CancelFunc) func() {
+	w := &waiting{user: user, stop: stop}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]map[*waiting]bool{}
+	}
+	if s.m[id] == nil {
+		s.m[id] = map[*waiting]bool{}
+	}
+	s.m[id][w] = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.m[id], w)
+		if len(s.m[id]) == 0 {
+			delete(s.m, id)
+		}
+	}
+}
+
+// end stops session id's waits that user started.
+func (s *sessionWaits) end(id, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.m[id] {
+		if w.user == user {
+			w.stop()
+		}
+	}
 }
 
 func (g *Gateway) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {

@@ -37,6 +37,13 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, who, runI
 		return g.errorResult("the call waits for its run, and", err), nil
 	}
 	defer release()
+	if req.Session != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
+		// Ended when the client deletes its session (endingWaits).
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		defer g.waits.add(req.Session.ID(), req.Extra.TokenInfo.UserID, stop)()
+	}
 	w := g.cfg.Runs.Follow(runID)
 	defer w.Stop()
 	poll := time.NewTicker(api.WatchPoll)
