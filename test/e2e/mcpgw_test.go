@@ -319,8 +319,9 @@ func TestMCPGatewayAgentCallsWaitForTheirGates(t *testing.T) {
 	}
 
 	// Separation of duties: a payment alice's agent asks for is never
-	// approved by alice (she holds finance), whatever surface she uses.
-	paid := a.callAsync(t, "payments.pay", "pay-1", map[string]any{"vendor": "V-1187", "invoice": "INV-1", "amount": 5000, "currency": "INR", "bank_account": "XXXX2048"})
+	// approved by alice (she holds finance-1m), whatever surface she
+	// uses. It is over bob's limit, so the gate asks finance-1m: dave.
+	paid := a.callAsync(t, "payments.pay", "pay-1", map[string]any{"vendor": "V-1187", "invoice": "INV-1", "amount": 500000, "currency": "INR", "bank_account": "XXXX2048"})
 	ask3 := a.progressFor(t, "progress-pay-1", answerRe)[1]
 	if m := a.progressFor(t, "progress-pay-1", regexp.MustCompile(`not ([^·]*alice)`)); m == nil {
 		t.Fatal("the progress does not say alice is kept out")
@@ -328,8 +329,11 @@ func TestMCPGatewayAgentCallsWaitForTheirGates(t *testing.T) {
 	if r := c.plane.ctl(t, "", "--as", "alice", "approve", ask3); r.code == 0 {
 		t.Fatalf("alice approved her own agent's payment: %s", r.stdout)
 	}
-	if r := c.plane.ctl(t, "", "--as", "bob", "approve", ask3); r.code != 0 {
-		t.Fatalf("bob approves %s: %s", ask3, r.stderr)
+	if r := c.plane.ctl(t, "", "--as", "bob", "approve", ask3); r.code == 0 {
+		t.Fatalf("bob approved a payment over his limit: %s", r.stdout)
+	}
+	if r := c.plane.ctl(t, "", "--as", "dave", "approve", ask3); r.code != 0 {
+		t.Fatalf("dave approves %s: %s", ask3, r.stderr)
 	}
 	if res := waitCall(t, paid); res.IsError {
 		t.Fatalf("the approved payment: %s", textOf(res))

@@ -3,6 +3,8 @@ package approvals
 import (
 	"context"
 	"fmt"
+
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // CallAction is the policy action that lets its holders call server.tool
@@ -32,16 +34,31 @@ func (d *Desk) MayCall(ctx context.Context, who, server, tool string) (string, b
 	return "", true
 }
 
-// GateRole is the role a gate over action asks when its recipe names
-// none: the first role policy gives the action ("" without a policy, or
-// when no row governs it — then nobody could decide it, which the start
-// refuses with the rows to add).
-func (d *Desk) GateRole(action string) string {
+// GateRole is the role a gate over server.tool with args asks when its
+// recipe names none: of the roles policy gives the action, the first
+// whose limit covers the amount the args carry (any, for an action
+// without amounts, or when no limit covers it: the start then refuses
+// the gate nobody could decide, with the rows to add). "" without a
+// policy, or when no row governs the action. requester starts the run
+// (whose owner the amount's matter names); args may be nil.
+func (d *Desk) GateRole(requester, server, tool string, args plan.Object) string {
 	if d.cfg.Policy == nil {
 		return ""
 	}
-	role, _ := d.gateAudience(action, nil)
-	return role
+	f, ok := d.cfg.Policy.Floor(d.cfg.Domain, server+"."+tool)
+	if !ok || len(f.Rules) == 0 {
+		return ""
+	}
+	if args != nil {
+		if m, err := d.check.Matter(requester, plan.Step{ID: "call", Server: server, Tool: tool, Args: args}); err == nil && m.Amount != nil {
+			for _, r := range f.Rules {
+				if r.Limit == nil || *r.Limit >= *m.Amount {
+					return r.Role
+				}
+			}
+		}
+	}
+	return f.Rules[0].Role
 }
 
 // Governed reports whether a policy is loaded: without one only a

@@ -137,7 +137,11 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, server, to
 			// would approve its own call.
 			return toolError("refused: %s is side-effecting, and this control plane has no policy, so nobody but the caller could approve it; load a policy (--policy)", name), nil
 		}
-		if c.Role = g.cfg.Policy.GateRole(name); c.Role == "" {
+		js, err := json.Marshal(args)
+		if err != nil {
+			return toolError("%s: %v", name, err), nil
+		}
+		if c.Role = g.cfg.Policy.GateRole(p.Subject, server, tool, js); c.Role == "" {
 			return toolError("refused: %s is side-effecting and no policy row governs it, so nobody could approve the call (add `p, role:ROLE, DOMAIN, %s, -` and its p2 row)", name, name), nil
 		}
 		c.Why = fmt.Sprintf("%s changes the world: its MCP annotations do not declare it read-only", name)

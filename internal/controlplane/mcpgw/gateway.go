@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/tick"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // Starter starts runs through the one start path (runsvc.Service).
@@ -41,7 +42,7 @@ type Runs interface {
 // Authority is what policy says (approvals.Desk).
 type Authority interface {
 	MayCall(ctx context.Context, who, server, tool string) (string, bool)
-	GateRole(action string) string
+	GateRole(requester, server, tool string, args plan.Object) string
 	Governed() bool
 	OwnerOf(who string) string
 	Requirement(ctx context.Context, run *engine.Run, a *engine.AskRun) approvals.Requirement
@@ -311,7 +312,7 @@ func (g *Gateway) sync(ctx context.Context, ps *principalServer, offered []dispa
 		if _, ok := g.cfg.Policy.MayCall(ctx, ps.p.Subject, o.Server, o.Name); !ok {
 			continue
 		}
-		t, err := g.toolFor(name, o)
+		t, err := g.toolFor(ps.p.Subject, name, o)
 		if err != nil {
 			g.cfg.Log.Warn("a tool is not listed to agents", "tool", o.Server+"."+o.Name, "why", err)
 			continue
@@ -346,7 +347,7 @@ func (g *Gateway) sync(ctx context.Context, ps *principalServer, offered []dispa
 // toolFor is the MCP tool listed for o: its input schema and annotations
 // as the executors advertise them (in the strict view), and a description
 // that says what Tollgate does with a call.
-func (g *Gateway) toolFor(name string, o dispatch.Offer) (*mcp.Tool, error) {
+func (g *Gateway) toolFor(principal, name string, o dispatch.Offer) (*mcp.Tool, error) {
 	schema := json.RawMessage(`{"type":"object"}`)
 	if js := o.InputSchema.JSON(); js != "" {
 		var top struct {
@@ -359,9 +360,8 @@ func (g *Gateway) toolFor(name string, o dispatch.Offer) (*mcp.Tool, error) {
 	}
 	desc := strings.TrimSpace(o.Description)
 	if o.SideEffect() {
-		role := g.cfg.Policy.GateRole(o.Server + "." + o.Name)
 		note := "Side-effecting: each call waits for a person's approval of these exact arguments"
-		if role != "" {
+		if role := g.cfg.Policy.GateRole(principal, o.Server, o.Name, nil); role != "" {
 			note += " (role " + role + ")"
 		}
 		desc = strings.TrimSpace(desc + "\n\n" + note + ", then returns the tool's result.")
