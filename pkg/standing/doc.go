@@ -6,12 +6,15 @@
 //
 // Grammar (tokens separated by spaces):
 //
-//	SCOPE  = ACTION { BOUND }
+//	SCOPE  = ACTION { BOUND } [ "@" REQUESTER ]
 //	ACTION = server "." tool
 //	BOUND  = field "=" value        the arg equals value (a string arg's text, or a number's digits)
 //	       | field "<=" integer     the arg is an integer (minor units) no greater than it
 //
-// e.g. "payments.pay vendor=V-1187 amount<=500000".
+// e.g. "payments.pay vendor=V-1187 amount<=500000". @REQUESTER narrows it
+// to the asks of runs one principal started: "slack.slack_post_message
+// channel=#daily @alice-agent" is "this agent may post to #daily"
+// (Covers).
 //
 // Invariants it enforces, and where (standing.go):
 //   - I6 one decision about one exact thing, for standing approvals: a

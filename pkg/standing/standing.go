@@ -17,6 +17,9 @@ type Scope struct {
 	Action string
 	Equals map[string]string // field → required value
 	AtMost map[string]int64  // field → inclusive ceiling
+	// Requester, when set, is the one whose runs' asks it covers (an
+	// agent's, say); "" covers anyone's.
+	Requester string
 }
 
 // ErrScope is the kind of every parse error.
@@ -27,7 +30,7 @@ var ErrScope = errors.New("bad scope")
 func Parse(s string) (Scope, error) {
 	toks := strings.Fields(s)
 	if len(toks) == 0 {
-		return Scope{}, fmt.Errorf("%w: empty; write ACTION [FIELD=VALUE] [FIELD<=N], e.g. payments.pay vendor=V-1187 amount<=500000", ErrScope)
+		return Scope{}, fmt.Errorf("%w: empty; write ACTION [FIELD=VALUE] [FIELD<=N] [@REQUESTER], e.g. payments.pay vendor=V-1187 amount<=500000", ErrScope)
 	}
 	sc := Scope{Action: toks[0], Equals: map[string]string{}, AtMost: map[string]int64{}}
 	server, tool, ok := strings.Cut(sc.Action, ".")
@@ -35,6 +38,13 @@ func Parse(s string) (Scope, error) {
 		return Scope{}, fmt.Errorf("%w: %q is not an action (server.tool)", ErrScope, sc.Action)
 	}
 	for _, t := range toks[1:] {
+		if who, ok := strings.CutPrefix(t, "@"); ok {
+			if who == "" || sc.Requester != "" {
+				return Scope{}, fmt.Errorf("%w: %q: want one @REQUESTER (the one whose asks it covers)", ErrScope, t)
+			}
+			sc.Requester = who
+			continue
+		}
 		if f, v, ok := strings.Cut(t, "<="); ok {
 			n, err := integer(v)
 			if !name(f) || err != nil {
@@ -76,7 +86,20 @@ func (sc Scope) String() string {
 	for _, f := range slices.Sorted(maps.Keys(sc.AtMost)) {
 		parts = append(parts, f+"<="+strconv.FormatInt(sc.AtMost[f], 10))
 	}
+	if sc.Requester != "" {
+		parts = append(parts, "@"+sc.Requester)
+	}
 	return strings.Join(parts, " ")
+}
+
+// Covers reports whether the scope covers asks of runs requester started,
+// and if not, why: any requester's, unless it names one (@REQUESTER: "this
+// agent may post to #daily").
+func (sc Scope) Covers(requester string) (bool, string) {
+	if sc.Requester != "" && sc.Requester != requester {
+		return false, fmt.Sprintf("the scope covers only %s's asks, this is %s's", sc.Requester, requester)
+	}
+	return true, ""
 }
 
 // Match reports whether an action with these (canonical JSON) args lies

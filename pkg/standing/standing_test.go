@@ -68,3 +68,32 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// @REQUESTER narrows a scope to one principal's runs ("this agent may
+// post to #daily"): it round-trips, and covers only that requester.
+func TestScopeRequester(t *testing.T) {
+	sc, err := Parse("slack.slack_post_message channel=#daily @alice-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Requester != "alice-agent" || sc.String() != "slack.slack_post_message channel=#daily @alice-agent" {
+		t.Fatalf("parsed %+v, printed %q", sc, sc.String())
+	}
+	if again, err := Parse(sc.String()); err != nil || again.String() != sc.String() {
+		t.Fatalf("round trip: %v %q", err, again.String())
+	}
+	if ok, _ := sc.Covers("alice-agent"); !ok {
+		t.Error("the scope does not cover its own requester")
+	}
+	if ok, why := sc.Covers("alice"); ok || why == "" {
+		t.Errorf("the scope covers alice's asks (%q)", why)
+	}
+	if ok, _ := (Scope{Action: "a.b"}).Covers("anyone"); !ok {
+		t.Error("a scope without a requester covers anyone's")
+	}
+	for _, bad := range []string{"a.b @", "a.b @x @y"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

@@ -422,17 +422,24 @@ func TestMCPGatewayCallOutlivesARestartAndPendingMode(t *testing.T) {
 		t.Fatalf("the second post: %v %s", err, textOf(res))
 	}
 	ask2 := answerRe.FindStringSubmatch(textOf(res))[1]
-	if r := next.ctl(t, "", "--as", "bob", "approve", ask2, "--until", "24h", "--scope", "slack.slack_post_message channel=#daily", "--reason", "the agent may post to #daily today"); r.code != 0 {
+	if r := next.ctl(t, "", "--as", "bob", "approve", ask2, "--until", "24h", "--scope", "slack.slack_post_message channel=#daily @alice-agent", "--reason", "the agent may post to #daily today"); r.code != 0 {
 		t.Fatalf("bob's standing approval: %s", r.stderr)
 	}
 	res, err = a2.call(t.Context(), "slack.slack_post_message", "standing-2", map[string]any{"channel": "#daily", "text": "lunch moved to 2"})
 	if err != nil || res.IsError || strings.Contains(textOf(res), "PENDING") {
 		t.Fatalf("a post the standing approval covers: %v %s", err, textOf(res))
 	}
-	// Outside the scope it waits again.
+	// Outside the scope it waits again: another channel, or the same
+	// channel asked for by someone else (alice herself, through MCP).
 	res, err = a2.call(t.Context(), "slack.slack_post_message", "standing-3", map[string]any{"channel": "#general", "text": "hello all"})
 	if err != nil || !strings.Contains(textOf(res), "PENDING APPROVAL") {
 		t.Fatalf("a post outside the scope: %v %s", err, textOf(res))
+	}
+	alice := connectHTTP(t, next.mcpURL(t), next.devToken(t, "alice"))
+	waitTool(t, alice, "slack.slack_post_message")
+	res, err = alice.call(t.Context(), "slack.slack_post_message", "standing-4", map[string]any{"channel": "#daily", "text": "from alice"})
+	if err != nil || !strings.Contains(textOf(res), "PENDING APPROVAL") {
+		t.Fatalf("alice's own post under the agent's standing approval: %v %s", err, textOf(res))
 	}
 	waitPosts := func(n int) {
 		deadline := time.Now().Add(30 * time.Second)

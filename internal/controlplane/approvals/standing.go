@@ -65,6 +65,9 @@ func (d *Desk) GrantStanding(ctx context.Context, rec runner.Recorder, who strin
 			return engine.Transition{}, fmt.Errorf("the scope %q does not cover this ask's %s: %s: %w", sc, p.Step, why, errkind.Invalid)
 		}
 	}
+	if ok, why := sc.Covers(run.Requester); !ok {
+		return engine.Transition{}, fmt.Errorf("the scope %q does not cover this ask: %s: %w", sc, why, errkind.Invalid)
+	}
 	if err := d.withinAuthority(ctx, who, run, a, sc); err != nil {
 		return engine.Transition{}, err
 	}
@@ -141,7 +144,7 @@ func (d *Desk) applyStanding(ctx context.Context, rec runner.Recorder, run *engi
 		if err != nil {
 			continue
 		}
-		covered := true
+		covered, _ := sc.Covers(run.Requester)
 		for _, p := range a.Payload {
 			if ok, _ := sc.Match(p.Server+"."+p.Tool, p.Args); !ok {
 				covered = false
