@@ -232,7 +232,8 @@ func principalOf(extra *mcp.RequestExtra) (identity.Principal, bool) {
 	return p, ok && p.Subject != ""
 }
 
-// serverFor is the server for a new session: its principal's.
+// serverFor is the server of the request's principal, made (and its
+// tools listed) the first time the principal is seen.
 func (g *Gateway) serverFor(r *http.Request) *mcp.Server {
 	ti := auth.TokenInfoFromContext(r.Context())
 	if ti == nil {
@@ -245,7 +246,8 @@ func (g *Gateway) serverFor(r *http.Request) *mcp.Server {
 	key := p.Issuer + "\x00" + p.Subject + "\x00" + strings.Join(p.Groups, ",")
 	g.mu.Lock()
 	ps := g.servers[key]
-	if ps == nil {
+	made := ps == nil
+	if made {
 		if len(g.servers) >= maxServers {
 			g.dropIdle()
 		}
@@ -256,7 +258,11 @@ func (g *Gateway) serverFor(r *http.Request) *mcp.Server {
 		g.servers[key] = ps
 	}
 	g.mu.Unlock()
-	g.sync(r.Context(), ps, g.cfg.Tools.Offered())
+	if made {
+		// Listed now; Run keeps it current. (The SDK asks for the
+		// server on every request, so nothing more happens here.)
+		g.sync(r.Context(), ps, g.cfg.Tools.Offered())
+	}
 	return ps.server
 }
 
