@@ -293,11 +293,16 @@ func (r *rotation) connect(ctx context.Context) (tollgatev1.ExecutorService_Conn
 // that is unset and has no default is an error, not an empty string.
 // Nothing else is expanded: a "$" alone is itself.
 func LoadConfig(path string, getenv func(string) string) (FileConfig, error) {
-	var fc FileConfig
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fc, fmt.Errorf("read config: %w", err)
+		return FileConfig{}, fmt.Errorf("read config: %w", err)
 	}
+	return parseConfig(b, path, getenv)
+}
+
+// parseConfig is LoadConfig of the file path's contents b.
+func parseConfig(b []byte, path string, getenv func(string) string) (FileConfig, error) {
+	var fc FileConfig
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil {

@@ -1,0 +1,10 @@
+package jaegerserver
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Every goroutine a test starts has ended when the tests end.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
