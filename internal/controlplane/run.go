@@ -384,6 +384,14 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 		PlanCache: o.PlanCache, MaxWatchesPerCaller: o.MaxWatchesPerCaller,
 		SweepEvery: max(o.DeadlinePass, time.Second), DrainTimeout: max(o.DrainTimeout, time.Nanosecond), DrainDelay: o.DrainDelay,
 		APITLS: apiTLS, Background: background})
+	// A start that fails before the server runs stops its gRPC servers'
+	// stream workers, which NewServer started.
+	serving := false
+	defer func() {
+		if !serving {
+			srv.discard()
+		}
+	}()
 	if met != nil {
 		// Its caches and watch streams, read at scrape time.
 		if err := met.Report(srv); err != nil {
@@ -463,6 +471,7 @@ func Run(ctx context.Context, args []string, mc MainConfig) error {
 	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSrv()
 	ran := make(chan error, 1)
+	serving = true
 	go func() { ran <- srv.Run(srvCtx, Listeners{API: lis, Executors: execLis}) }()
 	execCtx, stopExec := context.WithCancel(ctx)
 	defer stopExec()

@@ -372,6 +372,15 @@ func NewServer(cfg Config) *Server {
 	return srv
 }
 
+// discard stops what NewServer started for a server that will never Run:
+// its gRPC servers' stream workers.
+func (s *Server) discard() {
+	s.GRPC.Stop()
+	if s.Executors != nil {
+		s.Executors.Stop()
+	}
+}
+
 // Listeners are what a Server serves on: the API (bearer tokens), and
 // the executor listener (mTLS, ExecutorService only; nil: none, or a
 // server with an external Dispatcher).
@@ -407,6 +416,7 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 		// Before serving: a run by name right after start finds its skill.
 		res, err := s.skillsDir.Load(ctx)
 		if err != nil {
+			s.discard() // never served: its stream workers stop here
 			return err
 		}
 		s.log.Info("skills loaded", "dir", s.cfg.SkillsDirName, "published", res.Published, "unchanged", len(res.Unchanged), "refused", len(res.Refused))
