@@ -525,6 +525,11 @@ func TestMCPGatewayRefusesWhoItMust(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(textOf(res), ask) || !strings.Contains(textOf(res), "member") {
 		t.Fatalf("pending asks: %v %s", err, textOf(res))
 	}
+	// An oversized value is refused before any run starts.
+	huge := strings.Repeat("x", 1<<20+1)
+	if res, err := a.call(t.Context(), "slack.slack_post_message", "huge-1", map[string]any{"channel": "#daily", "text": huge}); err == nil && (!res.IsError || !strings.Contains(textOf(res), "limit")) {
+		t.Fatalf("a 1 MiB text: %.200s", textOf(res))
+	}
 	// A script may not take the gateway's request ids through the API.
 	if r := c.plane.ctl(t, "", "--as", "alice-agent", "run", writeRecipe(t, "m: notes.search {\"query\": \"x\"}\n"), "--request-id", "mcp:self-1"); r.code == 0 || !strings.Contains(r.stderr, "MCP gateway") {
 		t.Fatalf("StartRun with an mcp: request id: %d %s", r.code, r.stderr)

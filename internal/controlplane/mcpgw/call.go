@@ -150,7 +150,7 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, server, to
 	if err != nil {
 		return toolError("%s: %v", name, err), nil
 	}
-	run, _, _, err := g.cfg.Starter.Start(ctx, p.Subject, runsvc.Start{RequestID: RequestID(key), Recipe: src, Name: "mcp " + name, Inputs: inputs})
+	run, _, _, err := g.cfg.Starter.Start(ctx, p.Subject, runsvc.Start{RequestID: RequestID(key), Recipe: src, Name: callPlanPrefix + name, Inputs: inputs})
 	if err != nil {
 		return g.errorResult("the call of "+name+" was not started", err), nil
 	}

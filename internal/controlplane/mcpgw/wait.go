@@ -95,12 +95,16 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, who, runI
 					}
 				}
 			}
-			if msg := g.waiting(ctx, run); token != nil && (msg != said || due) {
-				n++
-				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg}); err != nil {
-					g.cfg.Log.Debug("progress not sent", "run", runID, "error", err)
+			// Who may decide is asked of policy only for a caller who
+			// wants progress, not on every wake of every wait.
+			if token != nil {
+				if msg := g.waiting(ctx, run); msg != said || due {
+					n++
+					if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg}); err != nil {
+						g.cfg.Log.Debug("progress not sent", "run", runID, "error", err)
+					}
+					said, due = msg, false
 				}
-				said, due = msg, false
 			}
 		}
 		select {
