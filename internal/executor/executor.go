@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/internal/telemetry"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/grant"
@@ -741,6 +742,9 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 		if res := c.start(ctx, l); res != nil {
 			return res
 		}
+		if err := faults.At(faults.AfterStartDurable); err != nil { // fail: as the call failing (the default case below)
+			return &tollgatev1.Result{Outcome: &tollgatev1.Result_TransportError{TransportError: &tollgatev1.TransportError{Message: err.Error(), OutcomeUnknown: true}}}
+		}
 	}
 	started := c.cfg.Now()
 	var out json.RawMessage
@@ -762,6 +766,7 @@ func (c *conn) execute(ctx context.Context, l *tollgatev1.Lease) *tollgatev1.Res
 		}
 		call.End()
 	}
+	_ = faults.At(faults.AfterToolCall)
 	res := &tollgatev1.Result{StartedAt: timestamppb.New(started), FinishedAt: timestamppb.New(c.cfg.Now())}
 	var te *ToolError
 	var tr *TransportError

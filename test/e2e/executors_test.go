@@ -78,6 +78,20 @@ type clusterSpec struct {
 
 func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	t.Helper()
+	c := prepareCluster(t, spec, redistest.Start(t))
+	c.plane = startPlane(t, c.home, c.planeArgs...)
+	for _, id := range spec.start {
+		c.startExecutor(id, os.Stderr)
+	}
+	return c
+}
+
+// prepareCluster writes everything a cluster on redis needs (dev
+// identities, policy, catalog, executor certificates for spec.start and
+// spec.later, the MCP servers' config) and returns it with no process
+// started: planeArgs are the control plane's flags.
+func prepareCluster(t *testing.T, spec clusterSpec, redis *redistest.Server) *cluster {
+	t.Helper()
 	planeArgs, executors := spec.planeArgs, spec.start
 	if spec.testCatalog == "" {
 		spec.testCatalog = testCatalog
@@ -85,7 +99,6 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 	if spec.markFloor == "" {
 		spec.markFloor = "p2, acme, test.mark, 1, none, -\n"
 	}
-	redis := redistest.Start(t)
 	home := t.TempDir()
 	if _, err := identity.MintDev(filepath.Join(home, "dev"), []string{"alice", "bob", "carol", "dave", "audrey", "otto", "mallory", "alice-agent"}, "tollgate-dev", "tollgate", time.Hour, time.Now()); err != nil {
 		t.Fatal(err)
@@ -114,7 +127,6 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 		// A production control plane serves only the skills it is given:
 		// these are the examples, as an operator's GitOps directory.
 		"--skills-dir", exampleSkills(t)}, planeArgs...)
-	c.plane = startPlane(t, home, c.planeArgs...)
 	servers := fmt.Sprintf(`
   - {name: test, command: [%q, "--file", %q]}
   - {name: mcp-monitor, command: [%q]}
@@ -132,9 +144,6 @@ func newClusterSpec(t *testing.T, spec clusterSpec) *cluster {
 		telemetry = fmt.Sprintf("telemetry: {otlp_endpoint: %q}\n", planeArgs[i+1])
 	}
 	c.pki, c.servers, c.telemetry = pki, servers, telemetry
-	for _, id := range executors {
-		c.startExecutor(id, os.Stderr)
-	}
 	return c
 }
 
@@ -160,14 +169,11 @@ func (c *cluster) startExecutor(id string, stderr io.Writer) {
 // control_planes (replicas to turn to).
 func (c *cluster) startExecutorOn(id string, stderr io.Writer, planes ...*plane) {
 	c.t.Helper()
-	others := ""
-	for _, p := range planes[1:] {
-		others += fmt.Sprintf("%q, ", p.execAddr)
+	addrs := make([]string, len(planes))
+	for i, p := range planes {
+		addrs[i] = p.execAddr
 	}
-	cfg := filepath.Join(c.home, id+".yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ncontrol_planes: [%s]\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\n%smcp_servers:%s",
-		id, planes[0].execAddr, strings.TrimSuffix(others, ", "), c.pki.Executors[id].Cert, c.pki.Executors[id].Key, c.pki.CA, filepath.Join(c.home, "grant.pub"), c.telemetry, c.servers)), 0o644)
-	cmd := exec.Command(filepath.Join(bin, "executor"), "--config", cfg)
+	cmd := exec.Command(filepath.Join(bin, "executor"), "--config", c.executorConfig(id, addrs, c.servers))
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill -9 takes its MCP servers too
 	if err := cmd.Start(); err != nil {
@@ -178,6 +184,25 @@ func (c *cluster) startExecutorOn(id string, stderr io.Writer, planes ...*plane)
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
+}
+
+// executorConfig writes executor id's config file and returns its path:
+// its certificate, the executor listeners addrs (the first as
+// control_plane, the others as control_planes to turn to) and servers
+// (the mcp_servers entries).
+func (c *cluster) executorConfig(id string, addrs []string, servers string) string {
+	c.t.Helper()
+	others := ""
+	for _, a := range addrs[1:] {
+		others += fmt.Sprintf("%q, ", a)
+	}
+	cfg := filepath.Join(c.home, id+".yaml")
+	err := os.WriteFile(cfg, []byte(fmt.Sprintf("id: %s\ncontrol_plane: %s\ncontrol_planes: [%s]\ntls: {cert: %s, key: %s, ca: %s}\ngrant_keys: {grant: %s}\ncapacity: 8\n%smcp_servers:%s",
+		id, addrs[0], strings.TrimSuffix(others, ", "), c.pki.Executors[id].Cert, c.pki.Executors[id].Key, c.pki.CA, filepath.Join(c.home, "grant.pub"), c.telemetry, servers)), 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cfg
 }
 
 // setVendorAccount rewrites V-1187's bank account in the ERP stand-in.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -151,6 +152,11 @@ type DeliveryJournal struct{ Runner runner.Recorder }
 
 // Delivered implements webhook.Recorder.
 func (j DeliveryJournal) Delivered(ctx context.Context, d webhook.Delivery) error {
+	if d.Outcome == webhook.Delivered {
+		if err := faults.At(faults.AfterWebhookSent); err != nil {
+			return err // as the record failing: the delivery was made
+		}
+	}
 	runID, _, ok := strings.Cut(d.AskID, "/")
 	if !ok {
 		return fmt.Errorf("delivery for ask %q: no run", d.AskID)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/freshness"
@@ -30,5 +31,8 @@ func (d *Dispatcher) grantFor(o offer, now time.Time) (*tollgatev1.Grant, error)
 	}
 	g := &grant.Grant{RunID: o.runID, StepID: o.d.Step, Action: o.d.Server + "." + o.d.Tool, AskID: ask, PayloadDigest: digest, Fence: uint64(o.d.Attempt), ExpiresAt: now.Add(d.cfg.GrantTTL)}
 	grant.Sign(g, d.cfg.KeyID, d.cfg.SigningKey)
+	if err := faults.At(faults.AfterGrantSigned); err != nil {
+		return nil, err
+	}
 	return wire.Grant(g), nil
 }

@@ -6,6 +6,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
@@ -82,7 +83,9 @@ func (d *Dispatcher) result(ctx context.Context, s *session, r *tollgatev1.Resul
 	}
 	var err error
 	if len(builds) > 0 {
-		_, err = l.offer.rec.Events(ctx, l.offer.runID, builds...)
+		if err = faults.At(faults.AfterResultReceived); err == nil { // fail: as a store error
+			_, err = l.offer.rec.Events(ctx, l.offer.runID, builds...)
+		}
 	}
 	if first {
 		close(l.ackDone)

@@ -14,6 +14,7 @@ import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/internal/identity"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
@@ -149,6 +150,9 @@ func (d *Dispatcher) Connect(stream tollgatev1.ExecutorService_ConnectServer) er
 				if err := stream.Send(m); err != nil {
 					cancel()
 					return
+				}
+				if m.GetLease() != nil {
+					_ = faults.At(faults.AfterLeaseSent)
 				}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
@@ -198,9 +199,12 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		c.Enqueue, c.Finish, owned = r.stepWork(m, run, cur)
 		c.Enqueue = append(c.Enqueue, r.outboxWork(cur, batchEffects(cur, outs))...)
 		c.Origin = r.replica
-		err = r.store.Commit(ctx, c)
+		if err = faults.At(faults.InGroupCommit); err == nil { // fail: as a failed commit
+			err = r.store.Commit(ctx, c)
+		}
 		switch {
 		case err == nil:
+			_ = faults.At(faults.AfterCommit) // the callers run the effects once they have the outcomes
 			r.handoff.add(owned)
 			r.remember(c.Run, cur)
 			r.observe(ctx, m, run, cur, records)

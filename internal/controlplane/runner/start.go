@@ -8,6 +8,7 @@ import (
 	"maps"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
@@ -129,6 +130,7 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 		}
 		return nil, false, fmt.Errorf("create run: %w", err)
 	}
+	_ = faults.At(faults.AfterCommit)
 	r.handoff.add(owned)
 	r.remember(c.Run, tr.Run)
 	r.observe(ctx, m, nil, tr.Run, tr.Records)

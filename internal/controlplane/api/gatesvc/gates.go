@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/freshness"
@@ -295,5 +296,8 @@ func (s *Service) gateGrant(run *engine.Run, a *engine.AskRun, approved time.Tim
 	}
 	g := &grant.Grant{RunID: run.ID, StepID: a.ID, Action: grant.GateAction(a.ID), AskID: a.ID, PayloadDigest: a.Payload[0].Digest, Fence: 1, ExpiresAt: approved.Add(s.cfg.GateGrantTTL)}
 	grant.Sign(g, s.cfg.KeyID, s.cfg.SigningKey)
+	if faults.At(faults.AfterGrantSigned) != nil {
+		return nil // as if unsigned: approved, no grant
+	}
 	return wire.Grant(g)
 }

@@ -1,0 +1,192 @@
+package chaoscheck
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// terminal run states: the run has an outcome.
+var terminal = []string{"complete", "partial", "failed", "cancelled", "rejected", "expired"}
+
+// openAsk ask states: someone must still decide.
+var openAsk = []string{"pending", "evidence_requested", "in_doubt"}
+
+// Check judges h and f and returns every violation found, in a stable
+// order (by check, then run).
+func Check(h []Op, f Final) []Violation {
+	var out []Violation
+	out = append(out, settled(f)...)
+	out = append(out, acknowledged(h, f)...)
+	out = append(out, effects(f)...)
+	out = append(out, SingleUse(h)...)
+	if f.Audit != "" {
+		out = append(out, Violation{Check: "audit", Detail: f.Audit})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Check != out[j].Check {
+			return out[i].Check < out[j].Check
+		}
+		return out[i].Run < out[j].Run
+	})
+	return out
+}
+
+// settled: every run is terminal, or parked with every open ask
+// answerable.
+func settled(f Final) []Violation {
+	var out []Violation
+	for _, id := range sortedRuns(f) {
+		r := f.Runs[id]
+		if r.Missing {
+			continue // acknowledged reports it when a client was told it exists
+		}
+		if slices.Contains(terminal, r.State) {
+			continue
+		}
+		if r.State != "parked" {
+			out = append(out, Violation{Check: "settled", Run: id, Detail: fmt.Sprintf("still %s after the faults healed", r.State)})
+			continue
+		}
+		open := 0
+		for _, a := range r.Asks {
+			if !slices.Contains(openAsk, a.State) {
+				continue
+			}
+			open++
+			if a.Deciders == 0 {
+				out = append(out, Violation{Check: "settled", Run: id, Detail: fmt.Sprintf("ask %s (%s) has nobody who may decide it", a.ID, a.State)})
+			}
+		}
+		if open == 0 {
+			out = append(out, Violation{Check: "settled", Run: id, Detail: "parked with no open ask"})
+		}
+	}
+	return out
+}
+
+// acknowledged: no write a client was told succeeded is lost.
+func acknowledged(h []Op, f Final) []Violation {
+	var out []Violation
+	for _, o := range h {
+		if o.Outcome != OK {
+			continue
+		}
+		switch o.Kind {
+		case Start:
+			if r, ok := f.Runs[o.Run]; !ok || r.Missing {
+				out = append(out, Violation{Check: "acknowledged", Run: o.Run, Detail: "started (" + o.String() + ") but not found"})
+			}
+		case Decide, Answer:
+			run := runOf(o.Ask)
+			r, ok := f.Runs[run]
+			if !ok || r.Missing {
+				out = append(out, Violation{Check: "acknowledged", Run: run, Detail: "decided (" + o.String() + ") on a run not found"})
+				continue
+			}
+			if !decidedIn(r.Journal, askOf(o.Ask), o.Who) {
+				out = append(out, Violation{Check: "acknowledged", Run: run, Detail: "told succeeded but not in the journal: " + o.String()})
+			}
+		case Cancel:
+			r, ok := f.Runs[o.Run]
+			if ok && !r.Missing && !hasKind(r.Journal, "run.cancel") && !slices.Contains(terminal, r.State) {
+				out = append(out, Violation{Check: "acknowledged", Run: o.Run, Detail: "cancel told succeeded, the run is " + r.State + " and its journal has no run.cancel"})
+			}
+		}
+	}
+	return out
+}
+
+// effects: each side effect ran as the journal says.
+func effects(f Final) []Violation {
+	var out []Violation
+	for _, id := range sortedRuns(f) {
+		r := f.Runs[id]
+		if r.Missing || r.Mark == "" {
+			continue
+		}
+		ran := f.Marks[r.Mark]
+		started := map[string]bool{}
+		succeeded, retries, consumed := 0, 0, 0
+		for _, rec := range r.Journal {
+			switch rec.Kind {
+			case "step.started":
+				if str(rec.Payload["step"]) == r.MarkStep {
+					started[str(rec.Payload["attempt"])] = true
+				}
+			case "step.succeeded":
+				if str(rec.Payload["step"]) == r.MarkStep && rec.Payload["by"] == nil {
+					succeeded++
+				}
+			case "ask.decided":
+				if rec.Payload["decision"] == "in_doubt" && rec.Payload["option"] == "retry" {
+					retries++
+				}
+			case "approval.consumed":
+				if str(rec.Payload["step"]) == r.MarkStep {
+					consumed++
+				}
+			}
+		}
+		if ran > 0 && consumed == 0 {
+			out = append(out, Violation{Check: "effects", Run: id, Detail: fmt.Sprintf("%s ran %d times and no approval was consumed for step %s", r.Mark, ran, r.MarkStep)})
+		}
+		if ran > len(started) {
+			out = append(out, Violation{Check: "effects", Run: id, Detail: fmt.Sprintf("%s ran %d times, its journal records %d durable Starts", r.Mark, ran, len(started))})
+		}
+		if len(started) > 1+retries {
+			out = append(out, Violation{Check: "effects", Run: id, Detail: fmt.Sprintf("step %s started %d attempts with %d in-doubt retries answered", r.MarkStep, len(started), retries)})
+		}
+		if ran < succeeded {
+			out = append(out, Violation{Check: "effects", Run: id, Detail: fmt.Sprintf("executors reported %s succeeded %d times, it ran %d", r.Mark, succeeded, ran)})
+		}
+	}
+	return out
+}
+
+func decidedIn(journal []Record, ask, who string) bool {
+	for _, rec := range journal {
+		if (rec.Kind == "ask.decided" || rec.Kind == "ask.voted") && rec.Actor == who && str(rec.Payload["ask"]) == ask {
+			return true
+		}
+	}
+	return false
+}
+
+func hasKind(journal []Record, kind string) bool {
+	return slices.ContainsFunc(journal, func(r Record) bool { return r.Kind == kind })
+}
+
+// runOf and askOf split an API ask id, RUN/ASK.
+func runOf(ask string) string {
+	run, _, _ := strings.Cut(ask, "/")
+	return run
+}
+
+func askOf(ask string) string {
+	_, a, _ := strings.Cut(ask, "/")
+	return a
+}
+
+func str(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case float64:
+		return fmt.Sprint(int64(v))
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func sortedRuns(f Final) []string {
+	ids := make([]string, 0, len(f.Runs))
+	for id := range f.Runs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
