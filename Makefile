@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build axe mailpit test test-go fmt-check vet buf-lint generate check-generated tools jaeger helm chart-check ci fuzz bench bench-peers bench-replicas bench-go
+.PHONY: chaos chaos-soak all build axe mailpit test test-go fmt-check vet buf-lint generate check-generated tools jaeger helm chart-check ci fuzz bench bench-peers bench-replicas bench-go
 
 all: build
 
@@ -20,6 +20,7 @@ test: test-go chart-check image-test
 ## line says so and how to run them; the exit status is go test's.
 test-go: axe
 	@status=0; go test -race -count=1 -timeout 25m ./... || status=$$?; \
+	go test -race -count=1 -tags faults ./internal/faults/ || status=$$?; \
 	if [ -z "$$TOLLGATE_MAILPIT" ] && [ ! -x "$(BIN)/mailpit" ]; then \
 		echo "make test: the email tests (real Mailpit, internal/mailpittest) were SKIPPED: no bin/mailpit and no \$$TOLLGATE_MAILPIT; 'make mailpit' once (~3 min) builds it."; \
 	fi; \
@@ -111,6 +112,7 @@ fmt-check:
 
 vet:
 	go vet ./...
+	go vet -tags faults ./internal/faults/
 
 buf-lint: tools
 	buf lint
@@ -122,6 +124,32 @@ ci: fmt-check vet buf-lint check-generated test
 FUZZTIME ?= 60s
 fuzz:
 	go test -run=NONE -fuzz=FuzzCompile -fuzztime=$(FUZZTIME) ./pkg/compiler
+
+## chaos: the fault suite (test/e2e TestChaos, RELIABILITY.md) on one
+## schedule: SEED (default: from the clock; a failure prints its seed and this
+## command to replay it) and DURATION of faults (default 5m; `make test` runs
+## 45s). The figures are appended to $(CHAOS_REPORT) as one JSON line. With
+## RACE=1 the processes have the race detector (slower: fewer operations).
+SEED ?=
+DURATION ?= 5m
+CHAOS_REPORT ?= $(BIN)/chaos/report.jsonl
+RACE ?=
+chaos:
+	@mkdir -p $(dir $(CHAOS_REPORT))
+	cd test/e2e && CHAOS_SEED=$(SEED) CHAOS_DURATION=$(DURATION) CHAOS_REPORT=$(CHAOS_REPORT) \
+		go test $(if $(RACE),-race) -count=1 -timeout 0 -run '^TestChaos$$' -v .
+
+## chaos-soak: schedules of SOAK_DURATION (default 3m) with fresh seeds, one after
+## another, until TOTAL (default 30m) has passed or one fails (its seed and
+## replay command are printed); every schedule's figures in $(CHAOS_REPORT).
+TOTAL ?= 30m
+SOAK_DURATION ?= 3m
+chaos-soak:
+	@end=$$(( $$(date +%s) + $$(echo $(TOTAL) | sed 's/m$$/*60/; s/s$$//; s/h$$/*3600/' | bc) )); \
+	while [ $$(date +%s) -lt $$end ]; do \
+		seed=$$(od -An -N6 -tu8 /dev/urandom | tr -d ' '); \
+		$(MAKE) --no-print-directory chaos SEED=$$seed DURATION=$(SOAK_DURATION) || { echo "chaos-soak: seed $$seed failed: make chaos SEED=$$seed DURATION=$(SOAK_DURATION)"; exit 1; }; \
+	done
 
 ## bench: every DESIGN.md §12 figure (cmd/tollgate-bench: its own redis-server,
 ## control plane and executors) against its goal; the table on stdout and in

@@ -88,6 +88,10 @@ func acknowledged(h []Op, f Final) []Violation {
 			if !decidedIn(r.Journal, askOf(o.Ask), o.Who) {
 				out = append(out, Violation{Check: "acknowledged", Run: run, Detail: "told succeeded but not in the journal: " + o.String()})
 			}
+		case Finish:
+			if r, ok := f.Runs[o.Run]; !ok || r.Missing || !hasKind(r.Journal, "run.finish") {
+				out = append(out, Violation{Check: "acknowledged", Run: o.Run, Detail: "finish told succeeded, the journal has no run.finish"})
+			}
 		case Cancel:
 			r, ok := f.Runs[o.Run]
 			if ok && !r.Missing && !hasKind(r.Journal, "run.cancel") && !slices.Contains(terminal, r.State) {

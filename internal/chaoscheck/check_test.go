@@ -127,6 +127,9 @@ func TestCheck(t *testing.T) {
 			h[1].Asks[id+"/ask_1"] = "cancelled"
 			return h
 		}, "single-use", "not linearizable"},
+		{"an acknowledged finish not journaled", func(h []Op, f *Final) []Op {
+			return append(h, Op{Client: 3, Kind: Finish, Run: id, Call: ms(20), Return: ms(21), Outcome: OK})
+		}, "acknowledged", "no run.finish"},
 		{"the audit is not clean", func(h []Op, f *Final) []Op {
 			f.Audit = "hash chain broken at seq 4"
 			return h

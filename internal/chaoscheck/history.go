@@ -19,6 +19,8 @@ const (
 	Answer Kind = "answer"
 	// Cancel is CancelRun.
 	Cancel Kind = "cancel"
+	// Finish is a gate script's FinishRun of its run, once approved.
+	Finish Kind = "finish"
 	// Read is a read of Run; Asks holds the state it showed of each ask.
 	Read Kind = "read"
 )
@@ -64,7 +66,7 @@ func (o Op) String() string {
 		s += fmt.Sprintf(" key=%s run=%s", o.Key, o.Run)
 	case Decide, Answer:
 		s += fmt.Sprintf(" %s %s by %s", o.Ask, o.Verdict, o.Who)
-	case Cancel, Read:
+	case Cancel, Read, Finish:
 		s += " " + o.Run
 	}
 	s += " → " + string(o.Outcome)

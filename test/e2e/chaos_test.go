@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -84,6 +85,7 @@ type chaosFigures struct {
 	Duration   string         `json:"duration"`
 	Ops        map[string]int `json:"ops"`    // kind/outcome → count
 	Faults     map[string]int `json:"faults"` // fault kind → count
+	Fired      map[string]int `json:"fired"`  // crash point and action → times it fired
 	Runs       map[string]int `json:"runs"`   // final state → count
 	Effects    int            `json:"effects"`
 	Violations int            `json:"violations"`
@@ -324,8 +326,15 @@ func (s *chaosSuite) nemesis(d time.Duration) {
 			default:
 				px.OneWay(faultproxy.Downstream)
 			}
-			s.note("partition " + link + " " + strings.Fields(px.Mode())[0])
+			mode := strings.Fields(px.Mode())[0]
+			s.note("partition " + link + " " + mode)
 			time.Sleep(span())
+			if mode == "blackhole" || mode == "oneway" {
+				// The bytes it swallowed are gone, which TCP never does to
+				// a connection it keeps: the connections that lived through
+				// it end (as their keepalives would), new ones are clean.
+				px.Reset()
+			}
 			px.Heal()
 		default:
 			pt := points[s.rng.IntN(len(points))]
@@ -403,6 +412,12 @@ func (s *chaosSuite) settle() {
 	for ctx.Err() == nil {
 		s.revive()
 		_, runs, _ := s.h.snapshot()
+		s.h.mu.Lock()
+		gates := slices.Collect(maps.Keys(s.h.gates))
+		s.h.mu.Unlock()
+		for _, run := range gates {
+			cl.finish(ctx, run) // as the scripts would, once approved
+		}
 		quiet := true
 		for id := range runs {
 			r := cl.read(ctx, id, 0)
@@ -427,7 +442,7 @@ func (s *chaosSuite) check() chaosFigures {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ops, known, _ := s.h.snapshot()
-	fig := chaosFigures{Ops: map[string]int{}, Faults: s.faults, Runs: map[string]int{}}
+	fig := chaosFigures{Ops: map[string]int{}, Faults: s.faults, Runs: map[string]int{}, Fired: s.fired()}
 	for _, o := range ops {
 		fig.Ops[string(o.Kind)+"/"+string(o.Outcome)]++
 	}
@@ -466,6 +481,26 @@ func (s *chaosSuite) check() chaosFigures {
 	fig.violations = chaoscheck.Check(ops, chaoscheck.Final{Runs: runs, Marks: marks, Audit: audit})
 	fig.Violations = len(fig.violations)
 	return fig
+}
+
+// fired counts the crash points that fired, from the lines the processes
+// wrote as they did (tollgate-faults: POINT ACTION).
+func (s *chaosSuite) fired() map[string]int {
+	out := map[string]int{}
+	for _, p := range append(slices.Clone(s.replicas), s.execs...) {
+		b, err := os.ReadFile(p.log.Name())
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "tollgate-faults: "); ok {
+				if f := strings.Fields(rest); len(f) >= 2 {
+					out[f[0]+" "+f[1]]++
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (s *chaosSuite) writeHistory(path string) {

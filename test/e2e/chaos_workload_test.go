@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +72,10 @@ func (a *chaosAPI) asks(user string, replica int) tollgatev1.ApprovalServiceClie
 	return tollgatev1.NewApprovalServiceClient(a.conns[user][replica])
 }
 
+func (a *chaosAPI) gates(user string, replica int) tollgatev1.GateServiceClient {
+	return tollgatev1.NewGateServiceClient(a.conns[user][replica])
+}
+
 func (a *chaosAPI) audit(user string, replica int) tollgatev1.AuditServiceClient {
 	return tollgatev1.NewAuditServiceClient(a.conns[user][replica])
 }
@@ -117,10 +122,14 @@ type history struct {
 	unknown map[string]bool
 	// recipes is what each key started: a retry sends the same.
 	recipes map[string]string
+	// open is the runs the last read of showed an open ask; gates the
+	// runs of gates from code.
+	open  map[string]bool
+	gates map[string]bool
 }
 
 func newHistory() *history {
-	return &history{start: time.Now(), runs: map[string]string{}, unknown: map[string]bool{}, recipes: map[string]string{}}
+	return &history{start: time.Now(), runs: map[string]string{}, unknown: map[string]bool{}, recipes: map[string]string{}, open: map[string]bool{}, gates: map[string]bool{}}
 }
 
 func (h *history) now() time.Duration { return time.Since(h.start) }
@@ -129,6 +138,20 @@ func (h *history) add(o chaoscheck.Op) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ops = append(h.ops, o)
+	if o.Kind == chaoscheck.Read && o.Outcome == chaoscheck.OK {
+		delete(h.open, o.Run)
+		for _, st := range o.Asks {
+			if st == "pending" || st == "in_doubt" {
+				h.open[o.Run] = true
+			}
+		}
+	}
+	if o.Kind == chaoscheck.Start && o.Outcome == chaoscheck.OK {
+		h.open[o.Run] = true // most runs start with a gate
+		if strings.HasPrefix(o.Key, gatePrefix) {
+			h.gates[o.Run] = true
+		}
+	}
 	if o.Kind == chaoscheck.Start {
 		switch {
 		case o.Outcome == chaoscheck.OK:
@@ -144,17 +167,38 @@ func (h *history) add(o chaoscheck.Op) {
 func (h *history) pick(rng *rand.Rand) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.runs) == 0 {
+	return pickKey(rng, h.runs)
+}
+
+// pickGate returns a random run of a gate from code.
+func (h *history) pickGate(rng *rand.Rand) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return pickKey(rng, h.gates)
+}
+
+// pickOpen returns a random run last seen with an open ask (or any run).
+func (h *history) pickOpen(rng *rand.Rand) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.open) == 0 {
+		return pickKey(rng, h.runs)
+	}
+	return pickKey(rng, h.open)
+}
+
+// pickKey returns a random key of m ("" when empty). Map order is not
+// the seed's: the choice among keys is.
+func pickKey[V any](rng *rand.Rand, m map[string]V) string {
+	if len(m) == 0 {
 		return ""
 	}
-	i := rng.IntN(len(h.runs))
-	for id := range h.runs {
-		if i == 0 {
-			return id
-		}
-		i--
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	return ""
+	sort.Strings(keys)
+	return keys[rng.IntN(len(keys))]
 }
 
 func (h *history) snapshot() ([]chaoscheck.Op, map[string]string, []string) {
@@ -187,9 +231,15 @@ type chaosClient struct {
 const opTimeout = 5 * time.Second
 
 // gatedRecipe is a gate a member decides, then a side effect it governs,
-// held a random while so faults land mid-call.
-func gatedRecipe(key string, holdMs int) string {
-	return fmt.Sprintf("ask member:\n  mark %s?\n%s: test.mark {\"name\": %q, \"hold_ms\": %d}\n", key, markStep, markName(key), holdMs)
+// held a random while so faults land mid-call. A gate with expires > 0
+// expires that many seconds after it opens (the run is cancelled), racing
+// the decisions.
+func gatedRecipe(key string, holdMs, expires int) string {
+	deadline := ""
+	if expires > 0 {
+		deadline = fmt.Sprintf("  expires: %ds\n  on expiry: cancel\n", expires)
+	}
+	return fmt.Sprintf("ask member:\n  mark %s?\n%s%s: test.mark {\"name\": %q, \"hold_ms\": %d}\n", key, deadline, markStep, markName(key), holdMs)
 }
 
 // fanRecipe is a read-only fan with a failing branch: two of three must
@@ -199,24 +249,35 @@ const fanRecipe = "together probes:\n  a: test.sleep {\"ms\": 40}\n  b: test.fai
 // step performs one random operation.
 func (c *chaosClient) step(ctx context.Context) {
 	switch p := c.rng.IntN(100); {
-	case p < 30:
+	case p < 26:
 		c.n++
 		key := fmt.Sprintf("c%d-%d", c.id, c.n)
-		c.start(ctx, key, gatedRecipe(key, c.rng.IntN(400)))
-	case p < 38:
+		expires := 0
+		if c.rng.IntN(4) == 0 {
+			expires = 2 + c.rng.IntN(6)
+		}
+		c.start(ctx, key, gatedRecipe(key, c.rng.IntN(400), expires))
+	case p < 32:
 		c.n++
 		c.start(ctx, fmt.Sprintf("c%d-%d", c.id, c.n), fanRecipe)
-	case p < 75:
-		if run := c.h.pick(c.rng); run != "" {
+	case p < 38:
+		c.n++
+		c.start(ctx, fmt.Sprintf("%sc%d-%d", gatePrefix, c.id, c.n), "")
+	case p < 72:
+		if run := c.h.pickOpen(c.rng); run != "" {
 			c.decide(ctx, run)
 		}
-	case p < 90:
+	case p < 86:
 		if run := c.h.pick(c.rng); run != "" {
 			c.read(ctx, run, c.rng.IntN(c.replicas))
 		}
-	case p < 95:
+	case p < 90:
 		if run := c.h.pick(c.rng); run != "" {
 			c.cancel(ctx, run)
+		}
+	case p < 95:
+		if run := c.h.pickGate(c.rng); run != "" {
+			c.finish(ctx, run)
 		}
 	default:
 		c.retryUnknown(ctx)
@@ -230,12 +291,48 @@ func (c *chaosClient) start(ctx context.Context, key, recipe string) {
 	c.h.recipes[key] = recipe
 	c.h.mu.Unlock()
 	op := chaoscheck.Op{Client: c.id, Kind: chaoscheck.Start, Key: key, Call: c.h.now()}
-	res, err := c.api.runs("alice", c.rng.IntN(c.replicas)).StartRun(ctx, &tollgatev1.StartRunRequest{
+	replica := c.rng.IntN(c.replicas)
+	if strings.HasPrefix(key, gatePrefix) {
+		// A gate from code: a script's external run, parked on a gate
+		// reviewers decide; the script finishes it once approved.
+		res, err := c.api.gates("alice", replica).OpenGate(ctx, &tollgatev1.OpenGateRequest{RequestId: key, RunName: "chaos " + key,
+			Gate: chaosGate, Summary: "chaos " + key, PayloadJson: fmt.Sprintf(`{"key": %q}`, key)})
+		op.Return, op.Outcome, op.Err = c.h.now(), outcome(err), errText(err)
+		op.Run = res.GetRunId()
+		c.h.add(op)
+		return
+	}
+	res, err := c.api.runs("alice", replica).StartRun(ctx, &tollgatev1.StartRunRequest{
 		RequestId: key, Source: &tollgatev1.StartRunRequest_Recipe{Recipe: recipe}, Name: "chaos " + key})
 	op.Return, op.Outcome, op.Err = c.h.now(), outcome(err), errText(err)
 	if err == nil {
 		op.Run = res.GetRun().GetId()
 	}
+	c.h.add(op)
+}
+
+// gatePrefix starts the key of a gate from code (OpenGate), chaosGate is
+// its name: reviewers decide it (gate.* in the example policy), never its
+// requester.
+const (
+	gatePrefix = "g-"
+	chaosGate  = "chaos"
+)
+
+// finish is the script of a gate from code: once its gate is approved
+// (with a grant), it finishes the run complete.
+func (c *chaosClient) finish(ctx context.Context, run string) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	replica := c.rng.IntN(c.replicas)
+	g, err := c.api.gates("alice", replica).GetGate(ctx, &tollgatev1.GetGateRequest{RunId: run, Gate: chaosGate})
+	if err != nil || g.GetGate().GetOutcome() != tollgatev1.GateOutcome_GATE_OUTCOME_APPROVED || g.GetGate().GetGrant() == nil ||
+		g.GetGate().GetRunState() != tollgatev1.RunState_RUN_STATE_RUNNING {
+		return
+	}
+	op := chaoscheck.Op{Client: c.id, Kind: chaoscheck.Finish, Run: run, Call: c.h.now()}
+	_, err = c.api.gates("alice", replica).FinishRun(ctx, &tollgatev1.FinishRunRequest{RunId: run})
+	op.Return, op.Outcome, op.Err = c.h.now(), outcome(err), errText(err)
 	c.h.add(op)
 }
 
@@ -258,12 +355,12 @@ func (c *chaosClient) recipeOf(key string) string {
 	return c.h.recipes[key]
 }
 
-// decide reads a run, picks an open ask, and decides it as bob or carol:
-// a gate approved (mostly) or rejected, an in-doubt step retried, said to
-// have run, or stopped.
+// decide reads a run, picks an open ask, and decides it as bob or carol
+// (half the time both at once, each through another replica): a gate
+// approved (mostly) or rejected, an in-doubt step retried, said to have
+// run, or stopped. Each decision is recorded as its own operation.
 func (c *chaosClient) decide(ctx context.Context, run string) {
-	replica := c.rng.IntN(c.replicas)
-	view := c.read(ctx, run, replica)
+	view := c.read(ctx, run, c.rng.IntN(c.replicas))
 	var open []*tollgatev1.AskSummary
 	for _, a := range view.GetAsks() {
 		if a.GetState() == tollgatev1.AskState_ASK_STATE_PENDING || a.GetState() == tollgatev1.AskState_ASK_STATE_IN_DOUBT {
@@ -274,28 +371,56 @@ func (c *chaosClient) decide(ctx context.Context, run string) {
 		return
 	}
 	a := open[c.rng.IntN(len(open))]
-	who := []string{"bob", "carol"}[c.rng.IntN(2)]
+	first := c.rng.IntN(c.replicas)
+	type choice struct {
+		client       int
+		who, verdict string
+		replica      int
+	}
+	choose := func(client int, who string, replica int) choice {
+		v := "approve"
+		switch {
+		case a.GetState() == tollgatev1.AskState_ASK_STATE_IN_DOUBT:
+			v = []string{"retry", "retry", "it ran", "stop"}[c.rng.IntN(4)]
+		case c.rng.IntN(100) >= 85:
+			v = "reject"
+		}
+		return choice{client, who, v, replica}
+	}
+	people := []string{"bob", "carol"}
+	i := c.rng.IntN(2)
+	choices := []choice{choose(c.id, people[i], first)}
+	if c.rng.IntN(2) == 0 {
+		choices = append(choices, choose(c.id+100, people[1-i], (first+1)%c.replicas))
+	}
+	var wg sync.WaitGroup
+	for _, ch := range choices {
+		wg.Go(func() { c.decideAs(ctx, a, ch.client, ch.who, ch.verdict, ch.replica) })
+	}
+	wg.Wait()
+}
+
+// decideAs reads ask a as who (for the digest the decision binds) and
+// decides it with verdict through replica.
+func (c *chaosClient) decideAs(ctx context.Context, a *tollgatev1.AskSummary, client int, who, verdict string, replica int) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	got, err := c.api.asks(who, replica).GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: a.GetId()})
 	if err != nil {
 		return
 	}
-	op := chaoscheck.Op{Client: c.id, Ask: a.GetId(), Who: who, Run: run}
+	op := chaoscheck.Op{Client: client, Ask: a.GetId(), Who: who, Run: a.GetRunId(), Verdict: verdict}
 	if a.GetState() == tollgatev1.AskState_ASK_STATE_IN_DOUBT {
 		op.Kind = chaoscheck.Answer
-		op.Verdict = []string{"retry", "retry", "it ran", "stop"}[c.rng.IntN(4)]
 		op.Call = c.h.now()
-		_, err = c.api.asks(who, replica).Answer(ctx, &tollgatev1.AnswerRequest{AskId: a.GetId(), Text: op.Verdict,
+		_, err = c.api.asks(who, replica).Answer(ctx, &tollgatev1.AnswerRequest{AskId: a.GetId(), Text: verdict,
 			ExpectedPayloadDigest: got.GetAsk().GetPayloadDigest()})
 	} else {
 		op.Kind = chaoscheck.Decide
 		req := &tollgatev1.DecideRequest{AskId: a.GetId(), ExpectedPayloadDigest: got.GetAsk().GetPayloadDigest()}
-		if c.rng.IntN(100) < 85 {
-			op.Verdict = "approve"
+		if verdict == "approve" {
 			req.Decision = &tollgatev1.DecideRequest_Approve{Approve: &tollgatev1.Approve{}}
 		} else {
-			op.Verdict = "reject"
 			req.Decision = &tollgatev1.DecideRequest_Reject{Reject: &tollgatev1.Reject{Reason: "chaos says no"}}
 		}
 		op.Call = c.h.now()
@@ -385,6 +510,9 @@ func readRunFinal(ctx context.Context, api *chaosAPI, replica int, id string) (c
 		if a.GetState() == tollgatev1.AskState_ASK_STATE_PENDING || a.GetState() == tollgatev1.AskState_ASK_STATE_IN_DOUBT {
 			for _, who := range []string{"bob", "carol", "alice"} {
 				g, err := api.asks(who, replica).GetAsk(ctx, &tollgatev1.GetAskRequest{AskId: a.GetId()})
+				if c := status.Code(err); c == codes.NotFound || c == codes.PermissionDenied {
+					continue // not theirs to see, so not theirs to decide
+				}
 				if err != nil {
 					return f, fmt.Errorf("ask %s as %s: %w", a.GetId(), who, err)
 				}
