@@ -20,6 +20,7 @@ func Check(h []Op, f Final) []Violation {
 	out = append(out, settled(f)...)
 	out = append(out, acknowledged(h, f)...)
 	out = append(out, effects(f)...)
+	out = append(out, fenced(f)...)
 	out = append(out, SingleUse(h)...)
 	if f.Audit != "" {
 		out = append(out, Violation{Check: "audit", Detail: f.Audit})
@@ -144,6 +145,31 @@ func effects(f Final) []Violation {
 		}
 		if ran < succeeded {
 			out = append(out, Violation{Check: "effects", Run: id, Detail: fmt.Sprintf("executors reported %s succeeded %d times, it ran %d", r.Mark, succeeded, ran)})
+		}
+	}
+	return out
+}
+
+// fenced: every lease, start and result the journal records is of the
+// step's current attempt (the last one dispatched): an executor holding
+// an older attempt's lease is refused, whatever it sends.
+func fenced(f Final) []Violation {
+	var out []Violation
+	for _, id := range sortedRuns(f) {
+		current := map[string]string{}
+		for _, rec := range f.Runs[id].Journal {
+			step, attempt := str(rec.Payload["step"]), str(rec.Payload["attempt"])
+			switch rec.Kind {
+			case "step.dispatched":
+				current[step] = attempt
+			case "step.leased", "step.started", "step.succeeded", "step.failed":
+				if rec.Kind == "step.succeeded" && rec.Payload["by"] != nil {
+					continue // a person's word on an in-doubt step
+				}
+				if attempt != current[step] {
+					out = append(out, Violation{Check: "fenced", Run: id, Detail: fmt.Sprintf("seq %d: %s of %s attempt %s while attempt %s is current", rec.Seq, rec.Kind, step, attempt, current[step])})
+				}
+			}
 		}
 	}
 	return out

@@ -24,6 +24,8 @@ func goodRun(id string) RunFinal {
 		Journal: []Record{
 			rec("ask.decided", "bob", "ask", "ask_1", "decision", "approve"),
 			rec("approval.consumed", "system", "ask", "ask_1", "step", "m"),
+			rec("step.dispatched", "system", "step", "m", "attempt", 1.0),
+			rec("step.leased", "edge-1", "step", "m", "attempt", 1.0),
 			rec("step.started", "edge-1", "step", "m", "attempt", 1.0),
 			rec("step.succeeded", "edge-1", "step", "m", "attempt", 1.0),
 		}}
@@ -100,6 +102,7 @@ func TestCheck(t *testing.T) {
 		{"a second attempt after a retry", func(h []Op, f *Final) []Op {
 			r := f.Runs[id]
 			r.Journal = append(r.Journal, rec("ask.decided", "carol", "ask", "doubt_m_1", "decision", "in_doubt", "option", "retry"),
+				rec("step.dispatched", "system", "step", "m", "attempt", 2.0), rec("step.leased", "edge-2", "step", "m", "attempt", 2.0),
 				rec("step.started", "edge-2", "step", "m", "attempt", 2.0))
 			f.Runs[id] = r
 			return h
@@ -130,6 +133,14 @@ func TestCheck(t *testing.T) {
 		{"an acknowledged finish not journaled", func(h []Op, f *Final) []Op {
 			return append(h, Op{Client: 3, Kind: Finish, Run: id, Call: ms(20), Return: ms(21), Outcome: OK})
 		}, "acknowledged", "no run.finish"},
+		{"a stale attempt's result applied", func(h []Op, f *Final) []Op {
+			r := f.Runs[id]
+			r.Journal = append(r.Journal[:len(r.Journal)-2:len(r.Journal)-2], rec("step.lease_lost", "system", "step", "m", "attempt", 1.0),
+				rec("step.dispatched", "system", "step", "m", "attempt", 2.0), rec("step.leased", "edge-2", "step", "m", "attempt", 2.0),
+				rec("step.started", "edge-2", "step", "m", "attempt", 1.0), rec("step.succeeded", "edge-2", "step", "m", "attempt", 1.0))
+			f.Runs[id] = r
+			return h
+		}, "fenced", "attempt 1 while attempt 2 is current"},
 		{"the audit is not clean", func(h []Op, f *Final) []Op {
 			f.Audit = "hash chain broken at seq 4"
 			return h

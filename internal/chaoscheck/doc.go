@@ -17,6 +17,8 @@
 //     in-doubt retries someone with authority answered, and it ran at
 //     least as often as executors reported it succeeded (exactly once, and
 //     at most once more per authorised retry; I1, I7);
+//   - fenced: every lease, start and result journaled is of the step's
+//     current attempt (a stale executor's word is refused; I7);
 //   - single-use: each approval gate was decided at most once, checked as
 //     linearizability of every ask's history (decisions and reads) with
 //     porcupine (I2);
