@@ -83,10 +83,11 @@ func TestChaos(t *testing.T) {
 type chaosFigures struct {
 	Seed       uint64         `json:"seed"`
 	Duration   string         `json:"duration"`
-	Ops        map[string]int `json:"ops"`    // kind/outcome → count
-	Faults     map[string]int `json:"faults"` // fault kind → count
-	Fired      map[string]int `json:"fired"`  // crash point and action → times it fired
-	Runs       map[string]int `json:"runs"`   // final state → count
+	Ops        map[string]int `json:"ops"`      // kind/outcome → count
+	Refusals   map[string]int `json:"refusals"` // a refusal's code and first words → count
+	Faults     map[string]int `json:"faults"`   // fault kind → count
+	Fired      map[string]int `json:"fired"`    // crash point and action → times it fired
+	Runs       map[string]int `json:"runs"`     // final state → count
 	Effects    int            `json:"effects"`
 	Violations int            `json:"violations"`
 	violations []chaoscheck.Violation
@@ -110,8 +111,10 @@ type chaosSuite struct {
 	api                    *chaosAPI
 	h                      *history
 	logs                   string
-	faults                 map[string]int
 	execIDs                []string
+
+	mu     sync.Mutex
+	faults map[string]int // fault kind → count, from both nemeses
 }
 
 func newChaosSuite(t *testing.T, seed uint64) *chaosSuite {
@@ -259,102 +262,153 @@ func (s *chaosSuite) run(d time.Duration) chaosFigures {
 	return s.check()
 }
 
-// nemesis injects one fault at a time, chosen from the seed, until d has
-// passed; a process a crash point killed is started again (unarmed) at the
-// next fault.
+// nemesis runs, until d has passed, two nemeses at once, each with its
+// own generator drawn from the seed, over disjoint targets (so faults
+// overlap, as a network fault and a crash do): one over the processes
+// (kills, pauses, crash points; it also starts again, unarmed, a process a
+// crash point killed), one over the links and Redis (partitions through
+// the proxies, kill -9 of redis-server).
 func (s *chaosSuite) nemesis(d time.Duration) {
 	end := time.Now().Add(d)
-	between := func() time.Duration { return time.Duration(300+s.rng.IntN(1500)) * time.Millisecond }
-	span := func() time.Duration { return time.Duration(300+s.rng.IntN(2500)) * time.Millisecond }
-	points := faults.All()
-	for time.Now().Before(end) {
-		time.Sleep(between()) // the fault schedule's own pacing, not a wait on state
-		s.revive()
-		switch k := s.rng.IntN(100); {
-		case k < 14:
-			p := s.replicas[s.rng.IntN(len(s.replicas))]
-			s.note("kill -9 replica")
-			p.kill()
-			time.Sleep(span() / 2)
-			s.restart(p, "")
-		case k < 26:
-			p := s.execs[s.rng.IntN(len(s.execs))]
-			s.note("kill -9 executor")
-			p.kill()
-			time.Sleep(span() / 2)
-			s.restart(p, "")
-		case k < 34:
-			s.note("kill -9 redis-server")
-			s.redis.Kill9()
-			time.Sleep(span() / 3)
-			if err := s.redis.Server.Restart(); err != nil {
-				s.t.Errorf("redis-server did not come back: %v", err)
+	procs := rand.New(rand.NewPCG(s.rng.Uint64(), 1))
+	links := rand.New(rand.NewPCG(s.rng.Uint64(), 2))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for time.Now().Before(end) {
+			pace(procs)
+			s.revive()
+			s.procFault(procs)
+		}
+	})
+	wg.Go(func() {
+		for time.Now().Before(end) {
+			pace(links)
+			if !s.linkFault(links) {
 				return
 			}
-		case k < 44:
-			p := s.replicas[s.rng.IntN(len(s.replicas))]
-			s.note("pause replica")
-			p.pause(true)
-			time.Sleep(span())
-			p.pause(false)
-		case k < 52:
-			p := s.execs[s.rng.IntN(len(s.execs))]
-			s.note("pause executor")
-			p.pause(true)
-			time.Sleep(span())
-			p.pause(false)
-		case k < 80:
-			i := s.rng.IntN(3)
-			link, px := "replica→redis", s.toRedis[i]
-			switch s.rng.IntN(3) {
-			case 1:
-				link, px = "executor→replica", s.toExec[i]
-			case 2:
-				link, px = "client→replica", s.toAPI[i]
-			}
-			switch m := s.rng.IntN(6); m {
-			case 0:
-				px.Delay(time.Duration(20+s.rng.IntN(300)) * time.Millisecond)
-			case 1:
-				px.BlackHole()
-			case 2:
-				px.Reset()
-			case 3:
-				px.Drop()
-			case 4:
-				px.OneWay(faultproxy.Upstream)
-			default:
-				px.OneWay(faultproxy.Downstream)
-			}
-			mode := strings.Fields(px.Mode())[0]
-			s.note("partition " + link + " " + mode)
-			time.Sleep(span())
-			if mode == "blackhole" || mode == "oneway" {
-				// The bytes it swallowed are gone, which TCP never does to
-				// a connection it keeps: the connections that lived through
-				// it end (as their keepalives would), new ones are clean.
-				px.Reset()
-			}
-			px.Heal()
-		default:
-			pt := points[s.rng.IntN(len(points))]
-			action := []string{"kill", "kill", "kill", "pause:2s", "fail"}[s.rng.IntN(5)]
-			spec := fmt.Sprintf("%s=%s@%d", pt, action, 1+s.rng.IntN(3))
-			var p *chaosProc
-			if strings.HasPrefix(string(pt), "executor.") {
-				p = s.execs[s.rng.IntN(len(s.execs))]
-			} else {
-				p = s.replicas[s.rng.IntN(len(s.replicas))]
-			}
-			s.note("crash point " + string(pt) + " " + strings.Split(action, ":")[0])
-			p.kill()
-			s.restart(p, spec)
 		}
+	})
+	wg.Wait()
+}
+
+// pace waits between faults: the schedule's own pacing, not a wait on
+// state.
+func pace(rng *rand.Rand) { time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond) }
+
+// span is how long a fault lasts.
+func span(rng *rand.Rand) time.Duration { return time.Duration(300+rng.IntN(2500)) * time.Millisecond }
+
+// procFault kills, pauses or arms a crash point in a replica or an
+// executor.
+func (s *chaosSuite) procFault(rng *rand.Rand) {
+	switch k := rng.IntN(100); {
+	case k < 20:
+		i := rng.IntN(len(s.replicas))
+		s.killSlow(rng, "replica", s.replicas[i], s.toRedis[i])
+	case k < 38:
+		j := rng.IntN(len(s.execs))
+		// Its first replica's link to Redis is the one its Starts wait on.
+		s.killSlow(rng, "executor", s.execs[j], s.toRedis[j%3])
+	case k < 53:
+		p := s.replicas[rng.IntN(len(s.replicas))]
+		s.note("pause replica")
+		p.pause(true)
+		time.Sleep(time.Second + span(rng)) // past the lease TTL: the others take its leases over
+		p.pause(false)
+	case k < 65:
+		p := s.execs[rng.IntN(len(s.execs))]
+		s.note("pause executor")
+		p.pause(true)
+		time.Sleep(span(rng))
+		p.pause(false)
+	default:
+		points := faults.All()
+		pt := points[rng.IntN(len(points))]
+		action := []string{"kill", "kill", "kill", "pause:2s", "fail"}[rng.IntN(5)]
+		spec := fmt.Sprintf("%s=%s@%d", pt, action, 1+rng.IntN(3))
+		var p *chaosProc
+		if strings.HasPrefix(string(pt), "executor.") {
+			p = s.execs[rng.IntN(len(s.execs))]
+		} else {
+			p = s.replicas[rng.IntN(len(s.replicas))]
+		}
+		s.note("crash point " + string(pt) + " " + strings.Split(action, ":")[0])
+		p.kill()
+		s.restart(p, spec)
 	}
 }
 
+// killSlow kills p (kill -9) and starts it again after a while; half the
+// time while the store link its commits wait on is slow, so the kill lands
+// between a write and its commit (a Start sent and not yet durable, a
+// result received and not yet recorded).
+func (s *chaosSuite) killSlow(rng *rand.Rand, kind string, p *chaosProc, link *faultproxy.Proxy) {
+	if rng.IntN(2) == 0 {
+		s.note("kill -9 " + kind + " with its store link slow")
+		link.Delay(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rng.IntN(500)) * time.Millisecond)
+		p.kill()
+		link.Heal()
+	} else {
+		s.note("kill -9 " + kind)
+		p.kill()
+	}
+	time.Sleep(span(rng) / 2)
+	s.restart(p, "")
+}
+
+// linkFault partitions a link through its proxy or kills redis-server;
+// false when Redis did not come back (the test has failed).
+func (s *chaosSuite) linkFault(rng *rand.Rand) bool {
+	if rng.IntN(100) < 20 {
+		s.note("kill -9 redis-server")
+		s.redis.Kill9()
+		time.Sleep(span(rng) / 3)
+		if err := s.redis.Server.Restart(); err != nil {
+			s.t.Errorf("redis-server did not come back: %v", err)
+			return false
+		}
+		return true
+	}
+	i := rng.IntN(3)
+	link, px := "replica→redis", s.toRedis[i]
+	switch rng.IntN(3) {
+	case 1:
+		link, px = "executor→replica", s.toExec[i]
+	case 2:
+		link, px = "client→replica", s.toAPI[i]
+	}
+	switch rng.IntN(6) {
+	case 0:
+		px.Delay(time.Duration(20+rng.IntN(300)) * time.Millisecond)
+	case 1:
+		px.BlackHole()
+	case 2:
+		px.Reset()
+	case 3:
+		px.Drop()
+	case 4:
+		px.OneWay(faultproxy.Upstream)
+	default:
+		px.OneWay(faultproxy.Downstream)
+	}
+	mode := strings.Fields(px.Mode())[0]
+	s.note("partition " + link + " " + mode)
+	time.Sleep(span(rng))
+	if mode == "blackhole" || mode == "oneway" {
+		// The bytes it swallowed are gone, which TCP never does to a
+		// connection it keeps: the connections that lived through it end
+		// (as their keepalives would), new ones are clean.
+		px.Reset()
+	}
+	px.Heal()
+	return true
+}
+
 func (s *chaosSuite) note(kind string) {
+	s.mu.Lock()
 	s.faults[kind]++
+	s.mu.Unlock()
 	for _, p := range append(slices.Clone(s.replicas), s.execs...) {
 		fmt.Fprintf(p.log, "=== chaos: fault %q at %s\n", kind, time.Now().Format(time.RFC3339Nano))
 	}
@@ -443,8 +497,17 @@ func (s *chaosSuite) check() chaosFigures {
 	defer cancel()
 	ops, known, _ := s.h.snapshot()
 	fig := chaosFigures{Ops: map[string]int{}, Faults: s.faults, Runs: map[string]int{}, Fired: s.fired()}
+	fig.Refusals = map[string]int{}
 	for _, o := range ops {
 		fig.Ops[string(o.Kind)+"/"+string(o.Outcome)]++
+		if o.Outcome == chaoscheck.Refused {
+			// The code and the words before any name or quote.
+			code, msg, _ := strings.Cut(o.Err, ": ")
+			if i := strings.IndexAny(msg, "\":/"); i >= 0 {
+				msg = msg[:i]
+			}
+			fig.Refusals[string(o.Kind)+" "+code+": "+strings.TrimSpace(msg)]++
+		}
 	}
 	runs, err := readFinal(ctx, s.api, 0, known)
 	if err != nil {

@@ -159,6 +159,8 @@ func (h *history) add(o chaoscheck.Op) {
 			delete(h.unknown, o.Key)
 		case o.Outcome == chaoscheck.Unknown:
 			h.unknown[o.Key] = true
+		default:
+			delete(h.unknown, o.Key) // refused: asked again, it is refused again
 		}
 	}
 }
@@ -243,8 +245,11 @@ func gatedRecipe(key string, holdMs, expires int) string {
 }
 
 // fanRecipe is a read-only fan with a failing branch: two of three must
-// succeed, and do.
-const fanRecipe = "together probes:\n  a: test.sleep {\"ms\": 40}\n  b: test.fail {\"message\": \"chaos\"}\n  c: test.sleep {\"ms\": 10}\nthen:\n  need: 2 of 3\n  s: test.sleep {\"ms\": 1}\n"
+// succeed, and do. Its first branch sleeps ms: long enough, often, to be
+// in flight when a replica stops and another takes its leases over.
+func fanRecipe(ms int) string {
+	return fmt.Sprintf("together probes:\n  a: test.sleep {\"ms\": %d}\n  b: test.fail {\"message\": \"chaos\"}\n  c: test.sleep {\"ms\": 10}\nthen:\n  need: 2 of 3\n  s: test.sleep {\"ms\": 1}\n", ms)
+}
 
 // step performs one random operation.
 func (c *chaosClient) step(ctx context.Context) {
@@ -256,10 +261,14 @@ func (c *chaosClient) step(ctx context.Context) {
 		if c.rng.IntN(4) == 0 {
 			expires = 2 + c.rng.IntN(6)
 		}
-		c.start(ctx, key, gatedRecipe(key, c.rng.IntN(400), expires))
+		hold := c.rng.IntN(400)
+		if c.rng.IntN(10) < 3 {
+			hold = 500 + c.rng.IntN(2500) // long enough to be in flight when a fault lands
+		}
+		c.start(ctx, key, gatedRecipe(key, hold, expires))
 	case p < 32:
 		c.n++
-		c.start(ctx, fmt.Sprintf("c%d-%d", c.id, c.n), fanRecipe)
+		c.start(ctx, fmt.Sprintf("c%d-%d", c.id, c.n), fanRecipe(20+c.rng.IntN(1500)))
 	case p < 38:
 		c.n++
 		c.start(ctx, fmt.Sprintf("%sc%d-%d", gatePrefix, c.id, c.n), "")
