@@ -21,6 +21,7 @@ func Check(h []Op, f Final) []Violation {
 	out = append(out, acknowledged(h, f)...)
 	out = append(out, effects(f)...)
 	out = append(out, fenced(f)...)
+	out = append(out, honest(h)...)
 	out = append(out, SingleUse(h)...)
 	if f.Audit != "" {
 		out = append(out, Violation{Check: "audit", Detail: f.Audit})
@@ -170,6 +171,20 @@ func fenced(f Final) []Violation {
 					out = append(out, Violation{Check: "fenced", Run: id, Detail: fmt.Sprintf("seq %d: %s of %s attempt %s while attempt %s is current", rec.Seq, rec.Kind, step, attempt, current[step])})
 				}
 			}
+		}
+	}
+	return out
+}
+
+// honest: a start is never refused NOT_FOUND. A client that starts with a
+// request key, or retries with it, is told the run, or a reason; "not
+// found" would name a run it never asked about and read as "nothing was
+// started" while the first attempt may still commit.
+func honest(h []Op) []Violation {
+	var out []Violation
+	for _, o := range h {
+		if o.Kind == Start && o.Outcome == Refused && strings.HasPrefix(o.Err, "NotFound") {
+			out = append(out, Violation{Check: "honest", Run: o.Run, Detail: "a start was refused NOT_FOUND: " + o.String()})
 		}
 	}
 	return out

@@ -141,6 +141,9 @@ func TestCheck(t *testing.T) {
 			f.Runs[id] = r
 			return h
 		}, "fenced", "attempt 1 while attempt 2 is current"},
+		{"a retried start refused not found", func(h []Op, f *Final) []Op {
+			return append(h, Op{Client: 2, Kind: Start, Key: "k1", Call: ms(20), Return: ms(21), Outcome: Refused, Err: "NotFound: run r_x: not found"})
+		}, "honest", "NOT_FOUND"},
 		{"the audit is not clean", func(h []Op, f *Final) []Op {
 			f.Audit = "hash chain broken at seq 4"
 			return h

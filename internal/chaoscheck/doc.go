@@ -19,6 +19,8 @@
 //     at most once more per authorised retry; I1, I7);
 //   - fenced: every lease, start and result journaled is of the step's
 //     current attempt (a stale executor's word is refused; I7);
+//   - honest: a start, or its retry with the same key, is never refused
+//     NOT_FOUND (a refusal the client would read as "nothing started");
 //   - single-use: each approval gate was decided at most once, checked as
 //     linearizability of every ask's history (decisions and reads) with
 //     porcupine (I2);

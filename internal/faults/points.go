@@ -57,6 +57,17 @@ const (
 	// again.
 	AfterResultReceived Point = "dispatch.after-result-received"
 
+	// AfterStartReceived is in the control plane's dispatch, after an
+	// executor's Start of a side-effecting lease arrived (matched to its
+	// live, acknowledged lease) and before it is committed:
+	// internal/controlplane/dispatch/start.go, Dispatcher.started, just
+	// before Recorder.Event. A kill there is the replica dying with the
+	// Start not durable: an executor that waits for the durable
+	// acknowledgement (I7) calls nothing. Fail is taken as the commit
+	// failing with a store error that is not the store's unavailability:
+	// the Start is answered not durable.
+	AfterStartReceived Point = "dispatch.after-start-received"
+
 	// InGroupCommit is inside the runner's group commit, between building
 	// a batch's commit (events applied, run row, asks, journal, work
 	// enqueued) and handing it to the store:
@@ -93,5 +104,5 @@ const (
 // All returns every point, in the order they are declared.
 func All() []Point {
 	return []Point{AfterCommit, AfterLeaseSent, AfterStartDurable, AfterToolCall,
-		AfterResultReceived, InGroupCommit, AfterWebhookSent, AfterGrantSigned}
+		AfterResultReceived, AfterStartReceived, InGroupCommit, AfterWebhookSent, AfterGrantSigned}
 }

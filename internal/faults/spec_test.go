@@ -117,8 +117,8 @@ func TestAll(t *testing.T) {
 			t.Errorf("Parse(%s=fail) = %v, %v", p, got, err)
 		}
 	}
-	if len(seen) != 8 {
-		t.Errorf("All() lists %d points, want 8", len(seen))
+	if len(seen) != 9 {
+		t.Errorf("All() lists %d points, want 9", len(seen))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
+	"github.com/tollgate-dev/tollgate/internal/faults"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
 
@@ -30,9 +31,12 @@ func (d *Dispatcher) started(ctx, rec context.Context, s *session, st *tollgatev
 		durable := false
 		if ok {
 			<-l.ackDone
-			_, err := l.offer.rec.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
-				return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
-			})
+			err := faults.At(faults.AfterStartReceived) // fail: as a store error
+			if err == nil {
+				_, err = l.offer.rec.Event(rec, l.offer.runID, func(now time.Time) engine.Event {
+					return engine.StepStarted{Step: l.offer.d.Step, Attempt: l.offer.d.Attempt, At: now}
+				})
+			}
 			if err != nil && engineRefusal(err) && d.startedBefore(rec, l) {
 				err = nil // an earlier copy of this Start was recorded
 			}

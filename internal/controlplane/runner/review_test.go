@@ -351,3 +351,31 @@ func TestReview_AnUnreadableStepDoesNotSpinTheClaimLoop(t *testing.T) {
 		t.Fatalf("%d claims of one unreadable step within a second, with the tick an hour away: the claim loop spins on its own releases", n)
 	}
 }
+
+// claimedStore is a store where the request key of every create is
+// already claimed for a run that is not written, as redisstore answers
+// while the first start with that key is committing, or after its
+// creator died between the claim and the commit.
+type claimedStore struct{ store.Store }
+
+func (s claimedStore) Commit(ctx context.Context, c store.Commit) error {
+	if c.ExpectVersion == 0 && c.RequestKey != "" {
+		return &store.DuplicateError{RunID: "r_notwritten"}
+	}
+	return s.Store.Commit(ctx, c)
+}
+
+// Issue 21 (found by the fault suite, seed 186179036382359): a retried
+// start whose request_id is claimed for a run not written yet was told
+// "run r_…: not found" (NOT_FOUND): a script reads that as "nothing was
+// started" and gives up, while the first attempt may still commit. It is
+// unavailable, to be retried with the same request_id.
+func TestReview_RetryOfAStartInFlightIsUnavailableNotNotFound(t *testing.T) {
+	ctx := context.Background()
+	r := New(Config{Store: claimedStore{memstore.New(memstore.Config{})}, Replica: "cp-a"})
+	steps := []plan.Step{{ID: "s", Kind: plan.KindTool, Server: "x", Tool: "read", Args: plan.Object(`{}`), OnFail: plan.OnFailStop}}
+	_, _, err := r.Start(ctx, StartRequest{Plan: &plan.Plan{Name: "p", InitialSteps: steps}, Requester: "alice", RequestID: "k1"})
+	if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a start whose request_id is claimed for a run not written: %v; want unavailable (retry), not not-found", err)
+	}
+}

@@ -141,9 +141,19 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 
 // repeated answers a start whose RequestID already made run id: that run
 // if it started the same request — the same plan (digest: source, name,
-// catalog), skill and inputs — else errkind.RequestReused naming it.
+// catalog), skill and inputs — else errkind.RequestReused naming it; and
+// store.ErrUnavailable (retry) while the key is claimed for a run that is
+// not written yet.
 func (r *Runner) repeated(ctx context.Context, id, digest string, req StartRequest) (*engine.Run, bool, error) {
 	sr, err := r.store.GetRun(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// The request_id is claimed for a run not written: the first
+		// start with it is still committing, or its outcome was unknown
+		// (the store holds the claim until it is orphaned). Neither is a
+		// run the caller asked about: it must retry, never read "not
+		// found" as "nothing was started" (the fault suite found this).
+		return nil, false, fmt.Errorf("a start with this request_id is still in flight or its outcome is not known yet (run %s is not written): retry with the same request_id: %w", id, store.ErrUnavailable)
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("run %s: %w", id, err)
 	}
