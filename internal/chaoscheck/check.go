@@ -7,8 +7,16 @@ import (
 	"strings"
 )
 
-// terminal run states: the run has an outcome.
-var terminal = []string{"complete", "partial", "failed", "cancelled", "rejected", "expired"}
+// Terminal reports whether a run state (the API's, lower case, without
+// its prefix) is an outcome: the suite waits for every run to be terminal
+// or parked, and settled judges the same way.
+func Terminal(state string) bool {
+	switch state {
+	case "complete", "partial", "failed", "cancelled", "rejected", "expired":
+		return true
+	}
+	return false
+}
 
 // openAsk ask states: someone must still decide.
 var openAsk = []string{"pending", "evidence_requested", "in_doubt"}
@@ -44,7 +52,7 @@ func settled(f Final) []Violation {
 		if r.Missing {
 			continue // acknowledged reports it when a client was told it exists
 		}
-		if slices.Contains(terminal, r.State) {
+		if Terminal(r.State) {
 			continue
 		}
 		if r.State != "parked" {
@@ -96,7 +104,7 @@ func acknowledged(h []Op, f Final) []Violation {
 			}
 		case Cancel:
 			r, ok := f.Runs[o.Run]
-			if ok && !r.Missing && !hasKind(r.Journal, "run.cancel") && !slices.Contains(terminal, r.State) {
+			if ok && !r.Missing && !hasKind(r.Journal, "run.cancel") && !Terminal(r.State) {
 				out = append(out, Violation{Check: "acknowledged", Run: o.Run, Detail: "cancel told succeeded, the run is " + r.State + " and its journal has no run.cancel"})
 			}
 		}

@@ -478,7 +478,7 @@ func (s *chaosSuite) settle() {
 		for id := range runs {
 			r := cl.read(ctx, id, 0)
 			st := enumName(r.GetState(), "RUN_STATE_")
-			if r == nil || (st != "parked" && !slices.Contains([]string{"complete", "partial", "failed", "cancelled", "rejected", "expired"}, st)) {
+			if r == nil || (st != "parked" && !chaoscheck.Terminal(st)) {
 				quiet = false
 				break
 			}
