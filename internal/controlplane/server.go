@@ -148,6 +148,16 @@ type Config struct {
 	MaxWatchesPerCaller int
 }
 
+// FlushTraces returns once every committed transition observed so far
+// is drawn as spans (handed to the exporter, not yet exported: see
+// telemetry.Tracing.Flush). With tracing off it returns at once.
+func (s *Server) FlushTraces(ctx context.Context) error {
+	if s.tracer == nil {
+		return nil
+	}
+	return s.tracer.Flush(ctx)
+}
+
 // Server is a control plane's gRPC server with its handlers.
 type Server struct {
 	// GRPC serves the API for people and services (bearer tokens).
@@ -161,9 +171,12 @@ type Server struct {
 	log       *slog.Logger
 	cfg       Config
 	execs     *dispatch.Dispatcher
-	runs      *runsvc.Service
-	views     *wire.Views
-	watches   *api.Watches
+	// tracer draws committed runs as traces on its own goroutine; nil
+	// with tracing off.
+	tracer  *runtrace.Tracer
+	runs    *runsvc.Service
+	views   *wire.Views
+	watches *api.Watches
 	// reconciles are runs another replica committed to while this one
 	// holds their leases.
 	reconciles *pendingRuns
@@ -257,8 +270,10 @@ func NewServer(cfg Config) *Server {
 		cfg.Dispatcher = execs
 	}
 	observers := cfg.Observers
+	var tracer *runtrace.Tracer
 	if cfg.Tracing.Enabled() {
-		observers = append(slices.Clip(observers), runtrace.New(cfg.Tracing))
+		tracer = runtrace.New(cfg.Tracing)
+		observers = append(slices.Clip(observers), tracer)
 	}
 	// The desk judges decisions for the handlers and hears of asks from
 	// the Runner (its AskHook); it needs neither, so it is built first.
@@ -337,7 +352,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Reflection {
 		reflection.Register(gs)
 	}
-	srv := &Server{GRPC: gs, Runner: run, health: hs, catalog: cat, log: cfg.Log, cfg: cfg, execs: execs, runs: runs, views: views, watches: watches, reconciles: newPendingRuns(),
+	srv := &Server{GRPC: gs, Runner: run, health: hs, catalog: cat, log: cfg.Log, cfg: cfg, execs: execs, tracer: tracer, runs: runs, views: views, watches: watches, reconciles: newPendingRuns(),
 		local: api.Local{Approvals: approvalSvc, Runs: runs, Log: cfg.Log}, packets: approvalSvc, desk: desk, readers: readers, catalogOf: catalog,
 		scheduler: schedules.NewScheduler(schedules.SchedulerConfig{Store: cfg.Store, Starter: runs, Runs: run, Replica: cfg.Replica, Poll: cfg.SchedulePoll, Log: cfg.Log})}
 	if cfg.SkillsDir != nil {
@@ -429,6 +444,9 @@ func (s *Server) Run(ctx context.Context, ls Listeners) error {
 	}
 	work.Go(func() { _ = tick.Every(bg, s.cfg.LeaseTTL/4, s.heartbeat) })
 	work.Go(func() { _ = s.Runner.TakingOver(bg, s.cfg.ResettleEvery) })
+	if s.tracer != nil {
+		work.Go(func() { _ = s.tracer.Run(bg) })
+	}
 	// Hints from every replica's commits: work waiting wakes the claimer,
 	// notices waiting the deliverer.
 	queued, notices := make(chan string, 1024), make(chan struct{}, 1)

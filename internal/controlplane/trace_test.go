@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestRunIsDrawnAsATrace(t *testing.T) {
 	if r.GetState() != tollgatev1.RunState_RUN_STATE_PARKED {
 		t.Fatalf("want parked, got %v", r.GetState())
 	}
-	if err := tr.Flush(bg); err != nil {
+	if err := errors.Join(e.srv.FlushTraces(bg), tr.Flush(bg)); err != nil {
 		t.Fatal(err)
 	}
 	parkedSpans := spanSet{t, exp.GetSpans()}
@@ -102,7 +103,7 @@ func TestRunIsDrawnAsATrace(t *testing.T) {
 	if got := e.get("alice", r.GetId()); got.GetState() != tollgatev1.RunState_RUN_STATE_COMPLETE {
 		t.Fatalf("want complete, got %v", got.GetState())
 	}
-	if err := tr.Flush(bg); err != nil {
+	if err := errors.Join(e.srv.FlushTraces(bg), tr.Flush(bg)); err != nil {
 		t.Fatal(err)
 	}
 	all := spanSet{t, exp.GetSpans()}
@@ -176,7 +177,7 @@ func TestUnsampledRunsDrawNothing(t *testing.T) {
 	if tr.Sampled(telemetry.RunTraceID(r.GetId())) {
 		t.Fatal("a run id fell in a 1e-12 sample: the sampling rule is broken")
 	}
-	_ = tr.Flush(bg)
+	_ = errors.Join(e.srv.FlushTraces(bg), tr.Flush(bg))
 	if n := len(exp.GetSpans()); n != 0 {
 		t.Fatalf("an unsampled run exported %d spans", n)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -30,10 +31,33 @@ import (
 // the next park or the end — is a "run.resumed" span linked to the asks
 // that were decided, and the work an approval released links to the
 // ask's span.
+//
+// Spans are drawn off the commit path (issue 22): Committed only checks
+// that the run is sampled and queues the committed transition; Run, on a
+// goroutine the Tracer's owner starts, draws them. A committed run is
+// never changed afterwards (the engine copies on write), so the queued
+// runs are read safely. A full queue drops the observation, never
+// blocks a commit (Dropped counts them): tracing is an observation.
 type Tracer struct {
 	tracing *telemetry.Tracing
 	tracer  trace.Tracer
+	queue   chan observed
+	dropped atomic.Uint64
 }
+
+// observed is one committed transition waiting to be drawn, or (done
+// set) a Flush waiting for what was queued before it.
+type observed struct {
+	m             *engine.Machine
+	before, after *engine.Run
+	records       []engine.Record
+	done          chan struct{}
+}
+
+// QueueSize is how many committed transitions may wait to be drawn: at
+// the ~7,000 commits a second a replica makes under load, about half a
+// second of them, far longer than a transition takes to draw.
+const QueueSize = 4096
 
 var _ runner.Observer = (*Tracer)(nil)
 
@@ -44,9 +68,54 @@ const Scope = "github.com/tollgate-dev/tollgate/internal/controlplane"
 
 // New returns a Tracer that exports through t; runs t does not sample
 // are not drawn.
+// Nothing is drawn until Run is running.
 func New(t *telemetry.Tracing) *Tracer {
-	return &Tracer{tracing: t, tracer: t.Tracer(Scope)}
+	return &Tracer{tracing: t, tracer: t.Tracer(Scope), queue: make(chan observed, QueueSize)}
 }
+
+// Run draws the queued transitions until ctx ends, then draws those
+// still queued and returns nil. Transitions committed after it returned
+// are not drawn.
+func (t *Tracer) Run(ctx context.Context) error {
+	bg := context.WithoutCancel(ctx)
+	for {
+		select {
+		case o := <-t.queue:
+			t.draw(bg, o)
+		case <-ctx.Done():
+			for {
+				select {
+				case o := <-t.queue:
+					t.draw(bg, o)
+				default:
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// Flush returns once every transition queued before it was drawn, or
+// with ctx's error. It waits for room in the queue, so it is for tests
+// and shutdown, never for a commit; Run must be running.
+func (t *Tracer) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case t.queue <- observed{done: done}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Dropped is how many sampled transitions were not drawn because the
+// queue was full.
+func (t *Tracer) Dropped() uint64 { return t.dropped.Load() }
 
 // Span names.
 const (
@@ -71,14 +140,27 @@ func leaseID(runID, step string, attempt int) string {
 	return runID + "/" + step + "/" + strconv.Itoa(attempt)
 }
 
-// Committed implements runner.Observer: it draws the parts of the run
-// this commit finished, from the times the committed run records.
-func (t *Tracer) Committed(ctx context.Context, m *engine.Machine, before, after *engine.Run, records []engine.Record) {
-	tid := telemetry.RunTraceID(after.ID)
-	if !t.tracing.Sampled(tid) {
+// Committed implements runner.Observer: it queues the transition (see
+// Tracer); Run draws the parts of the run this commit finished, from the
+// times the committed run records.
+func (t *Tracer) Committed(_ context.Context, m *engine.Machine, before, after *engine.Run, records []engine.Record) {
+	if !t.tracing.Sampled(telemetry.RunTraceID(after.ID)) {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
+	select {
+	case t.queue <- observed{m: m, before: before, after: after, records: records}:
+	default:
+		t.dropped.Add(1)
+	}
+}
+
+// draw draws the parts of the run one committed transition finished.
+func (t *Tracer) draw(ctx context.Context, o observed) {
+	if o.done != nil {
+		close(o.done)
+		return
+	}
+	m, before, after, records := o.m, o.before, o.after, o.records
 	var phases []string
 	for _, rec := range records {
 		switch rec.Kind {

@@ -70,6 +70,12 @@ func fanRun(t *testing.T, tr *Tracer) (*engine.Machine, *engine.Run) {
 		tr.Committed(ctx, m, run, next.Run, next.Records)
 		run = next.Run
 	}
+	// Everything was queued; Run, stopped at once, draws what is queued.
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := tr.Run(stopped); err != nil {
+		t.Fatal(err)
+	}
 	return m, run
 }
 
@@ -153,5 +159,60 @@ func TestUnsampledRunDrawsNothing(t *testing.T) {
 	_ = tracing.Flush(context.Background())
 	if n := len(exp.GetSpans()); n != 0 {
 		t.Fatalf("an unsampled run exported %d spans", n)
+	}
+}
+
+// Drawing is off the commit path: Committed never blocks, even with
+// nobody drawing; what does not fit the queue is dropped and counted.
+func TestCommittedNeverBlocksAndCountsWhatItDrops(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tracing, err := telemetry.New(context.Background(), telemetry.Config{Exporter: exp, Service: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tracing.Shutdown(context.Background()) })
+	tr := New(tracing)
+	src, _ := examples.Skills.ReadFile("skills/graph-ask-demo/SKILL.md")
+	cat, _ := compiler.ParseCatalog(examples.Catalog)
+	m, err := engine.New(compiler.Compile(string(src), compiler.Options{Catalog: cat}).Plan, engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := m.Start("r1", "alice", time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	for range QueueSize + 7 {
+		tr.Committed(context.Background(), m, nil, start.Run, start.Records)
+	}
+	if got := tr.Dropped(); got != 7 {
+		t.Fatalf("dropped %d, want the 7 past the queue's %d", got, QueueSize)
+	}
+}
+
+// Run draws while commits go on at the same time (run with -race), and
+// returns once its context ends.
+func TestRunDrawsConcurrentlyWithCommits(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tracing, err := telemetry.New(context.Background(), telemetry.Config{Exporter: exp, Service: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tracing.Shutdown(context.Background()) })
+	tr := New(tracing)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx) }()
+	_, run := fanRun(t, tr) // fanRun's own Run drains alongside this one
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	_ = tracing.Flush(context.Background())
+	n := 0
+	for _, sp := range exp.GetSpans() {
+		if sp.SpanContext.TraceID() == telemetry.RunTraceID(run.ID) && sp.Name == "fan probes" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("want the fan drawn once, have %d", n)
 	}
 }
