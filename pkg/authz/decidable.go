@@ -53,6 +53,11 @@ func (a *Authorizer) Deciders(ctx context.Context, ms []Matter, ask RecipeAsk) (
 }
 
 func (s *snapshot) deciders(ctx context.Context, ms []Matter, ask RecipeAsk) (Deciders, error) {
+	return s.decidersBy(ctx, ms, ask, s.routing())
+}
+
+// decidersBy is deciders weighing people as rt does.
+func (s *snapshot) decidersBy(ctx context.Context, ms []Matter, ask RecipeAsk, rt routing) (Deciders, error) {
 	out := Deciders{PolicyVersion: s.version, Quorum: max(ask.Quorum, 1)}
 	var asked, allowed map[string]Decision
 	var actions []string
@@ -61,7 +66,7 @@ func (s *snapshot) deciders(ctx context.Context, ms []Matter, ask RecipeAsk) (De
 			out.Gap = gap
 			return out, nil
 		}
-		r, err := s.route(ctx, m, ask)
+		r, err := s.routeBy(ctx, m, ask, rt)
 		if err != nil {
 			return out, err
 		}
@@ -69,7 +74,7 @@ func (s *snapshot) deciders(ctx context.Context, ms []Matter, ask RecipeAsk) (De
 		out.Quorum = max(out.Quorum, r.Quorum)
 		actions = append(actions, Describe(m))
 		if n := Distinct(r.EscalateTo); n < r.Quorum {
-			out.Gap = s.shortfall(m, f, r, n)
+			out.Gap = s.shortfall(m, f, r, n, rt)
 			return out, nil
 		}
 		asked, allowed = keep(asked, r.Eligible, i == 0), keep(allowed, r.EscalateTo, i == 0)
@@ -181,9 +186,10 @@ func (s *snapshot) unjudgeable(m Matter) *Gap {
 const maxKeptOut = 10
 
 // shortfall is the Gap of a matter policy alone lets only n of the
-// route's quorum decide: who is kept out and why, and the rows that would
-// let enough people decide.
-func (s *snapshot) shortfall(m Matter, f floorRow, r Route, n int) *Gap {
+// route's quorum decide: who is kept out and why (of those rt finds
+// holding a role that may decide it), and the rows that would let enough
+// people decide.
+func (s *snapshot) shortfall(m Matter, f floorRow, r Route, n int, rt routing) *Gap {
 	g := &Gap{}
 	var b strings.Builder
 	fmt.Fprintf(&b, "policy lets %d distinct people decide %s in %s; %d must", n, Describe(m), m.Domain, r.Quorum)
@@ -193,7 +199,7 @@ func (s *snapshot) shortfall(m Matter, f floorRow, r Route, n int) *Gap {
 	m.Action = f.action
 	var why []string
 	t := s.now()
-	for _, p := range s.pol.people[m.Domain] {
+	for _, p := range rt.holding(m.Domain, f) {
 		reach := s.reach(p, m.Domain, t)
 		holds := slices.ContainsFunc(s.pol.rules, func(ru rule) bool {
 			_, ok := reach[ru.role]
@@ -202,7 +208,7 @@ func (s *snapshot) shortfall(m Matter, f floorRow, r Route, n int) *Gap {
 		if !holds || slices.ContainsFunc(r.EscalateTo, func(d Decision) bool { return d.Actor == p }) {
 			continue
 		}
-		why = append(why, s.whyNot(p, m, f))
+		why = append(why, s.whyNot(p, m, f).in(m))
 	}
 	if len(why) > maxKeptOut {
 		// A reason must not grow with the policy: it is sent in a refusal

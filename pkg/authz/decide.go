@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -106,24 +107,38 @@ func (a *Authorizer) Authorize(ctx context.Context, req Request) (Decision, erro
 }
 
 func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error) {
-	d := Decision{Actor: req.Actor, PolicyVersion: s.version}
+	d, f, done, err := s.admit(ctx, req)
+	if done {
+		return d, err
+	}
+	req.Matter.Action = f.action // the row it falls under: itself or a pattern
+	d, why, err := s.judge(req, f)
+	d.Reason = why.in(req.Matter)
+	return d, err
+}
+
+// admit checks req and finds the floor its matter falls under; done when
+// d is the answer already: a malformed request (with its error, ctx's
+// included) or a refusal policy words without judging anyone.
+func (s *snapshot) admit(ctx context.Context, req Request) (d Decision, f floorRow, done bool, err error) {
+	d = Decision{Actor: req.Actor, PolicyVersion: s.version}
 	if err := ctx.Err(); err != nil {
 		d.Reason = "not evaluated: " + err.Error()
-		return d, fmt.Errorf("authz: %w", err)
+		return d, f, true, fmt.Errorf("authz: %w", err)
 	}
 	if err := checkPrincipal("actor", req.Actor); err != nil {
 		d.Reason = unjudged(err)
-		return d, err
+		return d, f, true, err
 	}
 	for _, g := range req.Groups {
 		if g == "" || isRole(g) || isGroup(g) {
 			d.Reason = fmt.Sprintf("cannot be judged: group %q", g)
-			return d, fmt.Errorf("authz: %w: group %q of %s is empty or prefixed", ErrInvalidRequest, g, req.Actor)
+			return d, f, true, fmt.Errorf("authz: %w: group %q of %s is empty or prefixed", ErrInvalidRequest, g, req.Actor)
 		}
 	}
 	if req.Ask.Quorum < 0 {
 		d.Reason = "negative quorum"
-		return d, fmt.Errorf("authz: %w: negative quorum", ErrInvalidRequest)
+		return d, f, true, fmt.Errorf("authz: %w: negative quorum", ErrInvalidRequest)
 	}
 	f, refusal, err := s.checkMatter(req.Matter)
 	if err != nil || refusal != "" {
@@ -131,26 +146,35 @@ func (s *snapshot) authorize(ctx context.Context, req Request) (Decision, error)
 		if err != nil {
 			d.Reason = unjudged(err)
 		}
-		return d, err
+		return d, f, true, err
 	}
-	req.Matter.Action = f.action // the row it falls under: itself or a pattern
-	d, err = s.enforce(req.Actor, req.Matter, f)
+	return d, f, false, nil
+}
+
+// judge is the answer to a request admit let through, whose matter's
+// action is f's row: the Decision, with its Reason left as a reason for
+// the matter to word (so an answer can be kept for an amount band). Only
+// casbin's allow allows (enforceWhy, enforceGroups); the recipe's ask
+// can only narrow it (admits).
+func (s *snapshot) judge(req Request, f floorRow) (Decision, reason, error) {
+	d, why, err := s.enforceWhy(req.Actor, req.Matter, f)
 	if err != nil {
-		return d, err
+		return d, why, err
 	}
 	if !d.Allowed && len(req.Groups) > 0 {
-		if d, err = s.enforceGroups(req.Actor, req.Groups, req.Matter, f, d); err != nil {
-			return d, err
+		if d, why, err = s.enforceGroups(req.Actor, req.Groups, req.Matter, f, d, why); err != nil {
+			return d, why, err
 		}
 	}
 	d.Quorum = max(f.quorum, req.Ask.Quorum, 1)
 	if !d.Allowed {
-		return d, nil
+		return d, why, nil
 	}
-	if ok, why := s.admits(req.Actor, req.Matter, req.Ask, req.Groups...); !ok {
-		d.Allowed, d.Role, d.Via, d.Reason = false, "", "", why
+	if ok, w := s.admits(req.Actor, req.Matter, req.Ask, req.Groups...); !ok {
+		d.Allowed, d.Role, d.Via = false, "", ""
+		why = said(w)
 	}
-	return d, nil
+	return d, why, nil
 }
 
 // unjudged is a request's error as a Reason: what was wrong, said once,
@@ -222,6 +246,13 @@ func (s *snapshot) checkMatter(m Matter) (f floorRow, refusal string, err error)
 
 // enforce asks casbin. Only casbin's answer allows; the rest explains it.
 func (s *snapshot) enforce(actor string, m Matter, f floorRow) (Decision, error) {
+	d, why, err := s.enforceWhy(actor, m, f)
+	d.Reason = why.in(m)
+	return d, err
+}
+
+// enforceWhy is enforce with the Reason left as a reason.
+func (s *snapshot) enforceWhy(actor string, m Matter, f floorRow) (Decision, reason, error) {
 	d := Decision{Actor: actor, PolicyVersion: s.version}
 	amt := amountArg{}
 	if m.Amount != nil {
@@ -229,24 +260,62 @@ func (s *snapshot) enforce(actor string, m Matter, f floorRow) (Decision, error)
 	}
 	ok, explain, err := s.enf.EnforceEx(actor, m.Domain, m.Action, amt, m.Requester, m.AgentOwner)
 	if err != nil {
-		d.Reason = "policy evaluation failed"
-		return d, fmt.Errorf("authz: %w: %w", ErrEnforce, err)
+		return d, said("policy evaluation failed"), fmt.Errorf("authz: %w: %w", ErrEnforce, err)
 	}
 	if !ok {
-		d.Reason = s.whyNot(actor, m, f)
-		return d, nil
+		return d, s.whyNot(actor, m, f), nil
 	}
 	if len(explain) != 4 || explain[1] != m.Domain || explain[2] != m.Action {
-		d.Reason = "policy evaluation failed"
-		return d, fmt.Errorf("authz: %w: allowed by no readable rule (%q)", ErrEnforce, explain)
+		return d, said("policy evaluation failed"), fmt.Errorf("authz: %w: allowed by no readable rule (%q)", ErrEnforce, explain)
 	}
-	s.explainAllow(&d, actor, "", explain, m, f)
-	return d, nil
+	return d, s.explainAllow(&d, actor, "", explain, m, f), nil
+}
+
+// reason is a Decision's Reason with the matter's amount left as a
+// slot: an answer kept for an amount band (answers.go) is worded for
+// each amount it serves exactly as it would have been for that amount.
+// A reason is not changed once built (answers share them).
+type reason []reasonPart
+
+type reasonPart struct {
+	text   string
+	amount bool // the matter's amount and currency: "485000 INR"
+}
+
+func said(text string) reason { return reason{{text: text}} }
+
+func (r reason) then(text string) reason {
+	if text == "" {
+		return r
+	}
+	return append(r, reasonPart{text: text})
+}
+
+func (r reason) amount() reason { return append(r, reasonPart{amount: true}) }
+
+// in words r for m.
+func (r reason) in(m Matter) string {
+	if len(r) == 1 && !r[0].amount {
+		return r[0].text
+	}
+	var b strings.Builder
+	for _, p := range r {
+		switch {
+		case !p.amount:
+			b.WriteString(p.text)
+		case m.Amount != nil:
+			b.WriteString(strconv.FormatInt(*m.Amount, 10))
+			b.WriteByte(' ')
+			b.WriteString(m.Currency)
+		}
+	}
+	return b.String()
 }
 
 // explainAllow fills d for a casbin allow of subject (the actor, or one of
-// the actor's groups, then named in group) by the rule explain.
-func (s *snapshot) explainAllow(d *Decision, subject, group string, explain []string, m Matter, f floorRow) {
+// the actor's groups, then named in group) by the rule explain, and says
+// why.
+func (s *snapshot) explainAllow(d *Decision, subject, group string, explain []string, m Matter, f floorRow) reason {
 	d.Allowed = true
 	d.Role = strings.TrimPrefix(explain[0], RolePrefix)
 	var b strings.Builder
@@ -264,32 +333,36 @@ func (s *snapshot) explainAllow(d *Decision, subject, group string, explain []st
 			fmt.Fprintf(&b, " by delegation from %s (%s)", d.Via, strings.Join(path, " → "))
 		}
 	}
+	var why reason
 	if m.Amount != nil {
 		if explain[3] == limitUnlimited {
-			fmt.Fprintf(&b, "; no limit for %d %s", *m.Amount, m.Currency)
+			b.WriteString("; no limit for ")
 		} else {
-			fmt.Fprintf(&b, "; limit %s ≥ %d %s", explain[3], *m.Amount, m.Currency)
+			fmt.Fprintf(&b, "; limit %s ≥ ", explain[3])
 		}
+		why = why.then(b.String()).amount()
+		b.Reset()
 	}
 	if len(f.separate) > 0 {
 		fmt.Fprintf(&b, "; not %s, nor acting for them", strings.Join(partyNames(f.separate), " or "))
 	}
-	d.Reason = b.String()
+	return why.then(b.String())
 }
 
 // enforceGroups asks casbin for each of actor's groups in turn, after
-// casbin denied actor by name (denied is that answer). A group's rule
-// allows only when actor is none of the parties the floor separates, nor
-// acts for one by delegation: casbin judges separation on its subject,
-// and here the subject is the group, so it is judged on actor first.
-func (s *snapshot) enforceGroups(actor string, groups []string, m Matter, f floorRow, denied Decision) (Decision, error) {
+// casbin denied actor by name (denied is that answer, why its reason). A
+// group's rule allows only when actor is none of the parties the floor
+// separates, nor acts for one by delegation: casbin judges separation on
+// its subject, and here the subject is the group, so it is judged on
+// actor first.
+func (s *snapshot) enforceGroups(actor string, groups []string, m Matter, f floorRow, denied Decision, why reason) (Decision, reason, error) {
 	for _, party := range f.separate {
 		who := m.Requester
 		if party == SepAgentOwner {
 			who = m.AgentOwner
 		}
 		if s.holds(actor, who, m.Domain) {
-			return denied, nil // whyNot already says why: separation of duties
+			return denied, why, nil // whyNot already says why: separation of duties
 		}
 	}
 	amt := amountArg{}
@@ -300,35 +373,31 @@ func (s *snapshot) enforceGroups(actor string, groups []string, m Matter, f floo
 		sub := GroupPrefix + g
 		ok, explain, err := s.enf.EnforceEx(sub, m.Domain, m.Action, amt, m.Requester, m.AgentOwner)
 		if err != nil {
-			denied.Reason = "policy evaluation failed"
-			return denied, fmt.Errorf("authz: %w: %w", ErrEnforce, err)
+			return denied, said("policy evaluation failed"), fmt.Errorf("authz: %w: %w", ErrEnforce, err)
 		}
 		if !ok {
 			continue
 		}
 		if len(explain) != 4 || explain[1] != m.Domain || explain[2] != m.Action {
-			denied.Reason = "policy evaluation failed"
-			return denied, fmt.Errorf("authz: %w: allowed by no readable rule (%q)", ErrEnforce, explain)
+			return denied, said("policy evaluation failed"), fmt.Errorf("authz: %w: allowed by no readable rule (%q)", ErrEnforce, explain)
 		}
 		d := Decision{Actor: actor, PolicyVersion: s.version}
-		s.explainAllow(&d, sub, g, explain, m, f)
-		return d, nil
+		return d, s.explainAllow(&d, sub, g, explain, m, f), nil
 	}
-	var more []string
+	more := false
 	for _, g := range groups {
 		// Words only, as whyNot: why each group that holds a role here
-		// still does not reach this matter (a limit, mostly).
-		if r := s.whyNot(GroupPrefix+g, m, f); !strings.Contains(r, " holds no role in ") {
-			more = append(more, "through the identity provider's group "+g+": "+r)
+		// still does not reach this matter (a limit, mostly). Whether it
+		// holds none is in words no amount changes.
+		if r := s.whyNot(GroupPrefix+g, m, f); !strings.Contains(r.in(m), " holds no role in ") {
+			why = append(why.then("; through the identity provider's group "+g+": "), r...)
+			more = true
 		}
 	}
-	switch {
-	case len(more) > 0:
-		denied.Reason += "; " + strings.Join(more, "; ")
-	case s.pol.groupsIn(m.Domain):
-		denied.Reason += fmt.Sprintf("; nor do %s's groups at the identity provider (%s)", actor, strings.Join(groups, ", "))
+	if !more && s.pol.groupsIn(m.Domain) {
+		why = why.then(fmt.Sprintf("; nor do %s's groups at the identity provider (%s)", actor, strings.Join(groups, ", ")))
 	}
-	return denied, nil
+	return denied, why, nil
 }
 
 func partyNames(parties []string) []string {
@@ -341,7 +410,7 @@ func partyNames(parties []string) []string {
 
 // whyNot explains a denial. It reads the parsed rows, not casbin, so it
 // only words the reason; it never decides.
-func (s *snapshot) whyNot(actor string, m Matter, f floorRow) string {
+func (s *snapshot) whyNot(actor string, m Matter, f floorRow) reason {
 	t := s.now()
 	reach := s.reach(actor, m.Domain, t)
 	for _, party := range f.separate {
@@ -351,10 +420,10 @@ func (s *snapshot) whyNot(actor string, m Matter, f floorRow) string {
 		}
 		label := partyNames([]string{party})[0]
 		if actor == who {
-			return fmt.Sprintf("separation of duties: %s is %s", actor, label)
+			return said(fmt.Sprintf("separation of duties: %s is %s", actor, label))
 		}
 		if _, ok := reach[who]; ok {
-			return fmt.Sprintf("separation of duties: %s acts for %s %s by delegation (%s)", actor, label, who, strings.Join(s.path(actor, who, m.Domain, t), " → "))
+			return said(fmt.Sprintf("separation of duties: %s acts for %s %s by delegation (%s)", actor, label, who, strings.Join(s.path(actor, who, m.Domain, t), " → ")))
 		}
 	}
 	var may, held []string
@@ -374,12 +443,12 @@ func (s *snapshot) whyNot(actor string, m Matter, f floorRow) string {
 	}
 	slices.Sort(may)
 	if len(held) == 0 {
-		return fmt.Sprintf("%s holds no role in %s that may decide %s (roles that may: %s)", actor, m.Domain, m.Action, strings.Join(may, ", "))
+		return said(fmt.Sprintf("%s holds no role in %s that may decide %s (roles that may: %s)", actor, m.Domain, m.Action, strings.Join(may, ", ")))
 	}
 	if m.Amount != nil {
-		return fmt.Sprintf("amount %d %s is over what %s may approve (%s)", *m.Amount, m.Currency, actor, strings.Join(held, "; "))
+		return said("amount ").amount().then(fmt.Sprintf(" is over what %s may approve (%s)", actor, strings.Join(held, "; ")))
 	}
-	return fmt.Sprintf("denied by policy for %s in %s", m.Action, m.Domain)
+	return said(fmt.Sprintf("denied by policy for %s in %s", m.Action, m.Domain))
 }
 
 // reach walks the links in force at t from name within domain, breadth
@@ -425,6 +494,9 @@ func (s *snapshot) path(name, target, domain string, t time.Time) []string {
 func (s *snapshot) holds(name, target, domain string) bool {
 	if name == target {
 		return true
+	}
+	if !s.pol.mayReach(name, target, domain) {
+		return false // no chain of links at all, whatever their windows
 	}
 	lk := s.enf.GetLock() // the role manager is not locked by the enforcer (trap 4)
 	lk.RLock()
@@ -516,27 +588,99 @@ func (a *Authorizer) Route(ctx context.Context, m Matter, ask RecipeAsk) (Route,
 	return r, err
 }
 
+// RouteAsked is Route for callers that need whom the ask reaches and
+// whether it escalates, not everyone policy alone allows: EscalateTo may
+// be left out (nil) unless the ask escalates (then its Reason names
+// them, as Route's does); every other field is Route's. Its cost follows the people the recipe names —
+// the requester and their delegates for `ask me`, a role's holders —
+// where Route's follows everyone who holds a role that may decide.
+func (a *Authorizer) RouteAsked(ctx context.Context, m Matter, ask RecipeAsk) (Route, error) {
+	s := a.cur.Load()
+	r, err := s.routeAsked(ctx, m, ask)
+	if err != nil {
+		r.Eligible, r.Escalate = nil, true
+		if r.Reason == "" {
+			r.Reason = unjudged(err)
+		}
+	}
+	return r, err
+}
+
 func (s *snapshot) route(ctx context.Context, m Matter, ask RecipeAsk) (Route, error) {
-	r := Route{PolicyVersion: s.version, Quorum: max(ask.Quorum, 1)}
+	return s.routeBy(ctx, m, ask, s.routing())
+}
+
+// routing is how a route weighs people: among whom, in name order, and
+// judged how. The index's way (index.go): only the people who could hold
+// a role that may decide the matter (a superset of whom policy allows),
+// each judged by the default matcher (matches). Every person of the
+// domain, each enforced by casbin (everyone): the way it was before the
+// index, kept for a model whose matcher is not the default one (which
+// the index cannot read) and as the tests' oracle.
+type routing struct {
+	s        *snapshot
+	everyone bool
+}
+
+func (s *snapshot) routing() routing { return routing{s: s, everyone: !s.plain} }
+
+// among is whom a route weighs for m under f.
+func (rt routing) among(m Matter, f floorRow) []string {
+	if rt.everyone {
+		return rt.s.pol.people[m.Domain]
+	}
+	return rt.s.pol.covering(m, f)
+}
+
+// holding is whom a shortfall weighs: who holds a role of f's rules.
+func (rt routing) holding(domain string, f floorRow) []string {
+	if rt.everyone {
+		return rt.s.pol.people[domain]
+	}
+	return rt.s.pol.holding(domain, f)
+}
+
+// judge is policy's answer for one person. Routing reads only an allow
+// (its Decision and Reason); a denial's Reason may be empty.
+func (rt routing) judge(actor string, m Matter, f floorRow) (Decision, error) {
+	if rt.everyone {
+		return rt.s.enforce(actor, m, f)
+	}
+	return rt.s.matches(actor, m, f)
+}
+
+// routeStart checks m and ask and begins their route; done when r is the
+// answer already (a refusal) or err is set.
+func (s *snapshot) routeStart(m Matter, ask RecipeAsk) (r Route, f floorRow, done bool, err error) {
+	r = Route{PolicyVersion: s.version, Quorum: max(ask.Quorum, 1)}
 	if ask.Quorum < 0 {
-		return r, fmt.Errorf("authz: %w: negative quorum", ErrInvalidRequest)
+		return r, f, true, fmt.Errorf("authz: %w: negative quorum", ErrInvalidRequest)
 	}
 	f, refusal, err := s.checkMatter(m)
 	if err != nil {
-		return r, err
+		return r, f, true, err
 	}
 	if refusal != "" {
 		r.Escalate, r.Reason = true, refusal
-		return r, nil
+		return r, f, true, nil
+	}
+	r.Floor, _ = s.floor(m.Domain, f.action)
+	r.Quorum = max(f.quorum, ask.Quorum, 1)
+	return r, f, false, nil
+}
+
+// routeBy is route weighing people as rt does.
+func (s *snapshot) routeBy(ctx context.Context, m Matter, ask RecipeAsk, rt routing) (Route, error) {
+	r, f, done, err := s.routeStart(m, ask)
+	if done {
+		return r, err
 	}
 	m.Action = f.action // the row it falls under: itself or a pattern
-	r.Floor, _ = s.floor(m.Domain, m.Action)
-	r.Quorum = max(f.quorum, ask.Quorum, 1)
-	for _, p := range s.pol.people[m.Domain] {
+	for _, p := range rt.among(m, f) {
 		if err := ctx.Err(); err != nil {
 			return r, fmt.Errorf("authz: %w", err)
 		}
-		d, err := s.enforce(p, m, f)
+		d, err := rt.judge(p, m, f)
 		if err != nil {
 			return r, err
 		}
@@ -571,6 +715,41 @@ func (s *snapshot) route(ctx context.Context, m Matter, ask RecipeAsk) (Route, e
 	}
 	r.Reason = b.String()
 	return r, nil
+}
+
+// routeAsked is RouteAsked: Eligible found among the people the ask
+// could admit (policy.asked, a superset of whom it admits); when they
+// are too few, or the ask narrows nothing, the whole route.
+func (s *snapshot) routeAsked(ctx context.Context, m Matter, ask RecipeAsk) (Route, error) {
+	if !s.plain {
+		return s.route(ctx, m, ask)
+	}
+	r, f, done, err := s.routeStart(m, ask)
+	if done {
+		return r, err
+	}
+	whole := m
+	m.Action = f.action
+	names, all := s.pol.asked(m, f, ask)
+	if all {
+		return s.route(ctx, whole, ask)
+	}
+	for _, p := range names {
+		if err := ctx.Err(); err != nil {
+			return r, fmt.Errorf("authz: %w", err)
+		}
+		d, err := s.matches(p, m, f)
+		if err != nil {
+			return r, err
+		}
+		if ok, _ := s.admits(p, m, ask); d.Allowed && ok {
+			r.Eligible = append(r.Eligible, d)
+		}
+	}
+	if Distinct(r.Eligible) >= r.Quorum {
+		return r, nil
+	}
+	return s.route(ctx, whole, ask)
 }
 
 // Distinct counts the distinct authorities among approvals: an actor and

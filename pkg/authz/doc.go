@@ -38,4 +38,28 @@
 //     policy.go). Deciders (decidable.go) says, before anyone is asked,
 //     whether anyone could decide an ask's matters, and if not why and
 //     the rows to add.
+//   - Routing is an index over that one authority, and costs what the
+//     holders of the deciding roles cost, not what the domain's people
+//     do (index.go). When a policy loads, its rows are read backwards
+//     (role → holders, person → delegates, every window, any depth: a
+//     superset of whom casbin can ever allow); Route, RouteAsked and
+//     Deciders weigh only the holders of the roles whose rules may
+//     decide the matter within its amount, each judged by the default
+//     matcher evaluated by hand with casbin's own role manager as g, its
+//     rows in casbin's order (matches). They agree with casbin's enforce
+//     by construction and by test: TestRouteIndexProperty and
+//     FuzzRouteIndex compare them, on random policies, with the old
+//     evaluation of every person by casbin (routing.everyone), which a
+//     model whose matcher or effect is not the default one still gets.
+//     Routing informs (who is asked, whether an ask escalates); only
+//     Authorize decides.
+//   - AuthorizeCached (answers.go) is Authorize's answer, Reason and
+//     all, kept per loaded policy — a reload starts with none — under a
+//     key of everything it depends on: person and groups, domain and
+//     row, amount band between the rules' limits, epoch between window
+//     sides (a delegation that ends is seen the instant it ends), the
+//     requester and agent owner when the person is, or could act for,
+//     one of them, and the recipe's ask. TestAnswersMatchAuthorize and
+//     FuzzAnswers compare it with Authorize. It serves views that ask
+//     about many asks at once (the inbox); a decision is judged afresh.
 package authz

@@ -46,7 +46,8 @@ var ErrPolicy = errors.New("invalid policy")
 type rule struct {
 	role, domain, action string
 	kind                 limitKind
-	limit                int64 // when kind == limitAmount
+	limit                int64  // when kind == limitAmount
+	raw                  string // the limit as written: what casbin's explain names
 }
 
 type limitKind int
@@ -87,6 +88,7 @@ type policy struct {
 	roles  map[string]map[string]bool   // domain → role names (with prefix) defined there
 	people map[string][]string          // domain → every principal named in its g rows, sorted
 	out    map[string]map[string][]link // domain → member → its links
+	idx    index                        // who could ever hold what (index.go)
 }
 
 func isRole(name string) bool { return strings.HasPrefix(name, RolePrefix) }
@@ -157,7 +159,7 @@ func (p *policy) addRow(rec []string) error {
 	}
 	switch rec[0] {
 	case "p":
-		ru := rule{role: rec[1], domain: rec[2], action: rec[3]}
+		ru := rule{role: rec[1], domain: rec[2], action: rec[3], raw: rec[4]}
 		if !isRole(ru.role) || len(ru.role) == len(RolePrefix) {
 			return fmt.Errorf("permissions are granted to roles only: %q does not start with %q", ru.role, RolePrefix)
 		}
@@ -237,8 +239,10 @@ func (p *policy) addRow(rec []string) error {
 		for _, n := range []string{l.member, l.target} {
 			if isRole(n) {
 				p.defineRole(l.domain, n)
-			} else if !isGroup(n) && !slices.Contains(p.people[l.domain], n) {
+			} else if !isGroup(n) {
 				// A group is nobody in particular: routing lists people.
+				// Repeats are dropped once all rows are read (check): a
+				// search here would make loading quadratic in the people.
 				p.people[l.domain] = append(p.people[l.domain], n)
 			}
 		}
@@ -272,6 +276,7 @@ func (p *policy) check() error {
 	p.inherit()
 	for d := range p.people {
 		slices.Sort(p.people[d])
+		p.people[d] = slices.Compact(p.people[d])
 	}
 	p.out = map[string]map[string][]link{}
 	for _, l := range p.links {
@@ -280,6 +285,7 @@ func (p *policy) check() error {
 		}
 		p.out[l.domain][l.member] = append(p.out[l.domain][l.member], l)
 	}
+	p.idx = buildIndex(p)
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/casbin/casbin/v2/model"
 	"github.com/casbin/casbin/v2/persist"
 	"github.com/casbin/casbin/v2/rbac"
+
+	"github.com/tollgate-dev/tollgate/internal/lru"
 )
 
 // snapshot is one loaded policy: an enforcer fully configured before it is
@@ -24,6 +26,14 @@ type snapshot struct {
 	pol     *policy
 	now     func() time.Time
 	crm     rbac.ConditionalRoleManager // g's role manager, for recipe names
+	// plain: the model's matcher and effect are the default model's, so
+	// routing may find who may decide through the index and judge them
+	// by that matcher (matches, index.go); with any other model it asks
+	// casbin about every person, as the model may read anything.
+	plain bool
+	// answers are this policy's Authorize answers kept for the inbox
+	// (answers.go): a new policy is a new snapshot, with none.
+	answers *lru.Cache[answerKey, answer]
 }
 
 // amountArg is the request's amount as the matcher sees it: an opaque Go
@@ -65,7 +75,8 @@ func newSnapshot(modelText []byte, pol *policy, now func() time.Time) (*snapshot
 		return nil, fmt.Errorf("%w: casbin: %w", ErrPolicy, err)
 	}
 	enf.EnableLog(false)
-	s := &snapshot{enf: enf, pol: pol, now: now, version: policyVersion(modelText, pol.rows)}
+	s := &snapshot{enf: enf, pol: pol, now: now, version: policyVersion(modelText, pol.rows),
+		plain: sameMatcher(md), answers: newAnswerCache()}
 
 	// Nobody else can reach enf yet; the lock is held anyway, as casbin
 	// requires for registration, and the unsynced methods are called inside
@@ -187,6 +198,30 @@ func (s *snapshot) separate(args ...any) (any, error) {
 		return true, nil
 	}
 	return slices.Contains(f.separate, party), nil
+}
+
+// sameMatcher reports whether md's matcher and effect are the default
+// model's, as casbin reads them.
+func sameMatcher(md model.Model) bool {
+	def, err := model.NewModelFromString(defaultModel)
+	if err != nil {
+		return false
+	}
+	value := func(md model.Model, sec, key string) (string, bool) {
+		a, ok := md[sec][key]
+		if !ok {
+			return "", false
+		}
+		return a.Value, true
+	}
+	for _, k := range [][2]string{{"m", "m"}, {"e", "e"}} {
+		got, ok1 := value(md, k[0], k[1])
+		want, ok2 := value(def, k[0], k[1])
+		if !ok1 || !ok2 || got != want {
+			return false
+		}
+	}
+	return len(md["m"]) == 1 && len(md["e"]) == 1
 }
 
 func checkModelShape(md model.Model) error {

@@ -29,23 +29,34 @@ type Verdict struct {
 // Authorize is decision-time authority (I9): whether who may make a
 // decision of kind on ask a of run now, why in words and the policy
 // version it was judged by. Every decision kind is judged here; a policy
-// error denies.
+// error denies. Policy judges it afresh (authz.Authorize).
 func (d *Desk) Authorize(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, kind Kind) (Verdict, error) {
+	return d.authorize(ctx, who, run, a, kind, false)
+}
+
+// authorize is Authorize; kept lets policy answer from the answers it
+// keeps (Policy.AuthorizeCached: the same answer, without evaluating it
+// again), for the views MayDecide serves.
+func (d *Desk) authorize(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, kind Kind, kept bool) (Verdict, error) {
 	switch needFor(kind, a.Type) {
 	case needRequesterOrPolicy:
 		if who == run.Requester {
 			return Verdict{OK: true, Why: "you started the run, so you may say what happened"}, nil
 		}
-		return d.policyOver(ctx, who, run, a)
+		return d.policyOver(ctx, who, run, a, kept)
 	case needPolicy:
-		return d.policyOver(ctx, who, run, a)
+		return d.policyOver(ctx, who, run, a, kept)
 	}
 	return Verdict{Why: fmt.Sprintf("a %s decision does not apply to a %s ask", strings.ReplaceAll(string(kind), "_", " "), a.Type)}, nil
 }
 
 // MayDecide is whether who may make the ask's principal decision now:
 // what the inbox and GetAsk show, and what makes an open ask's run
-// visible to who.
+// visible to who. An inbox page asks it of every row, so policy may
+// answer from the answers it keeps for its version (per person, action,
+// amount band, separation relation, ask and delegation epoch: the same
+// answer as Authorize at that moment); the decision itself is judged
+// afresh (Authorize).
 func (d *Desk) MayDecide(ctx context.Context, who string, run *engine.Run, a *engine.AskRun) (Verdict, error) {
 	kind := Approve
 	switch a.Type {
@@ -54,13 +65,13 @@ func (d *Desk) MayDecide(ctx context.Context, who string, run *engine.Run, a *en
 	case plan.StopText:
 		kind = TextAnswer
 	}
-	return d.Authorize(ctx, who, run, a, kind)
+	return d.authorize(ctx, who, run, a, kind, true)
 }
 
 // policyOver checks who against policy for every action a governs, within
 // whom the ask asks; an ask governing nothing (or no policy loaded) by
 // its audience alone.
-func (d *Desk) policyOver(ctx context.Context, who string, run *engine.Run, a *engine.AskRun) (Verdict, error) {
+func (d *Desk) policyOver(ctx context.Context, who string, run *engine.Run, a *engine.AskRun, kept bool) (Verdict, error) {
 	me := a.Audience == "" || a.Audience == plan.AudienceRequester
 	if len(a.Payload) == 0 || d.cfg.Policy == nil {
 		switch {
@@ -84,7 +95,7 @@ func (d *Desk) policyOver(ctx context.Context, who string, run *engine.Run, a *e
 			return Verdict{Why: fmt.Sprintf("separation of duties: %s opened this gate, and a gate from code is decided by someone else", who)}, nil
 		}
 	}
-	return d.judge(ctx, who, d.matters(run, a), recipeAsk(a), self)
+	return d.judge(ctx, who, d.matters(run, a), recipeAsk(a), self, kept)
 }
 
 // recipeAsk is whom the recipe (or the gate's requester) asked.
@@ -97,15 +108,20 @@ func recipeAsk(a *engine.AskRun) authz.RecipeAsk {
 // refusal or unreadable matter denies.
 //
 // self, when set, is a gate's requester: authority that comes through a
-// delegation from her does not count.
-func (d *Desk) judge(ctx context.Context, who string, matters []matterOrErr, ask authz.RecipeAsk, self string) (Verdict, error) {
+// delegation from her does not count. kept: policy may answer from the
+// answers it keeps (AuthorizeCached).
+func (d *Desk) judge(ctx context.Context, who string, matters []matterOrErr, ask authz.RecipeAsk, self string, kept bool) (Verdict, error) {
+	authorize := d.cfg.Policy.Authorize
+	if kept {
+		authorize = d.cfg.Policy.AuthorizeCached
+	}
 	var whys []string
 	policy, delegated, quorum := "", false, 0
 	for _, m := range matters {
 		if m.err != nil {
 			return Verdict{Why: m.err.Error()}, nil
 		}
-		dec, err := d.cfg.Policy.Authorize(ctx, authz.Request{Actor: who, Groups: callerGroups(ctx, who), Matter: m.Matter, Ask: ask})
+		dec, err := authorize(ctx, authz.Request{Actor: who, Groups: callerGroups(ctx, who), Matter: m.Matter, Ask: ask})
 		if err != nil {
 			// Why says it once, for the caller; err is for errors.Is.
 			return Verdict{Why: m.Action + " " + dec.Reason}, fmt.Errorf("authorize %s on %s: %w", who, m.Action, err)

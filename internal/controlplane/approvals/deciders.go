@@ -11,14 +11,15 @@ import (
 )
 
 // decidersTTL is how long a Deciders answer is reused for the same
-// matters and ask under the same policy version. Deciders reads every
-// person in the domain, and it is asked when a run starts (CheckStart)
-// and again as its ask opens (Undecidable): once per run, not once per
-// person per run, keeps a start's cost from growing with the policy. The
-// TTL bounds how late a delegation window that opened or closed (time,
-// not a new policy version) is seen by these checks. They only refuse an
-// ask nobody could decide; authority itself is judged afresh at decision
-// time (Authorize), never from this cache.
+// matters and ask under the same policy version. Deciders weighs every
+// holder of a role that may decide the matters (for an action every
+// member may decide, every member), and it is asked when a run starts
+// (CheckStart) and again as its ask opens (Undecidable): once per run,
+// not once per holder per run, keeps a start's cost from growing with
+// the policy. The TTL bounds how late a delegation window that opened
+// or closed (time, not a new policy version) is seen by these checks.
+// They only refuse an ask nobody could decide; authority itself is
+// judged afresh at decision time (Authorize), never from this cache.
 const decidersTTL = 5 * time.Second
 
 // decidersCacheSize bounds the answers kept (distinct matters and asks).

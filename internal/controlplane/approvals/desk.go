@@ -20,10 +20,18 @@ import (
 type Policy interface {
 	// Authorize decides one actor on one matter now; an error denies.
 	Authorize(ctx context.Context, req authz.Request) (authz.Decision, error)
+	// AuthorizeCached is Authorize's answer, from the answers policy
+	// keeps per version (the same answer at that moment): what the
+	// inbox and visibility ask of many asks at once (MayDecide).
+	AuthorizeCached(ctx context.Context, req authz.Request) (authz.Decision, error)
 	// Route is who may decide a matter as the recipe asked, and whether
 	// too few may (then the ask escalates; it is never approved by
 	// default).
 	Route(ctx context.Context, m authz.Matter, ask authz.RecipeAsk) (authz.Route, error)
+	// RouteAsked is Route without EscalateTo unless the ask escalates:
+	// at a cost that follows whom the ask asks (routing an ask as it
+	// opens, its requirement).
+	RouteAsked(ctx context.Context, m authz.Matter, ask authz.RecipeAsk) (authz.Route, error)
 	// Holds and RolesOf answer for asks that govern no action; groups
 	// are the actor's groups at the identity provider (callerGroups).
 	Holds(actor, role, domain string, groups ...string) bool

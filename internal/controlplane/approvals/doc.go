@@ -22,7 +22,12 @@
 //     policy's quorum is the floor (QuorumFloor, Verdict.Quorum), and
 //     RecheckVotes withdraws votes whose authority lapsed (quorum.go). A
 //     gate is decided under the action policy fixes for it; a requester's
-//     added action raises the bar (RouteGate, routing.go).
+//     added action raises the bar (RouteGate, routing.go). What the inbox
+//     and visibility ask of many asks at once (MayDecide) policy may
+//     answer from the answers it keeps per version (authz.AuthorizeCached:
+//     the same answer at that moment, a reload or a window's end seen at
+//     once); a decision, a re-checked vote, a standing approval's granter
+//     and a start without asking are judged afresh (Authorize).
 //   - I9 for agents: who may call a tool through the MCP gateway is
 //     policy's action call.SERVER.TOOL (MayCall, calls.go); a call only
 //     asks, and its gate is decided like any other. One test of "holds a
@@ -35,7 +40,9 @@
 //     approval is pinned to the payload its scope matched (applyStanding).
 //   - I5: an ask policy leaves nobody eligible for escalates when it opens,
 //     to the recipe's role or the configured one, and is never approved by
-//     default (unroutable, routing.go; Opened, notices.go). An ask nobody
+//     default (unroutable, routing.go; Opened, notices.go); routing an
+//     ask as it opens costs what those it asks cost (authz.RouteAsked),
+//     not what the domain's people do. An ask nobody
 //     could decide, escalation included, is never parked (decidable.go):
 //     refused at start (CheckStart, with the reasons and the policy rows
 //     to add), failing its run as it would open when its amount is known

@@ -50,7 +50,7 @@ func (d *Desk) Requirement(ctx context.Context, run *engine.Run, a *engine.AskRu
 		if err != nil {
 			continue
 		}
-		rt, _ := d.cfg.Policy.Route(ctx, m, recipeAsk(a))
+		rt, _ := d.cfg.Policy.RouteAsked(ctx, m, recipeAsk(a))
 		req.Quorum = max(req.Quorum, rt.Quorum)
 		req.PolicyRule = rt.Reason
 		for _, e := range rt.Eligible {
@@ -86,7 +86,10 @@ func (d *Desk) unroutable(ctx context.Context, run *engine.Run, a *engine.AskRun
 		if err != nil {
 			return "", "", false
 		}
-		rt, _ := d.cfg.Policy.Route(ctx, m, recipeAsk(a))
+		// Whom it asks and whether it escalates: RouteAsked costs what
+		// those it asks cost (the requester, for `ask me`), not everyone
+		// policy lets decide. It is asked as each ask opens.
+		rt, _ := d.cfg.Policy.RouteAsked(ctx, m, recipeAsk(a))
 		if !rt.Escalate {
 			continue
 		}

@@ -112,7 +112,7 @@ func (d *Desk) withinAuthority(ctx context.Context, who string, run *engine.Run,
 		}
 	}
 	// Policy alone, with no recipe narrowing: the scope covers later asks.
-	if v, err := d.judge(ctx, who, ms, authz.RecipeAsk{}, ""); err != nil || !v.OK {
+	if v, err := d.judge(ctx, who, ms, authz.RecipeAsk{}, "", false); err != nil || !v.OK {
 		return fmt.Errorf("the scope is wider than your authority: %s: %w", v.Why, errkind.Denied)
 	}
 	return nil
