@@ -170,6 +170,16 @@ type Store interface {
 	Commit(ctx context.Context, c Commit) error
 	// GetRun returns a run or ErrNotFound.
 	GetRun(ctx context.Context, id string) (Run, error)
+	// GetRuns reads several runs at once (a listing's page), in one
+	// round trip to the store however many shards or nodes hold them:
+	// runs[i] is ids[i]'s run, Data included; an id may repeat. A run the
+	// store does not hold is the zero Run at its place (ID ""), not an
+	// error: a page's rows may name runs that are gone since, and the
+	// caller decides what that means. Each run is one a commit wrote, but
+	// the runs are not one snapshot: a commit may land between two of
+	// them. The error is for the call as a whole (ErrUnavailable, a run
+	// that does not decode); none for an empty ids.
+	GetRuns(ctx context.Context, ids []string) ([]Run, error)
 	// RequestedRun is the run a create with RequestKey key made, or ""
 	// when none has committed (a claim whose commit is in flight, or was
 	// abandoned, names no run yet).

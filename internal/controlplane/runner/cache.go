@@ -19,6 +19,14 @@ const (
 	maxEndedRunBytes  = 64 << 20
 )
 
+// maxReadRuns and maxReadRunBytes bound the runs kept decoded for readers
+// of pages (decoded, keepRead): some eighty inbox pages of 50, weighed as
+// above.
+const (
+	maxReadRuns     = 4096
+	maxReadRunBytes = 64 << 20
+)
+
 type cachedRun struct {
 	row  store.Run // without Data: the decoded run is what is kept
 	run  *engine.Run
@@ -82,4 +90,26 @@ func (r *Runner) recent(runID string) (cachedRun, bool) {
 		return c, true
 	}
 	return r.ended.Get(runID)
+}
+
+// decoded is the run a reader may be handed for the stored row sr without
+// decoding it: the one this replica committed, or one it decoded for a
+// reader before, if it is of sr's version. Runs handed out are shared:
+// readers never change them.
+func (r *Runner) decoded(sr store.Run) (cachedRun, bool) {
+	if c, ok := r.recent(sr.ID); ok && c.run.Version == sr.Version {
+		return c, true
+	}
+	if c, ok := r.paged.Get(sr.ID); ok && c.run.Version == sr.Version {
+		return c, true
+	}
+	return cachedRun{}, false
+}
+
+// keepRead keeps a run decoded for a reader, for the next read of its
+// version.
+func (r *Runner) keepRead(sr store.Run, run *engine.Run) {
+	c := cachedRun{row: sr, run: run, size: int64(len(sr.Data))}
+	c.row.Data = nil
+	r.paged.Add(sr.ID, c)
 }

@@ -11,10 +11,11 @@
 //     committed in one write with its ask rows and journal records
 //     (commitFor, commit.go; groupcommit.go), and its effects run only
 //     after that commit (effects.go).
-//   - I4 deadlines enforced by readers: Get applies any deadline that has
-//     passed before it returns a run, whether or not the sweep ran
-//     (readers_enforce_deadlines.go); a decision commits only while the
-//     store's clock is before its ask's deadline (deadlineOf, commit.go).
+//   - I4 deadlines enforced by readers: Get (GetRuns, for a page) applies
+//     any deadline that has passed before it returns a run, whether or not
+//     the sweep ran (readers_enforce_deadlines.go); a decision commits only
+//     while the store's clock is before its ask's deadline (deadlineOf,
+//     commit.go).
 //   - I7 nothing completed runs twice: Recover reports in-flight attempts
 //     lost to the engine, which asks about side effects rather than
 //     running them again — only attempts whose replica is gone: a lease

@@ -34,6 +34,40 @@ func (r *Runner) read(ctx context.Context, id string) (*engine.Run, *engine.Mach
 	return r.decode(ctx, sr)
 }
 
+// readRuns is read for several distinct runs in one round trip: the
+// store's rows of all of them at once (store.GetRuns). A row whose version
+// this replica holds decoded (decoded) is not decoded again — what read
+// learns from RunVersion, the row's version says here — and a row it
+// decodes is kept for the next page that shows it (keepRead). runs[i] is
+// ids[i]'s; a run the store does not hold fails the call as read fails for
+// it (ErrNotFound, naming the run), and so does any other error, the first
+// in ids' order.
+func (r *Runner) readRuns(ctx context.Context, ids []string) ([]*engine.Run, error) {
+	rows, err := r.store.GetRuns(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read %d runs: %w", len(ids), err)
+	}
+	runs := make([]*engine.Run, len(ids))
+	for i, sr := range rows {
+		if sr.ID == "" {
+			return nil, fmt.Errorf("run %s: %w", limits.Short(ids[i]), store.ErrNotFound)
+		}
+		if c, ok := r.decoded(sr); ok {
+			// As read does, the run's plan must still load.
+			if _, err := r.Machine(ctx, c.row.PlanDigest); err != nil {
+				return nil, err
+			}
+			runs[i] = c.run
+			continue
+		}
+		if runs[i], _, err = r.decode(ctx, sr); err != nil {
+			return nil, err
+		}
+		r.keepRead(sr, runs[i])
+	}
+	return runs, nil
+}
+
 func (r *Runner) decode(ctx context.Context, sr store.Run) (*engine.Run, *engine.Machine, error) {
 	var run engine.Run
 	if err := json.Unmarshal(sr.Data, &run); err != nil {

@@ -36,6 +36,57 @@ func (r *Runner) Get(ctx context.Context, id string) (*engine.Run, *engine.Machi
 	return run, m, nil
 }
 
+// GetRuns is Get for the runs of a page, with Get's guarantees for each:
+// runs[i] is ids[i]'s run (an id may repeat: one read, the same run), read
+// after the call began, with any deadline that has passed by the store's
+// clock applied (I4). It reads them in one round trip (readRuns), then,
+// if any holds an open ask, the store's clock once, after them all; each
+// run with a due ask is moved as Get moves it, one after another. It
+// fails as Get would for the first run in ids' order that cannot be read
+// or moved (ErrNotFound for one the store does not hold); the runs read
+// before a failure may have been moved.
+func (r *Runner) GetRuns(ctx context.Context, ids []string) ([]*engine.Run, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	at := make(map[string]int, len(ids)) // id → its place in distinct
+	distinct := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, ok := at[id]; !ok {
+			at[id] = len(distinct)
+			distinct = append(distinct, id)
+		}
+	}
+	runs, err := r.readRuns(ctx, distinct)
+	if err != nil {
+		return nil, err
+	}
+	var now time.Time
+	for i, run := range runs {
+		if !OpenAsk(run) {
+			continue // no clock to enforce
+		}
+		if now.IsZero() {
+			if now, err = r.now(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if dueAsk(run, now) {
+			// Never show an ask past its deadline as open.
+			tr, err := r.apply(ctx, distinct[i], func(now time.Time) engine.Event { return engine.Tick{At: now} })
+			if err != nil {
+				return nil, err
+			}
+			runs[i] = tr.Run
+		}
+	}
+	out := make([]*engine.Run, len(ids))
+	for i, id := range ids {
+		out[i] = runs[at[id]]
+	}
+	return out, nil
+}
+
 // OpenAsk reports whether a run holds an ask that still waits, whose
 // deadline readers must enforce.
 func OpenAsk(run *engine.Run) bool {

@@ -62,6 +62,9 @@ type runnerPerf struct {
 	offsetAt atomic.Int64                  // when offset was measured, our clock, Unix ns; 0 never
 	// refreshing is set while one caller measures a stale offset again.
 	refreshing atomic.Bool
+	// paged are runs decoded for readers of pages that this replica did not
+	// commit (readRuns): each is good for the version it holds.
+	paged *lru.Cache[string, cachedRun]
 }
 
 // Config configures a Runner.
@@ -114,12 +117,13 @@ func New(cfg Config) *Runner {
 	}
 	return &Runner{store: cfg.Store, dispatch: cfg.Dispatcher, log: cfg.Log, engine: cfg.Engine, newID: cfg.NewID, observers: cfg.Observers, asks: cfg.Asks, outbox: cfg.Outbox, replica: cfg.Replica, born: time.Now(), grace: cfg.LeaseTTL,
 		machines: lru.New[string, *engine.Machine](cfg.PlanCache), watchers: map[string]map[*RunWatch]bool{}, queues: map[string]*runQueue{}, cache: lru.NewWeighted(maxCachedRuns, maxCachedRunBytes, runCost),
-		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost)}}
+		runnerPerf: runnerPerf{ended: lru.NewWeighted(maxEndedRuns, maxEndedRunBytes, runCost), paged: lru.NewWeighted(maxReadRuns, maxReadRunBytes, runCost)}}
 }
 
 // Caches reports the figures of the Runner's bounded caches by name, for
-// metrics: engines by plan ("plans"), decoded runs ("runs") and ended
-// runs kept for readers ("ended_runs").
+// metrics: engines by plan ("plans"), decoded runs ("runs"), ended
+// runs kept for readers ("ended_runs") and runs decoded for readers of
+// pages ("read_runs").
 func (r *Runner) Caches() map[string]lru.Stats {
-	return map[string]lru.Stats{"plans": r.machines.Stats(), "runs": r.cache.Stats(), "ended_runs": r.ended.Stats()}
+	return map[string]lru.Stats{"plans": r.machines.Stats(), "runs": r.cache.Stats(), "ended_runs": r.ended.Stats(), "read_runs": r.paged.Stats()}
 }

@@ -158,6 +158,24 @@ func (s *Store) GetRun(_ context.Context, id string) (store.Run, error) {
 	return r, nil
 }
 
+// GetRuns implements store.Store: one read under the lock, so here the
+// runs are one snapshot (more than the contract promises).
+func (s *Store) GetRuns(_ context.Context, ids []string) ([]store.Run, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make([]store.Run, len(ids))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for i, id := range ids {
+		if r, ok := s.runs[id]; ok {
+			r.Data = slices.Clone(r.Data)
+			out[i] = r
+		}
+	}
+	return out, nil
+}
+
 // RunVersion implements store.Store.
 func (s *Store) RunVersion(_ context.Context, id string) (int64, error) {
 	s.mu.RLock()

@@ -92,6 +92,40 @@ func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
 	return decodeRun(id, m)
 }
 
+// GetRuns implements store.Store: GetRun's read of every run, all in one
+// call to the batcher, so in one pipeline (on a cluster, one per node,
+// sent at once); each reply goes to the one decoder, decodeRun. The reads
+// are independent of each other: their order across nodes does not
+// matter.
+func (s *Store) GetRuns(ctx context.Context, ids []string) ([]store.Run, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	reads := make([]*redis.MapStringStringCmd, len(ids))
+	cmds := make([]redis.Cmder, len(ids))
+	for i, id := range ids {
+		reads[i] = redis.NewMapStringStringCmd(ctx, "hgetall", runKey(s.runTag(id), id))
+		cmds[i] = reads[i]
+	}
+	if err := s.batch.do(ctx, cmds...); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
+	}
+	runs := make([]store.Run, len(ids))
+	for i, cmd := range reads {
+		m, err := cmd.Result()
+		switch {
+		case errors.Is(err, redis.Nil), err == nil && len(m) == 0:
+			continue // not held: the zero Run (redis.Nil is how a GET says so)
+		case err != nil:
+			return nil, fmt.Errorf("redisstore: run %s: %w", ids[i], unavailable(err))
+		}
+		if runs[i], err = decodeRun(ids[i], m); err != nil {
+			return nil, err
+		}
+	}
+	return runs, nil
+}
+
 // RunVersion implements store.Store.
 func (s *Store) RunVersion(ctx context.Context, id string) (int64, error) {
 	cmd := redis.NewStringCmd(ctx, "hget", runKey(s.runTag(id), id), "version")

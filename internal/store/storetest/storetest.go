@@ -22,6 +22,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"CreateAndGet", testCreateAndGet},
+		{"GetRunsReadsSeveral", testGetRuns},
 		{"CreateTwiceConflicts", testCreateTwice},
 		{"StaleVersionWritesNothing", testStaleVersion},
 		{"ConcurrentCommitsOneWins", testConcurrent},
