@@ -163,12 +163,20 @@ bench:
 	@mkdir -p $(BENCH_OUT)
 	go run ./cmd/tollgate-bench -json $(BENCH_OUT)/tollgate.json -md $(BENCH_OUT)/tollgate.md $(BENCH_FLAGS)
 
-## bench-peers: the same, then Temporal (bench/peers/temporal, its own module;
-## the first build takes 5-20 min) on the same workloads, and one side-by-side
-## table with the ratios: $(BENCH_OUT)/peers.md and peers.json.
+## bench-peers: the same, then the peers on the same workloads, each a module
+## of its own run with `go run -C`: Temporal's own server on PostgreSQL, 4
+## history shards (bench/peers/temporal; first build 5-30 min) and River
+## (bench/peers/river; first build ~1 min), both on the PostgreSQL at
+## 127.0.0.1:5432 (-pg), each creating and dropping databases of its own; then
+## one side-by-side table with the ratios: $(BENCH_OUT)/peers.md and peers.json.
+## Reuse a saved peer report with BENCH_FLAGS='-temporal-json F' or '-river-json F'.
+## River runs with its fetch cooldown at its 1 ms minimum (RIVER_FLAGS): it is
+## there as the floor a durable queue on PostgreSQL reaches, and at its 100 ms
+## default its latencies are that timer. Temporal keeps its defaults.
+RIVER_FLAGS ?= -fetch-cooldown 1ms
 bench-peers:
 	@mkdir -p $(BENCH_OUT)
-	go run ./cmd/tollgate-bench -peers -json $(BENCH_OUT)/peers.json -md $(BENCH_OUT)/peers.md $(BENCH_FLAGS)
+	go run ./cmd/tollgate-bench -peers -river-flags '$(RIVER_FLAGS)' -json $(BENCH_OUT)/peers.json -md $(BENCH_OUT)/peers.md $(BENCH_FLAGS)
 
 ## bench-replicas: the same workloads with REPLICAS (default 3) control planes
 ## on the one Redis, an executor on each, clients spread over them round-robin

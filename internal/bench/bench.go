@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -38,9 +39,8 @@ type config struct {
 	cpuprofile       string
 	dir              string
 
-	peers        bool
-	temporalJSON string
-	temporalDir  string
+	peers bool
+	peer  peerConfig // the peers' flags (peers.go)
 
 	trace       bool
 	traceSample float64
@@ -55,8 +55,9 @@ Usage:
   tollgate-bench [flags]                    every workload (a few minutes)
   tollgate-bench -only sustained -cpuprofile cpu.out
   tollgate-bench -peers -md peers.md -json peers.json
-                                            also Temporal on the same workloads,
-                                            side by side with the ratios
+                                            also the peers on the same workloads
+                                            (Temporal's server and River, both on
+                                            PostgreSQL), side by side with the ratios
   tollgate-bench -trace -only none          sustained with tracing off and on,
                                             exporting to a real Jaeger (make jaeger)
   tollgate-bench -replicas 3                three control planes on the one Redis,
@@ -85,10 +86,10 @@ func Run(ctx context.Context, args []string, o Options) error {
 		}
 	}
 	b := &bench{cfg: cfg, out: o.Stderr, began: time.Now(), others: map[string]float64{}, cpu: map[string][2]time.Duration{}, stats: map[string][2]redisStats{}}
-	var temporal *peerReport
-	if cfg.peers && cfg.temporalJSON != "" {
-		// Read it first: a bad file fails before minutes of measuring.
-		if temporal, err = readPeerReport(cfg.temporalJSON); err != nil {
+	var peers []*peerRun
+	if cfg.peers {
+		// Saved reports first: a bad file fails before minutes of measuring.
+		if peers, err = b.savedPeers(); err != nil {
 			return err
 		}
 	}
@@ -96,15 +97,16 @@ func Run(ctx context.Context, args []string, o Options) error {
 	if err != nil {
 		return err
 	}
-	if cfg.peers && temporal == nil {
-		if temporal, err = b.runTemporal(ctx); err != nil {
-			return err
-		}
+	// A peer that fails is shown as failed, and its error returned once
+	// Tollgate's figures are written.
+	var peersErr error
+	if cfg.peers {
+		peersErr = b.runPeers(ctx, peers)
 	}
 	var md string
 	var js []byte
 	if cfg.peers {
-		cmp := compare(rep, temporal)
+		cmp := compare(rep, peers)
 		md = rep.Markdown() + "\n" + cmp.Markdown()
 		js, err = cmp.JSON()
 	} else {
@@ -125,7 +127,7 @@ func Run(ctx context.Context, args []string, o Options) error {
 			return err
 		}
 	}
-	return nil
+	return peersErr
 }
 
 func workloadKeys() []string {
@@ -167,9 +169,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&only, "only", "", "run only these workloads (comma-separated; see above)")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (clients, control plane, executors) during each timed phase to `prefix`.PHASE.pprof (PHASE: a workload, or parked-load); read several at once with go tool pprof -top FILES")
 	fs.StringVar(&cfg.dir, "dir", "", "scratch directory for Redis's files and the keys (default: the system's temporary directory)")
-	fs.BoolVar(&cfg.peers, "peers", false, "also run the Temporal peer (go run -C -temporal-dir .) with the same -n, -duration, -clients and -warmup, and print both side by side")
-	fs.StringVar(&cfg.temporalJSON, "temporal-json", "", "with -peers: use this report of the Temporal peer (its -json) instead of running it")
-	fs.StringVar(&cfg.temporalDir, "temporal-dir", "bench/peers/temporal", "with -peers: the Temporal peer's module")
+	fs.BoolVar(&cfg.peers, "peers", false, "also run the peers, Temporal on PostgreSQL (go run -C -temporal-dir .) and River (go run -C -river-dir .), with the same -n, -duration, -clients and -warmup, and print them side by side")
+	peerFlags(fs, &cfg.peer)
 	fs.BoolVar(&cfg.trace, "trace", false, "also run the sustained workload with tracing off and on, exporting to a real Jaeger (bin/jaeger, make jaeger), and report the cost")
 	fs.Float64Var(&cfg.traceSample, "trace-sample", 1, "with -trace: the control plane's --trace-sample")
 	if err := fs.Parse(args); err != nil {
@@ -194,8 +195,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, errors.New("-replicas, -executors and -capacity must be at least 1")
 	case cfg.traceSample <= 0 || cfg.traceSample > 1:
 		return cfg, errors.New("-trace-sample must be in (0, 1]")
-	case cfg.temporalJSON != "" && !cfg.peers:
-		return cfg, errors.New("-temporal-json goes with -peers")
+	}
+	if err := cfg.peer.check(cfg.peers); err != nil {
+		return cfg, err
 	}
 	if only != "" {
 		for _, k := range strings.Split(only, ",") {
@@ -336,6 +338,13 @@ func (b *bench) world(ctx context.Context, wc worldConfig) (*world, error) {
 // -cpuprofile, and records how many cores other processes kept busy
 // meanwhile (the machine's busy time less this process's and Redis's).
 func (b *bench) profiled(phase string, w *world, f func() error) error {
+	_, err := b.profiledSplit(phase, w, false, f)
+	return err
+}
+
+// profiledSplit is profiled that, with split, also says how the phase's
+// CPU divides between the bench's clients and the rest (cpusplit.go).
+func (b *bench) profiledSplit(phase string, w *world, split bool, f func() error) (cpuSplit, error) {
 	stats0, statsErr := w.redisStats()
 	busy0, self0, redis0 := machineBusy(), processCPU(), w.redisCPU()
 	t0 := time.Now()
@@ -352,25 +361,37 @@ func (b *bench) profiled(phase string, w *world, f func() error) error {
 		}
 		b.mu.Unlock()
 	}()
-	if b.cfg.cpuprofile == "" {
-		return f()
+	return b.profile(phase, split, f)
+}
+
+// profile runs f under a CPU profile when -cpuprofile asks for one (to
+// PREFIX.PHASE.pprof) or split does, and with split returns how the
+// profile's samples divide between the bench's clients and the rest
+// (cpusplit.go).
+func (b *bench) profile(phase string, split bool, f func() error) (cpuSplit, error) {
+	if b.cfg.cpuprofile == "" && !split {
+		return cpuSplit{}, f()
 	}
-	path := b.cfg.cpuprofile + "." + phase + ".pprof"
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("cpu profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		out.Close()
-		return fmt.Errorf("cpu profile: %w", err)
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		return cpuSplit{}, fmt.Errorf("cpu profile: %w", err)
 	}
 	ferr := f()
 	pprof.StopCPUProfile()
-	if err := out.Close(); err != nil && ferr == nil {
-		return fmt.Errorf("cpu profile: %w", err)
+	if ferr != nil {
+		return cpuSplit{}, ferr
 	}
-	b.progress("%s: CPU profile in %s", phase, path)
-	return ferr
+	if b.cfg.cpuprofile != "" {
+		path := b.cfg.cpuprofile + "." + phase + ".pprof"
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			return cpuSplit{}, fmt.Errorf("cpu profile: %w", err)
+		}
+		b.progress("%s: CPU profile in %s", phase, path)
+	}
+	if !split {
+		return cpuSplit{}, nil
+	}
+	return splitProfile(buf.Bytes())
 }
 
 // noteCPU records in r what its phase cost per sample (a run; a query

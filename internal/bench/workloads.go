@@ -392,7 +392,24 @@ func (b *bench) sustainedWorkload(ctx context.Context) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Result{res}, nil
+	return []Result{res, cpuPerRun(res)}, nil
+}
+
+// cpuPerRun is the figure that does not depend on the clients: what one
+// 1-step run of the sustained phase cost the control plane, the executor
+// and Redis, with the clients' share of the process's CPU left out.
+func cpuPerRun(sustained Result) Result {
+	x := sustained.Extra
+	return Result{Key: "cpu-per-run", Kind: kindMicros, Runs: sustained.Runs, Clients: sustained.Clients, Seconds: sustained.Seconds,
+		Value: x["tollgate_cpu_us_per_run"],
+		Extra: map[string]float64{
+			"control_plane_and_executor_us": x["go_cpu_us_per_run"] * (1 - x["client_cpu_share"]),
+			"redis_us":                      x["redis_cpu_us_per_run"],
+			"clients_us":                    x["go_cpu_us_per_run"] * x["client_cpu_share"],
+		},
+		Note: fmt.Sprintf("%.0f µs in the control plane and executor, %.0f µs in Redis; the clients took %.0f µs more (%.0f %% of the process, by profiler labels)",
+			x["go_cpu_us_per_run"]*(1-x["client_cpu_share"]), x["redis_cpu_us_per_run"], x["go_cpu_us_per_run"]*x["client_cpu_share"], 100*x["client_cpu_share"]),
+	}
 }
 
 // sustained: cfg.clients goroutines each run 1-step runs back to back for
@@ -418,7 +435,7 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 	var elapsed time.Duration
 	var goCPU, redisCPU time.Duration
 	var stats0, stats1 redisStats
-	err = b.profiled(phase, w, func() error {
+	split, err := b.profiledSplit(phase, w, true, func() error {
 		var err error
 		if stats0, err = w.redisStats(); err != nil {
 			return err
@@ -434,28 +451,30 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 		for c := range b.cfg.clients {
 			p, count := w.plane(c), &through[c%len(w.planes)] // client c keeps to replica c mod Replicas
 			wg.Go(func() {
-				for time.Now().Before(end) {
-					t0 := time.Now()
-					r, err := w.runToEnd(ctx, p, "alice", oneStepRecipe)
-					if err != nil {
-						mu.Lock()
-						if firstErr == nil && ctx.Err() == nil {
-							firstErr = err
+				asClient(ctx, func(ctx context.Context) {
+					for time.Now().Before(end) {
+						t0 := time.Now()
+						r, err := w.runToEnd(ctx, p, "alice", oneStepRecipe)
+						if err != nil {
+							mu.Lock()
+							if firstErr == nil && ctx.Err() == nil {
+								firstErr = err
+							}
+							mu.Unlock()
+							cancel()
+							return
 						}
+						d := time.Since(t0)
+						done.Add(1)
+						count.Add(1)
+						if w.crossSteps(p, r) > 0 {
+							cross.Add(1)
+						}
+						mu.Lock()
+						lat = append(lat, d)
 						mu.Unlock()
-						cancel()
-						return
 					}
-					d := time.Since(t0)
-					done.Add(1)
-					count.Add(1)
-					if w.crossSteps(p, r) > 0 {
-						cross.Add(1)
-					}
-					mu.Lock()
-					lat = append(lat, d)
-					mu.Unlock()
-				}
+				})
 			})
 		}
 		wg.Wait()
@@ -480,10 +499,14 @@ func (b *bench) sustained(ctx context.Context, phase string, wc worldConfig) (Re
 	res.Extra = map[string]float64{
 		"go_cpu_us_per_run":    float64(goCPU.Microseconds()) / float64(len(lat)),
 		"redis_cpu_us_per_run": float64(redisCPU.Microseconds()) / float64(len(lat)),
-		"go_cores":             goCPU.Seconds() / elapsed.Seconds(),
-		"redis_cores":          redisCPU.Seconds() / elapsed.Seconds(),
-		"replicas":             float64(len(w.planes)),
-		"cross_replica_runs":   float64(cross.Load()),
+		// Tollgate's own CPU per run: the process's less the clients'
+		// share (cpusplit.go), plus Redis's.
+		"client_cpu_share":        split.ClientShare(),
+		"tollgate_cpu_us_per_run": (float64(goCPU.Microseconds())*(1-split.ClientShare()) + float64(redisCPU.Microseconds())) / float64(len(lat)),
+		"go_cores":                goCPU.Seconds() / elapsed.Seconds(),
+		"redis_cores":             redisCPU.Seconds() / elapsed.Seconds(),
+		"replicas":                float64(len(w.planes)),
+		"cross_replica_runs":      float64(cross.Load()),
 	}
 	if len(w.planes) > 1 {
 		for i := range through {

@@ -28,8 +28,18 @@ type config struct {
 	warmup           int           // 1-step runs before each workload, not counted
 	only             string        // run one workload (by key), for debugging
 	tuned            bool          // raise the history queues' poll rate limits
+	store            string        // postgres or sqlite (temporaltest)
+	pg               string        // postgres: the admin database's URL
+	shards           int           // postgres: history shards
+	serverLog        string        // postgres: write the server's log here
 	progress         io.Writer
 }
+
+// Stores: where the server keeps its state.
+const (
+	storePostgres = "postgres" // Temporal's own server on this machine's PostgreSQL
+	storeSQLite   = "sqlite"   // temporaltest: SQLite in memory, one shard (the issue-6 peer)
+)
 
 // Run parses args, runs every workload against a fresh in-process Temporal
 // server each, and writes the report.
@@ -43,7 +53,11 @@ func Run(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.clients, "clients", 64, "concurrent clients in the sustained phase")
 	fs.IntVar(&cfg.runs, "runs", 0, "stop the sustained phase after this many runs as well (0: duration only)")
 	fs.IntVar(&cfg.warmup, "warmup", 3, "uncounted 1-step runs on each fresh server")
-	fs.BoolVar(&cfg.tuned, "tuned", false, "raise history.transferProcessorMaxPollRPS and history.visibilityProcessorMaxPollRPS from 20 to 10000 (temporaltest has one shard)")
+	fs.BoolVar(&cfg.tuned, "tuned", false, "raise history.transferProcessorMaxPollRPS and history.visibilityProcessorMaxPollRPS from 20 to 10000 (per shard)")
+	fs.StringVar(&cfg.store, "store", storePostgres, "persistence: postgres (temporal.NewServer on PostgreSQL at -pg, fresh databases per workload, -shards history shards) or sqlite (temporaltest: SQLite in memory, one shard)")
+	fs.StringVar(&cfg.pg, "pg", defaultPG, "with -store postgres: URL of the server's admin database; each workload's databases are created beside it and dropped after")
+	fs.StringVar(&cfg.serverLog, "server-log", "", "with -store postgres: write the server's own log (level info) to `file`, to explain a failure or an outlier")
+	fs.IntVar(&cfg.shards, "shards", 4, "with -store postgres: history shards (Temporal's own docker and development-postgres12 configs use 4)")
 	fs.StringVar(&cfg.only, "only", "", "run only this workload: one-step, three-step, fan-10, fan-100, approve, sustained")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -53,8 +67,11 @@ func Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if cfg.n < 1 || cfg.clients < 1 || cfg.duration <= 0 || cfg.warmup < 0 {
-		return errors.New("-n and -clients must be ≥ 1, -duration > 0, -warmup ≥ 0")
+	if cfg.n < 1 || cfg.clients < 1 || cfg.duration <= 0 || cfg.warmup < 0 || cfg.shards < 1 {
+		return errors.New("-n, -clients and -shards must be ≥ 1, -duration > 0, -warmup ≥ 0")
+	}
+	if cfg.store != storePostgres && cfg.store != storeSQLite {
+		return fmt.Errorf("-store %q: want postgres or sqlite", cfg.store)
 	}
 	if cfg.jsonPath == "" && cfg.mdPath == "" {
 		cfg.mdPath = "-"
@@ -63,7 +80,20 @@ func Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("unknown workload %q", cfg.only)
 	}
 
-	rep := newReport(cfg)
+	var pg map[string]string
+	if cfg.store == storePostgres {
+		s := pgServer{admin: cfg.pg}
+		if dropped, err := s.dropStale(ctx); err != nil {
+			return fmt.Errorf("PostgreSQL at -pg %q: %w", cfg.pg, err)
+		} else if len(dropped) > 0 {
+			progress(cfg, "dropped %d databases left by earlier runs: %v", len(dropped), dropped)
+		}
+		var err error
+		if pg, err = s.settings(ctx); err != nil {
+			return err
+		}
+	}
+	rep := newReport(cfg, pg)
 	started := time.Now()
 	for _, w := range workloads {
 		if cfg.only != "" && w.key != cfg.only {
@@ -128,11 +158,15 @@ func tunedConfig() dynamicconfig.StaticClient {
 // env is one fresh in-process Temporal server with one worker and one
 // shared client, like Tollgate's benchWorld (one executor, one connection).
 type env struct {
-	ts   *temporaltest.TestServer
-	c    client.Client
-	acts *activities
-	seq  atomic.Int64
-	key  string
+	c        client.Client
+	hostPort string
+	stop     func() error
+	acts     *activities
+	seq      atomic.Int64
+	key      string
+	// connPeak, on PostgreSQL, is the most connections the server has held
+	// to the workload's databases so far.
+	connPeak func() int64
 
 	// closes, when set, collects for each timed run the time from its start
 	// to the close the server recorded, and how long after that close the
@@ -149,13 +183,22 @@ func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err e
 	res = Result{Key: w.key, Figure: w.figure, Goal: w.goal}
 	t0 := time.Now()
 	log := &sdkLog{key: w.key, cfg: cfg}
-	e, err := start(w.key, cfg.tuned, log)
+	var e *env
+	if cfg.store == storePostgres {
+		e, err = startPostgres(ctx, cfg, w.key, log, newActivities())
+	} else {
+		e, err = start(w.key, cfg.tuned, log)
+	}
 	if err != nil {
 		return res, err
 	}
-	defer e.stop()
+	defer func() {
+		if stopErr := e.stop(); stopErr != nil && err == nil {
+			err = fmt.Errorf("stop: %w", stopErr)
+		}
+	}()
 	res.ServerStartMs = ms(time.Since(t0))
-	progress(cfg, "%s: server up in %.0f ms (%s)", w.key, res.ServerStartMs, e.ts.GetFrontendHostPort())
+	progress(cfg, "%s: server up in %.0f ms (%s, %s)", w.key, res.ServerStartMs, e.hostPort, cfg.store)
 	for range cfg.warmup {
 		if _, err := e.timed(ctx, "Sequential", 1); err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
@@ -166,11 +209,18 @@ func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err e
 		return res, err
 	}
 	res.Seconds = time.Since(t1).Seconds()
+	if e.connPeak != nil {
+		if res.Extra == nil {
+			res.Extra = map[string]float64{}
+		}
+		res.Extra["pg_connections_peak"] = float64(e.connPeak())
+	}
 	res.SDKWarnings, res.SDKErrors, res.SDKLog = log.counts()
 	progress(cfg, "%s: %s", w.key, res.summary())
 	return res, nil
 }
 
+// start starts temporaltest's server (SQLite in memory, one shard).
 func start(key string, tuned bool, log *sdkLog) (e *env, err error) {
 	// temporaltest panics (it has no testing.T here) when the server cannot
 	// start: turn that into an error.
@@ -186,13 +236,13 @@ func start(key string, tuned bool, log *sdkLog) (e *env, err error) {
 	}
 	ts := temporaltest.NewServer(opts...)
 	ts.NewWorker(taskQueue, register(acts))
-	return &env{ts: ts, c: ts.GetDefaultClient(), acts: acts, key: key}, nil
-}
-
-func (e *env) stop() {
-	// Stop logs a shutdown error through its (nil) testing.T.
-	defer func() { _ = recover() }()
-	e.ts.Stop()
+	stop := func() (err error) {
+		// Stop logs a shutdown error through its (nil) testing.T.
+		defer func() { _ = recover() }()
+		ts.Stop()
+		return nil
+	}
+	return &env{c: ts.GetDefaultClient(), hostPort: ts.GetFrontendHostPort(), stop: stop, acts: acts, key: key}, nil
 }
 
 func (e *env) id(kind string) string {

@@ -3,24 +3,102 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
+// pgOrSkip is the machine's PostgreSQL (TOLLGATE_BENCH_PG, or defaultPG),
+// or a skip that says it is unreachable.
+func pgOrSkip(t *testing.T) pgServer {
+	t.Helper()
+	s := pgServer{admin: defaultPG}
+	if v := os.Getenv("TOLLGATE_BENCH_PG"); v != "" {
+		s.admin = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := s.conn(ctx, "")
+	if err != nil {
+		t.Skipf("no PostgreSQL to run Temporal on: %v", err)
+	}
+	c.Close(ctx)
+	return s
+}
+
+// ourDatabases are the databases this process created and has not dropped.
+func ourDatabases(t *testing.T, s pgServer) []string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.conn(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", fmt.Sprintf("%s%d_", dbPrefix, os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
 // TestRunTiny runs every workload three times (the sustained phase briefly)
-// so the peer benchmark cannot rot.
+// on each store so the peer benchmark cannot rot: Temporal's own server on
+// the machine's PostgreSQL, and temporaltest's SQLite in memory.
 func TestRunTiny(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts six Temporal servers")
+		t.Skip("starts six Temporal servers per store")
 	}
+	t.Run("postgres", func(t *testing.T) {
+		s := pgOrSkip(t)
+		rep, md := runTiny(t, "-store", "postgres", "-pg", s.admin, "-shards", "2")
+		if left := ourDatabases(t, s); len(left) > 0 {
+			t.Errorf("databases left behind: %v", left)
+		}
+		if rep.Params["store"] != "postgres" || rep.Params["shards"] != float64(2) || rep.Postgres["fsync"] == "" || rep.Postgres["synchronous_commit"] == "" {
+			t.Errorf("params %v, postgres %v", rep.Params, rep.Postgres)
+		}
+		for _, r := range rep.Results {
+			if p := r.Extra["pg_connections_peak"]; p < 2 {
+				t.Errorf("%s: peak connections %v: the sampler saw no server", r.Key, p)
+			}
+		}
+		for _, want := range []string{"PostgreSQL", "2 history shards", "fsync " + rep.Postgres["fsync"], "postgres12_pgx"} {
+			if !strings.Contains(md, want) {
+				t.Errorf("markdown lacks %q:\n%s", want, md)
+			}
+		}
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		rep, md := runTiny(t, "-store", "sqlite")
+		if rep.Params["store"] != "sqlite" || rep.Postgres != nil {
+			t.Errorf("params %v, postgres %v", rep.Params, rep.Postgres)
+		}
+		if !strings.Contains(md, "SQLite in memory") {
+			t.Errorf("markdown does not name the persistence:\n%s", md)
+		}
+	})
+}
+
+// runTiny runs every workload with N = 3 and the store args, checks the
+// figures hang together, and returns the report and its Markdown.
+func runTiny(t *testing.T, store ...string) (*Report, string) {
+	t.Helper()
 	dir := t.TempDir()
 	jsonPath, mdPath := filepath.Join(dir, "out.json"), filepath.Join(dir, "out.md")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := Run(ctx, []string{"-json", jsonPath, "-md", mdPath, "-n", "3", "-duration", "1s", "-runs", "128", "-warmup", "1"}); err != nil {
+	args := append([]string{"-json", jsonPath, "-md", mdPath, "-n", "3", "-duration", "1s", "-runs", "128", "-warmup", "1"}, store...)
+	if err := Run(ctx, args); err != nil {
 		t.Fatal(err)
 	}
 
@@ -74,13 +152,11 @@ func TestRunTiny(t *testing.T) {
 			t.Errorf("markdown lacks the row %q:\n%s", w.figure, md)
 		}
 	}
-	if !strings.Contains(string(md), "SQLite in memory") {
-		t.Errorf("markdown does not name the persistence:\n%s", md)
-	}
+	return &rep, string(md)
 }
 
 func TestRunFlags(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-only", "nope"}, {"stray"}, {"-clients", "0"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-only", "nope"}, {"stray"}, {"-clients", "0"}, {"-store", "mysql"}, {"-shards", "0"}} {
 		if err := Run(context.Background(), args); err == nil {
 			t.Errorf("Run(%q) = nil, want an error", args)
 		}
@@ -103,7 +179,7 @@ func TestRunTuned(t *testing.T) {
 		t.Skip("starts a Temporal server")
 	}
 	md := filepath.Join(t.TempDir(), "out.md")
-	if err := Run(context.Background(), []string{"-tuned", "-only", "one-step", "-n", "3", "-warmup", "0", "-md", md}); err != nil {
+	if err := Run(context.Background(), []string{"-store", "sqlite", "-tuned", "-only", "one-step", "-n", "3", "-warmup", "0", "-md", md}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(md)
@@ -112,5 +188,36 @@ func TestRunTuned(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "poll limits raised") || !strings.Contains(string(b), "| 1-step run, start → complete | p50 ") {
 		t.Fatalf("markdown:\n%s", b)
+	}
+}
+
+// Databases of a process that is gone are dropped; those of a live one
+// are not.
+func TestDropStale(t *testing.T) {
+	s := pgOrSkip(t)
+	ctx := context.Background()
+	c, err := s.conn(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	// Pid 1 is alive; 2^22+1 is above Linux's pid_max limit, so never alive.
+	dead, live := dbPrefix+"4194305_test", dbPrefix+"1_test"
+	for _, name := range []string{dead, live} {
+		if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.drop(name) })
+	}
+	dropped, err := s.dropStale(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dropped) != 1 || dropped[0] != dead {
+		t.Errorf("dropped %v, want [%s]", dropped, dead)
+	}
+	var n int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", live).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the live process's database: %d, %v", n, err)
 	}
 }
