@@ -21,6 +21,7 @@ const (
 	kindBytes      = "bytes"      // Value
 	kindPercent    = "percent"    // Value
 	kindMicros     = "micros"     // Value, µs
+	kindScaling    = "scaling"    // Value: time ratio, MaxValue: allocations ratio (Extra: each side)
 )
 
 // Result is one figure as measured.
@@ -52,7 +53,7 @@ func latencyResult(key string, ds []time.Duration, took time.Duration) Result {
 
 // bound is one limit of a goal: the metric is at most (or at least) limit.
 type bound struct {
-	metric string // p50_ms, p99_ms, steps_per_sec, value
+	metric string // p50_ms, p99_ms, steps_per_sec, value, max_value
 	atMost bool
 	limit  float64
 }
@@ -83,6 +84,8 @@ var figures = []figure{
 	{"cpu-per-run", "CPU per 1-step run under sustained load: control plane + executor + Redis (the clients' share left out)", "≤ 300 µs",
 		[]bound{{"value", true, 300}}},
 	{"approve", "approve → governed step leased", "p50 ≤ 0.8 ms, p99 ≤ 2 ms", []bound{{"p50_ms", true, 0.8}, {"p99_ms", true, 2}}},
+	{"routing", "routing an ask: cost with 10,000 people in the domain ÷ with 10 (the same 2 may decide)", "does not grow: time ≤ 2×, allocations 1×",
+		[]bound{{"value", true, 2}, {"max_value", true, 1}}},
 	{"parked-memory", "Redis memory per parked run with its ask", "≤ 1 KiB", []bound{{"value", true, 1024}}},
 	{"inbox", "inbox query (one person's pending asks, 50 a page) with N parked runs", "p99 ≤ 10 ms with 1,000,000", []bound{{"p99_ms", true, 10}}},
 	{"trace-cost", "tracing cost: sustained throughput with tracing on vs off", "—", nil},
@@ -106,6 +109,8 @@ func (r Result) metric(name string) float64 {
 		return r.StepsPerSec
 	case "value":
 		return r.Value
+	case "max_value":
+		return r.MaxValue
 	}
 	return math.NaN()
 }
@@ -151,6 +156,9 @@ func (r Result) summary() string {
 		return fmt.Sprintf("%s B", thousands(r.Value))
 	case kindPercent:
 		return fmt.Sprintf("%.1f %%", r.Value)
+	case kindScaling:
+		return fmt.Sprintf("time %.2f× (%.1f → %.1f µs), allocations %.2f× (%.0f → %.0f)", r.Value, r.Extra["us_10"], r.Extra["us_10000"],
+			r.MaxValue, r.Extra["allocs_10"], r.Extra["allocs_10000"])
 	case kindMicros:
 		return fmt.Sprintf("%s µs", thousands(r.Value))
 	default:

@@ -52,6 +52,7 @@ var workloads = []workload{
 	{"approve", "approve → governed step leased", (*bench).approve},
 	{"sustained", "-clients clients running 1-step runs back to back for -duration", (*bench).sustainedWorkload},
 	{"inbox", "load -parked parked runs: Redis memory per run, then an inbox query", (*bench).inbox},
+	{"routing", "routing an ask with 10 and with 10,000 people in the policy's domain", (*bench).routing},
 }
 
 // start starts a run as user through replica p.
