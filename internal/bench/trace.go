@@ -51,11 +51,18 @@ func (b *bench) traceCost(ctx context.Context) (Result, error) {
 	cost := (off.StepsPerSec - on.StepsPerSec) / off.StepsPerSec * 100
 	return Result{Key: "trace-cost", Kind: kindPercent, Runs: off.Runs + on.Runs, Clients: b.cfg.clients, Value: cost,
 		Seconds: off.Seconds + on.Seconds,
-		Note: fmt.Sprintf("sample %g, exported to Jaeger (services %s); p99 off %s, on %s", b.cfg.traceSample,
-			strings.Join(services, ", "), fmtMs(off.P99Ms), fmtMs(on.P99Ms)),
+		Note: fmt.Sprintf("sample %g, exported to Jaeger (services %s); p99 off %s, on %s; off %s steps/s, on %s steps/s; Tollgate's CPU per run off %.0f µs, on %.0f µs", b.cfg.traceSample,
+			strings.Join(services, ", "), fmtMs(off.P99Ms), fmtMs(on.P99Ms), thousands(off.StepsPerSec), thousands(on.StepsPerSec),
+			off.Extra["tollgate_cpu_us_per_run"], on.Extra["tollgate_cpu_us_per_run"]),
 		Extra: map[string]float64{"off_steps_per_sec": off.StepsPerSec, "on_steps_per_sec": on.StepsPerSec,
 			"off_p99_ms": off.P99Ms, "on_p99_ms": on.P99Ms,
-			"off_go_cpu_us_per_run": off.Extra["go_cpu_us_per_run"], "on_go_cpu_us_per_run": on.Extra["go_cpu_us_per_run"]}}, nil
+			"off_go_cpu_us_per_run": off.Extra["go_cpu_us_per_run"], "on_go_cpu_us_per_run": on.Extra["go_cpu_us_per_run"],
+			// The same cost as CPU per run (control plane + executor +
+			// Redis, cpusplit.go), which depends less on what else the
+			// machine does than throughput; Jaeger's own CPU is not in it.
+			"off_tollgate_cpu_us_per_run": off.Extra["tollgate_cpu_us_per_run"], "on_tollgate_cpu_us_per_run": on.Extra["tollgate_cpu_us_per_run"],
+			"cpu_cost_pct": (on.Extra["tollgate_cpu_us_per_run"]/off.Extra["tollgate_cpu_us_per_run"] - 1) * 100,
+			"sample":       b.cfg.traceSample}}, nil
 }
 
 // tracingReady says why -trace cannot run here, if it cannot: no Jaeger
