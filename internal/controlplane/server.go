@@ -37,7 +37,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/schedules"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/skills"
 	"github.com/tollgate-dev/tollgate/internal/identity"
-	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/runtrace"
 	"github.com/tollgate-dev/tollgate/internal/store"

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/notice"
 )
 

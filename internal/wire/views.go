@@ -2,7 +2,7 @@ package wire
 
 import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )

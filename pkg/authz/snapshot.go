@@ -12,7 +12,7 @@ import (
 	"github.com/casbin/casbin/v2/persist"
 	"github.com/casbin/casbin/v2/rbac"
 
-	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 )
 
 // snapshot is one loaded policy: an enforcer fully configured before it is

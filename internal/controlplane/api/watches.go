@@ -14,7 +14,7 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
-	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
-	"github.com/tollgate-dev/tollgate/internal/lru"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 )
