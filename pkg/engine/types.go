@@ -103,8 +103,8 @@ const MaxEvidenceRounds = 3
 func (s AskState) Open() bool { return s == AskPending || s == AskEvidenceRequested }
 
 // Run is the whole recorded state of one run. It is plain data: the store
-// persists it (as JSON) and any replica can load it and apply the next
-// event.
+// persists it (compactly, EncodeStored in encoding.go; it reads JSON too)
+// and any replica can load it and apply the next event.
 type Run struct {
 	ID         string              `json:"id"`
 	PlanDigest string              `json:"plan_digest"`

@@ -110,3 +110,27 @@ func PlanDigest(p *plan.Plan) (string, error) {
 	}
 	return sum(b), nil
 }
+
+// Pack is the 32 bytes of a digest as sum writes it ("sha256:" and 64
+// lower-case hex digits); ok is false for any other string, which a
+// store then keeps as it is. Unpack(Pack(s)) == s whenever ok.
+func Pack(s string) (d [sha256.Size]byte, ok bool) {
+	if len(s) != Size || s[:len(prefix)] != prefix {
+		return d, false
+	}
+	for i := len(prefix); i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return d, false
+		}
+	}
+	_, err := hex.Decode(d[:], []byte(s[len(prefix):]))
+	return d, err == nil
+}
+
+// Unpack is the digest whose 32 bytes are p (len(p) must be 32).
+func Unpack[B ~[]byte | ~string](p B) string {
+	var out [Size]byte
+	copy(out[:], prefix)
+	hex.Encode(out[len(prefix):], []byte(p))
+	return string(out[:])
+}

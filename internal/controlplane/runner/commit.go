@@ -115,7 +115,9 @@ func deadlineOf(run *engine.Run, ev engine.Event) time.Time {
 // rows that changed, and the journal records chained after the head.
 func commitFor(before *engine.Run, prev store.Run, tr engine.Transition, skill string) (store.Commit, error) {
 	run := tr.Run
-	data, err := json.Marshal(run)
+	// The compact form (engine.EncodeStored): valid JSON, a third of the
+	// size of the run's JSON object, and cheaper to write and read.
+	data, err := engine.EncodeStored(run)
 	if err != nil {
 		return store.Commit{}, fmt.Errorf("encode run: %w", err)
 	}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
@@ -69,8 +68,9 @@ func (r *Runner) readRuns(ctx context.Context, ids []string) ([]*engine.Run, err
 }
 
 func (r *Runner) decode(ctx context.Context, sr store.Run) (*engine.Run, *engine.Machine, error) {
-	var run engine.Run
-	if err := json.Unmarshal(sr.Data, &run); err != nil {
+	// Any form the store holds: the compact one, or JSON written before it.
+	run, err := engine.DecodeStored(sr.Data)
+	if err != nil {
 		return nil, nil, fmt.Errorf("decode run %s: %w", sr.ID, err)
 	}
 	run.Version = sr.Version
@@ -78,5 +78,5 @@ func (r *Runner) decode(ctx context.Context, sr store.Run) (*engine.Run, *engine
 	if err != nil {
 		return nil, nil, err
 	}
-	return &run, m, nil
+	return run, m, nil
 }

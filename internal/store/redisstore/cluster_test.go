@@ -142,9 +142,16 @@ func TestRunsSpreadOverMasters(t *testing.T) {
 		if !ok {
 			t.Fatalf("run %s: no keys of its shard %s", id, tag)
 		}
-		keys := []string{runKey(tag, id), journalKey(tag, id), askKey(tag, store.AskID(id, "pay")), runsKey(tag),
-			runStateKey(tag, "parked"), runReqKey(tag, "alice", "parked"), askStateKey(tag, "pending"),
-			askAudKey(tag, "role:finance", "pending"), runStatesKey(tag), askStatesKey(tag)}
+		keys := []string{runKey(tag, id), countsKey(tag), bucketSeqKey(tag)}
+		for _, dir := range []string{runStateKey(tag, "parked"), runReqKey(tag, "alice", "parked"), askStateKey(tag, "pending"),
+			askAudKey(tag, "role:finance", "pending")} {
+			keys = append(keys, dir)
+			buckets, err := c.Node(node).Do("ZRANGE", dir, "0", "-1")
+			must(t, err)
+			for _, b := range strings.Fields(buckets) {
+				keys = append(keys, bucketKey(tag, b))
+			}
+		}
 		want := ""
 		for _, k := range keys {
 			got, err := c.Node(node).Do("EXISTS", k)
@@ -338,7 +345,7 @@ func TestSlotMovesUnderTheStore(t *testing.T) {
 	got, err = s.GetRun(ctx, "r1")
 	must(t, err)
 	sameRun(t, got, c2.Run)
-	if out, err := c.Node(to).Do("HGET", key, "version"); err != nil || out != "2" {
+	if out, err := c.Node(to).Do("GETRANGE", key, "1", "8"); err != nil || out != be64(2) {
 		t.Fatalf("the new owner has version %q %v", out, err)
 	}
 	a, err := s.GetAsk(ctx, "r1/pay")
@@ -442,10 +449,12 @@ func TestPipelineIsNotResentAfterTryAgain(t *testing.T) {
 	c2 := storetest.Commit(c1.Run, 1, "complete", nil, "run.completed")
 	p, err := s.prepare(c2)
 	must(t, err)
-	pr, err := s.readPrior(ctx, p)
+	pr, err := s.readPrior(ctx, "r1", p.tag)
+	must(t, err)
+	keys, args, _, err := s.scriptArgs(p, pr)
 	must(t, err)
 	mget := redis.NewSliceCmd(ctx, "mget", a, b)
-	commit := redis.NewCmd(ctx, s.scriptCmd(p, pr)...)
+	commit := redis.NewCmd(ctx, evalArgs("evalsha", commitScript.Hash(), keys, args)...)
 	s.batch.send([]*batchCall{{cmds: []redis.Cmder{mget}, done: make(chan struct{})}, {cmds: []redis.Cmder{commit}, done: make(chan struct{})}})
 	if err := mget.Err(); err == nil || !redis.IsTryAgainError(err) {
 		t.Fatalf("MGET across a half-migrated slot: %v", err)

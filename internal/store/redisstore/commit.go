@@ -2,131 +2,129 @@ package redisstore
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
-	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 
 // commitScript applies one transition. Redis does not roll a script back,
 // so every precondition is checked before the first write, in this order:
 // the run's version (a create: the run must not exist), the deadline by
-// the server's clock (TIME), the journal's first prev_hash against the
-// stored head, and that the run and asks are still as Go read them to
-// compute the index keys (the version makes this hold unless an ask id is
-// shared between runs; "read again" then). Every key is passed in KEYS and
-// all of them carry the run's hash tag: one slot.
+// the server's clock (TIME), the journal's first prev hash and seq against
+// the stored head, and that every index bucket the script may write is
+// on this node (indexLua). Every key in KEYS carries the run's hash tag
+// (one slot); so do the index buckets, found in their directories.
 //
-// KEYS: 1 run, 2 journal, 3 runs, 4 runstates, 5 askstates, 6 new
-// runs:state, 7 new runs:req, 8 old runs:state, 9 old runs:req, then five
-// per ask: ask, new asks:state, new asks:aud, old asks:state, old asks:aud.
+// Go computes the whole new run but its journal tail from the version it
+// read (or last wrote): a run's value at a version never changes, so the
+// version check makes everything Go derived from it exact — the asks it
+// keeps, the index entries to move, the counts.
 //
-// ARGV: 1 expected version, 2 deadline in µs ("" = none), 3 prev_hash of
-// the first journal record, 4 number of journal records, 5-8 the run as
-// read (state, requester, created_ns, index member), 9-19 the run's fields
-// (version state requester skill plan_digest created_ns updated_ns
-// journal_seq journal_head data request_key), 20 score, 21 member, 22
-// number of asks, then 15 per ask (id run_id title state audience
-// requester created_ns expires_ns score member, then as read: exists state
-// audience expires_ns member), then the journal records.
+// KEYS: 1 run, 2 journal list, 3 counts, 4 bseq, 5 odd asks, then the
+// index directories the ops name and the runs new odd asks look like
+// theirs, then the work keys (work.go).
+//
+// ARGV: 1 expected version (8 bytes big-endian; "" to create), 2 deadline
+// in µs ("" = none), 3 the first record's prev hash as the header keeps it
+// (33 bytes; "" for no records), 4 the seq before the first record (8
+// bytes), 5 the run's new header, meta and data, 6 the new records
+// (appendGroup), 7 the shard's tag, 8 the bucket split size, 9 the new
+// version in decimal (for the hint), 10 the number of KEYS after the
+// first five, 11
+// the number of count changes, then field, delta pairs, then the number of
+// index ops, then 4 per op:
+// "a"dd or "r"emove, its directory's KEYS index, score, member; then the
+// number of new asks, then 3 per ask: its id, the run's id if it is odd
+// (not named RUN/STOP after its run, so recorded in the odd-ask hash)
+// else "", the KEYS index of the run it names ("RUN/…", in this shard)
+// or 0; then the work section.
 //
 // Returns 0 written, 1 version conflict, 2 deadline passed, 3 the journal
-// does not follow the stored head, 4 read again.
+// does not follow the stored head, 5 an index bucket is not on this node
+// (the slot is moving between cluster nodes; nothing was written).
 var commitScript = redis.NewScript(commitScriptSrc)
 
 const commitScriptSrc = `
-local expect = tonumber(ARGV[1])
-local cur = redis.call('HMGET', KEYS[1], 'version', 'journal_head', 'state', 'requester', 'created_ns', 'asks')
-if expect == 0 then
-  if cur[1] then return 1 end
-elseif not cur[1] or tonumber(cur[1]) ~= expect then
+local hdr = redis.call('GETRANGE', KEYS[1], 0, 57)
+if ARGV[1] == '' then
+  if hdr ~= '' then return 1 end
+elseif #hdr < 58 or string.sub(hdr, 2, 9) ~= ARGV[1] then
   return 1
 end
 if ARGV[2] ~= '' then
   local t = redis.call('TIME')
   if tonumber(t[1]) * 1000000 + tonumber(t[2]) >= tonumber(ARGV[2]) then return 2 end
 end
-local nj = tonumber(ARGV[4])
-if expect ~= 0 and nj > 0 and ARGV[3] ~= (cur[2] or '') then return 3 end
-if expect ~= 0 and ((cur[3] or '') ~= ARGV[5] or (cur[4] or '') ~= ARGV[6] or (cur[5] or '') ~= ARGV[7]) then return 4 end
-local na = tonumber(ARGV[22])
-for i = 0, na - 1 do
-  local k, a = 10 + 5 * i, 23 + 15 * i
-  local old = redis.call('HMGET', KEYS[k], 'state', 'audience', 'expires_ns')
-  if ARGV[a + 10] == '1' then
-    if (old[1] or '') ~= ARGV[a + 11] or (old[2] or '') ~= ARGV[a + 12] or (old[3] or '') ~= ARGV[a + 13] then return 4 end
-  elseif old[1] then
-    return 4
-  end
+if ARGV[1] ~= '' and ARGV[3] ~= '' and (string.sub(hdr, 18, 50) ~= ARGV[3] or string.sub(hdr, 10, 17) ~= ARGV[4]) then
+  return 3
+end
+local TAG, SEQ, SPLIT = ARGV[7], KEYS[4], tonumber(ARGV[8])
+` + indexLua + `
+local nc = tonumber(ARGV[11])
+local o = 13 + 2 * nc
+local no = tonumber(ARGV[o - 1])
+for i = 0, no - 1 do
+  local a = o + 4 * i
+  check(KEYS[tonumber(ARGV[a + 1])], ARGV[a + 2], ARGV[a] == 'a')
+end
+if not checked() then return 5 end
+-- An ask id names one ask in the shard: a new one must not be another
+-- run's odd ask, nor, when odd, look like an ask of a run here.
+local q = o + 4 * no
+local nn = tonumber(ARGV[q])
+for i = 0, nn - 1 do
+  local a = q + 1 + 3 * i
+  if redis.call('HEXISTS', KEYS[5], ARGV[a]) == 1 then return 1 end
+  if ARGV[a + 2] ~= '0' and redis.call('EXISTS', KEYS[tonumber(ARGV[a + 2])]) == 1 then return 1 end
 end
 
 -- Every check passed: write.
-redis.call('HSET', KEYS[1], 'version', ARGV[9], 'state', ARGV[10], 'requester', ARGV[11], 'skill', ARGV[12],
-  'plan_digest', ARGV[13], 'created_ns', ARGV[14], 'updated_ns', ARGV[15], 'journal_seq', ARGV[16],
-  'journal_head', ARGV[17], 'data', ARGV[18])
-if ARGV[19] ~= '' then redis.call('HSET', KEYS[1], 'request_key', ARGV[19]) end
-local score, member, oldMember = ARGV[20], ARGV[21], ARGV[8]
-if expect == 0 then
-  redis.call('ZADD', KEYS[3], score, member)
-  redis.call('ZADD', KEYS[6], score, member)
-  redis.call('ZADD', KEYS[7], score, member)
-  redis.call('SADD', KEYS[4], ARGV[10])
-else
-  local moved = ARGV[7] ~= ARGV[14] -- created_ns: the score, and maybe the member, change
-  if moved then
-    redis.call('ZREM', KEYS[3], oldMember)
-    redis.call('ZADD', KEYS[3], score, member)
+local tail = ''
+if ARGV[1] ~= '' then
+  local b1, b2, b3, b4 = string.byte(hdr, 55, 58)
+  tail = redis.call('GETRANGE', KEYS[1], ((b1 * 256 + b2) * 256 + b3) * 256 + b4, -1)
+end
+if ARGV[6] ~= '' then
+  -- The group before ends with the stored head (journal.go).
+  local add = ARGV[6]
+  if ARGV[1] ~= '' and string.byte(hdr, 18) == 1 and (#tail > 0 or redis.call('EXISTS', KEYS[2]) == 1) then
+    add = string.sub(hdr, 19, 50) .. add
   end
-  if moved or KEYS[8] ~= KEYS[6] or KEYS[9] ~= KEYS[7] then
-    redis.call('ZREM', KEYS[8], oldMember)
-    redis.call('ZREM', KEYS[9], oldMember)
-    redis.call('ZADD', KEYS[6], score, member)
-    redis.call('ZADD', KEYS[7], score, member)
-    redis.call('SADD', KEYS[4], ARGV[10])
+  if #tail + #add > ` + spillAt + ` then
+    redis.call('RPUSH', KEYS[2], tail .. add)
+    tail = ''
+  else
+    tail = tail .. add
   end
 end
-if na > 0 then
-  local list = {}
-  if cur[6] then list = cjson.decode(cur[6]) end
-  local listed, changed = {}, false
-  for _, id in ipairs(list) do listed[id] = true end
-  for i = 0, na - 1 do
-    local k, a = 10 + 5 * i, 23 + 15 * i
-    redis.call('HSET', KEYS[k], 'run_id', ARGV[a + 1], 'title', ARGV[a + 2], 'state', ARGV[a + 3],
-      'audience', ARGV[a + 4], 'requester', ARGV[a + 5], 'created_ns', ARGV[a + 6], 'expires_ns', ARGV[a + 7])
-    local ascore, amember = ARGV[a + 8], ARGV[a + 9]
-    if ARGV[a + 10] ~= '1' then
-      redis.call('ZADD', KEYS[k + 1], ascore, amember)
-      redis.call('ZADD', KEYS[k + 2], ascore, amember)
-      redis.call('SADD', KEYS[5], ARGV[a + 3])
-    elseif ARGV[a + 13] ~= ARGV[a + 7] or KEYS[k + 3] ~= KEYS[k + 1] or KEYS[k + 4] ~= KEYS[k + 2] then
-      redis.call('ZREM', KEYS[k + 3], ARGV[a + 14])
-      redis.call('ZREM', KEYS[k + 4], ARGV[a + 14])
-      redis.call('ZADD', KEYS[k + 1], ascore, amember)
-      redis.call('ZADD', KEYS[k + 2], ascore, amember)
-      redis.call('SADD', KEYS[5], ARGV[a + 3])
-    end
-    if not listed[ARGV[a]] then
-      listed[ARGV[a]] = true
-      list[#list + 1] = ARGV[a]
-      changed = true
-    end
+redis.call('SET', KEYS[1], ARGV[5] .. tail)
+for i = 0, nc - 1 do
+  redis.call('HINCRBY', KEYS[3], ARGV[12 + 2 * i], ARGV[13 + 2 * i])
+end
+for i = 0, no - 1 do
+  local a = o + 4 * i
+  if ARGV[a] == 'a' then
+    idxAdd(KEYS[tonumber(ARGV[a + 1])], ARGV[a + 2], ARGV[a + 3])
+  else
+    idxRem(KEYS[tonumber(ARGV[a + 1])], ARGV[a + 2], ARGV[a + 3])
   end
-  if changed then redis.call('HSET', KEYS[1], 'asks', cjson.encode(list)) end
 end
-local j = 23 + 15 * na
-for i = 0, nj - 1, 500 do
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, j + i, j + math.min(i + 499, nj - 1)))
+maintain()
+for i = 0, nn - 1 do
+  local a = q + 1 + 3 * i
+  if ARGV[a + 1] ~= '' then redis.call('HSET', KEYS[5], ARGV[a], ARGV[a + 1]) end
 end
-local kw, w = 10 + 5 * na, j + nj
+local kw, w = 6 + tonumber(ARGV[10]), q + 1 + 3 * nn
 ` + commitWorkSrc + `
 return 0
 `
@@ -192,30 +190,29 @@ func (s *Store) Commit(ctx context.Context, c store.Commit) error {
 	return err
 }
 
-// prepared is a commit encoded for the script.
+// prepared is a commit encoded for the script, but for what depends on
+// the run as stored (prior).
 type prepared struct {
-	c       store.Commit
-	tag     string
-	asks    []store.Ask // last write of each id wins, as in memstore
-	journal [][]byte
-	fields  []any // ARGV 9-19
+	c    store.Commit
+	tag  string
+	asks []store.Ask // last write of each id wins, as in memstore
 }
 
-// prior is the run and its asks as read before the script runs.
+// prior is the run as stored at the version a commit follows (exists is
+// false for a create): all the new value is computed from.
 type prior struct {
-	version   int64
 	exists    bool
+	version   int64
 	state     string
 	requester string
-	createdNS string
-	asks      []priorAsk
-}
-
-type priorAsk struct {
-	exists    bool
-	state     string
-	audience  string
-	expiresNS string
+	created   time.Time
+	asks      []store.Ask // every ask of the run, in the order kept
+	seq       int64       // the journal's last seq and head
+	head      string
+	base      int64     // the journal's seq before its first record
+	firstPrev string    // the first record's prev hash
+	digest    string    // the journal's digest (packPayload)
+	epoch     time.Time // the journal's epoch (appendGroup)
 }
 
 func (s *Store) prepare(c store.Commit) (*prepared, error) {
@@ -229,151 +226,110 @@ func (s *Store) prepare(c store.Commit) (*prepared, error) {
 		seen[a.ID] = len(p.asks)
 		p.asks = append(p.asks, a)
 	}
-	// The records are encoded into one buffer and passed as slices of it.
-	size := 0
-	for _, r := range c.Journal {
-		size += 320 + len(r.Actor) + len(r.Kind) + 2*len(r.Payload)
-	}
-	buf := make([]byte, 0, size)
-	ends := make([]int, len(c.Journal))
 	for i, r := range c.Journal {
-		var err error
-		if buf, err = appendRecord(buf, r); err != nil {
-			return nil, err
+		if i > 0 && r.Seq != c.Journal[i-1].Seq+1 {
+			return nil, fmt.Errorf("%w: journal record %d follows record %d", store.ErrInvalid, r.Seq, c.Journal[i-1].Seq)
 		}
-		ends[i] = len(buf)
 	}
-	p.journal = make([][]byte, len(c.Journal))
-	start := 0
-	for i, end := range ends {
-		p.journal[i] = buf[start:end:end]
-		start = end
+	if _, ok := packHead(c.Run.JournalHead); !ok {
+		return nil, fmt.Errorf("%w: journal head %q is not a sha256 digest", store.ErrInvalid, c.Run.JournalHead)
 	}
-	r := c.Run
-	p.fields = []any{strconv.FormatInt(r.Version, 10), r.State, r.Requester, r.Skill, r.PlanDigest,
-		timeNS(r.CreatedAt), timeNS(r.UpdatedAt), strconv.FormatInt(r.JournalSeq, 10), r.JournalHead, r.Data}
-	if c.ExpectVersion == 0 {
-		p.fields = append(p.fields, c.RequestKey)
-	} else {
-		p.fields = append(p.fields, "")
+	if len(c.Journal) > 0 && c.ExpectVersion != 0 {
+		// It must be the stored head: a digest (a create's may be anything).
+		if _, ok := packHead(c.Journal[0].PrevHash); !ok {
+			return nil, fmt.Errorf("%w: journal record %d's prev hash %q is not a sha256 digest", store.ErrInvalid, c.Journal[0].Seq, c.Journal[0].PrevHash)
+		}
 	}
 	return p, nil
 }
 
 func (s *Store) commit(ctx context.Context, p *prepared) error {
 	c := p.c
-	for attempt := range 4 {
-		var pr prior
-		switch {
-		case c.ExpectVersion == 0 && attempt == 0:
-			// A create has nothing to read: its asks are new (if one is
-			// not, the script says so and we read).
-			pr.asks = make([]priorAsk, len(p.asks))
-		case attempt == 0 && s.written.prior(p, &pr):
-			// This store wrote the version the commit follows: what it
-			// wrote is what the script will find, unless another writer
-			// moved the run (the script refuses: version conflict) or an
-			// ask's row (the script says read again).
-		default:
-			var err error
-			if pr, err = s.readPrior(ctx, p); err != nil {
-				return err
-			}
-			if (c.ExpectVersion == 0 && pr.exists) || (c.ExpectVersion != 0 && pr.version != c.ExpectVersion) {
-				s.written.forget(c.Run.ID)
-				return store.ErrConflict
-			}
+	var pr prior
+	switch {
+	case c.ExpectVersion == 0:
+		// A create has nothing to read: the script refuses it if the run
+		// is there.
+	case s.written.prior(c.Run.ID, c.ExpectVersion, &pr):
+		// This store wrote the version the commit follows: that is what
+		// Redis holds, unless another writer moved the run on since (the
+		// script refuses: version conflict).
+	default:
+		var err error
+		if pr, err = s.readPrior(ctx, c.Run.ID, p.tag); err != nil {
+			return err
 		}
-		code, err := s.runCommit(ctx, p, pr)
-		if err != nil {
-			s.written.forget(c.Run.ID)
-			return fmt.Errorf("redisstore: commit: %w", unavailable(err))
-		}
-		switch code {
-		case 0:
-			s.written.remember(p)
-			return nil
-		case 1:
+		if !pr.exists || pr.version != c.ExpectVersion {
 			s.written.forget(c.Run.ID)
 			return store.ErrConflict
-		case 2:
-			return store.ErrDeadline
-		case 3:
-			s.written.forget(c.Run.ID)
-			return fmt.Errorf("%w: the journal does not follow the run's stored head", store.ErrConflict)
-		case 4:
-			continue
-		default:
-			return fmt.Errorf("redisstore: commit script answered %d", code)
 		}
 	}
-	s.written.forget(c.Run.ID)
-	return fmt.Errorf("%w: the run's asks kept changing while committing", store.ErrConflict)
+	keys, args, w, err := s.scriptArgs(p, pr)
+	if err != nil {
+		return err
+	}
+	code, err := s.runCommit(ctx, keys, args)
+	if err != nil {
+		s.written.forget(c.Run.ID)
+		return fmt.Errorf("redisstore: commit: %w", unavailable(err))
+	}
+	switch code {
+	case 0:
+		s.written.remember(c.Run.ID, w)
+		return nil
+	case 1:
+		s.written.forget(c.Run.ID)
+		return store.ErrConflict
+	case 2:
+		return store.ErrDeadline
+	case 3:
+		s.written.forget(c.Run.ID)
+		return fmt.Errorf("%w: the journal does not follow the run's stored head", store.ErrConflict)
+	case 5:
+		return fmt.Errorf("redisstore: commit: %w: the run's slot is moving between Redis Cluster nodes", store.ErrUnavailable)
+	}
+	return fmt.Errorf("redisstore: commit script answered %d", code)
 }
 
 // maxWritten bounds the runs whose last write a store remembers.
 const maxWritten = 8192
 
-// writtenRuns remembers, per run, the index fields of the last version
-// this store committed, so the next commit of that run needs no read to
-// find the index entries to move. It is only a guess: the script checks
-// every field against Redis before it writes.
+// writtenRuns remembers, per run, what the last version this store
+// committed holds but for data and journal, so the next commit of that
+// run needs no read first. The script's version check makes it exact: a
+// run's value at a version never changes.
 type writtenRuns struct {
 	mu   sync.Mutex
-	runs map[string]*writtenRun
+	runs map[string]*prior
 }
 
-type writtenRun struct {
-	version   int64
-	state     string
-	requester string
-	createdNS string
-	asks      map[string]priorAsk
-}
-
-// prior fills pr from what this store last wrote, if that is the version
-// p follows.
-func (w *writtenRuns) prior(p *prepared, pr *prior) bool {
+// prior fills pr with what this store last wrote of run id, if that is
+// version v.
+func (w *writtenRuns) prior(id string, v int64, pr *prior) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r, ok := w.runs[p.c.Run.ID]
-	if !ok || r.version != p.c.ExpectVersion {
+	r, ok := w.runs[id]
+	if !ok || r.version != v {
 		return false
 	}
-	*pr = prior{version: r.version, exists: true, state: r.state, requester: r.requester, createdNS: r.createdNS,
-		asks: make([]priorAsk, len(p.asks))}
-	for i, a := range p.asks {
-		pr.asks[i] = r.asks[a.ID] // absent: the ask is new
-	}
+	*pr = *r
 	return true
 }
 
 // remember records what a commit wrote.
-func (w *writtenRuns) remember(p *prepared) {
-	run := p.c.Run
+func (w *writtenRuns) remember(id string, r *prior) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.runs == nil {
-		w.runs = map[string]*writtenRun{}
+		w.runs = map[string]*prior{}
 	}
-	r, ok := w.runs[run.ID]
-	if !ok {
-		if len(w.runs) >= maxWritten {
-			for id := range w.runs { // evict one, any
-				delete(w.runs, id)
-				break
-			}
+	if _, ok := w.runs[id]; !ok && len(w.runs) >= maxWritten {
+		for old := range w.runs { // evict one, any
+			delete(w.runs, old)
+			break
 		}
-		r = &writtenRun{}
-		w.runs[run.ID] = r
 	}
-	r.version, r.state, r.requester, r.createdNS = run.Version, run.State, run.Requester, timeNS(run.CreatedAt)
-	for _, a := range p.asks {
-		if r.asks == nil {
-			r.asks = map[string]priorAsk{}
-		}
-		r.asks[a.ID] = priorAsk{exists: true, state: a.State, audience: a.Audience, expiresNS: timeNS(a.DueAt)}
-	}
+	w.runs[id] = r
 }
 
 func (w *writtenRuns) forget(runID string) {
@@ -384,83 +340,210 @@ func (w *writtenRuns) forget(runID string) {
 
 // runCommit runs the commit script in a shared pipeline (EVALSHA; the
 // script is loaded at start-up, and again here if Redis lost it).
-func (s *Store) runCommit(ctx context.Context, p *prepared, pr prior) (int, error) {
-	cmd := redis.NewCmd(ctx, s.scriptCmd(p, pr)...)
+func (s *Store) runCommit(ctx context.Context, keys []string, args []any) (int, error) {
+	cmd := redis.NewCmd(ctx, evalArgs("evalsha", commitScript.Hash(), keys, args)...)
 	if err := s.batch.do(ctx, cmd); err != nil {
 		return 0, err
 	}
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		keys, args := s.scriptArgs(p, pr)
-		return commitScript.Eval(ctx, s.rdb, keys, args...).Int()
+		cmd = commitScript.Eval(ctx, s.rdb, keys, args...)
 	}
-	return cmd.Int()
+	n, err := cmd.Int()
+	return n, movingErr(err)
 }
 
-// readPrior reads what the script needs to know to move index entries.
-func (s *Store) readPrior(ctx context.Context, p *prepared) (prior, error) {
-	run := redis.NewSliceCmd(ctx, "hmget", runKey(p.tag, p.c.Run.ID), "version", "state", "requester", "created_ns")
-	cmds := []redis.Cmder{run}
-	askCmds := make([]*redis.SliceCmd, len(p.asks))
-	for i, a := range p.asks {
-		askCmds[i] = redis.NewSliceCmd(ctx, "hmget", askKey(p.tag, a.ID), "state", "audience", "expires_ns")
-		cmds = append(cmds, askCmds[i])
+// movingErr marks as unavailable the error of a script that touched a key
+// of a slot being migrated between cluster nodes: it stopped there,
+// before its first write, and the same call may succeed once the slot has
+// moved.
+func movingErr(err error) error {
+	if err != nil && strings.Contains(err.Error(), "non local key") {
+		return fmt.Errorf("%w: the slot is moving: %w", store.ErrUnavailable, err)
 	}
-	err := s.batch.do(ctx, cmds...)
-	for _, c := range cmds {
-		if err == nil {
-			err = c.Err()
-		}
-	}
+	return err
+}
+
+// readPrior reads the run as stored.
+func (s *Store) readPrior(ctx context.Context, id, tag string) (prior, error) {
+	heads, err := s.readHeads(ctx, []string{runKey(tag, id)})
 	if err != nil {
-		return prior{}, fmt.Errorf("redisstore: commit: %w", unavailable(err))
+		return prior{}, fmt.Errorf("redisstore: commit: %w", err)
 	}
-	var pr prior
-	v := run.Val()
-	if v[0] != nil {
-		pr.exists = true
-		pr.version, _ = strconv.ParseInt(str(v[0]), 10, 64)
-		pr.state, pr.requester, pr.createdNS = str(v[1]), str(v[2]), str(v[3])
+	if heads[0] == "" {
+		return prior{}, nil
 	}
-	pr.asks = make([]priorAsk, len(p.asks))
-	for i, cmd := range askCmds {
-		if v := cmd.Val(); v[0] != nil {
-			pr.asks[i] = priorAsk{exists: true, state: str(v[0]), audience: str(v[1]), expiresNS: str(v[2])}
+	h, err := decodeHead(id, heads[0])
+	if err != nil {
+		return prior{}, err
+	}
+	return priorOf(h), nil
+}
+
+func priorOf(h runHead) prior {
+	return prior{exists: true, version: h.run.Version, state: h.run.State, requester: h.run.Requester, created: h.run.CreatedAt,
+		asks: h.asks, seq: h.run.JournalSeq, head: h.run.JournalHead, base: h.base, firstPrev: h.firstPrev, digest: h.journalDigest,
+		epoch: h.epoch}
+}
+
+// readHeads reads the header and meta of each run key, pipelined: a
+// value's first headRead bytes, and the rest of its meta in a second
+// round trip for the few whose meta is longer. A run that is not there
+// reads as "".
+func (s *Store) readHeads(ctx context.Context, keys []string) ([]string, error) {
+	out := make([]string, len(keys))
+	cmds := make([]redis.Cmder, len(keys))
+	reads := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		reads[i] = redis.NewStringCmd(ctx, "getrange", k, 0, headRead-1)
+		cmds[i] = reads[i]
+	}
+	if err := s.batch.do(ctx, cmds...); err != nil {
+		return nil, unavailable(err)
+	}
+	var more []int
+	for i, cmd := range reads {
+		v, err := cmd.Result()
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		out[i] = v
+		if n := headLen(v); n > len(v) {
+			more = append(more, i)
 		}
 	}
-	return pr, nil
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-// scriptCmd is the EVALSHA command of commitScript with KEYS and ARGV
-// laid out as it reads them.
-func (s *Store) scriptCmd(p *prepared, pr prior) []any {
-	keys, args := s.scriptArgs(p, pr)
-	cmd := make([]any, 0, 3+len(keys)+len(args))
-	cmd = append(cmd, "evalsha", commitScript.Hash(), len(keys))
-	for _, k := range keys {
-		cmd = append(cmd, k)
+	if len(more) == 0 {
+		return out, nil
 	}
-	return append(cmd, args...)
+	cmds, reads = cmds[:0], reads[:0]
+	for _, i := range more {
+		c := redis.NewStringCmd(ctx, "getrange", keys[i], headRead, headLen(out[i])-1)
+		reads, cmds = append(reads, c), append(cmds, c)
+	}
+	if err := s.batch.do(ctx, cmds...); err != nil {
+		return nil, unavailable(err)
+	}
+	for j, i := range more {
+		v, err := reads[j].Result()
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		out[i] += v
+	}
+	return out, nil
 }
 
-// scriptArgs lays out KEYS and ARGV as commitScript reads them.
-func (s *Store) scriptArgs(p *prepared, pr prior) ([]string, []any) {
+// indexOp is one index entry to add or remove.
+type indexOp struct {
+	add           bool
+	dir           string
+	score, member string
+}
+
+// scriptArgs lays out KEYS and ARGV as commitScript reads them, and what
+// this store will remember having written.
+func (s *Store) scriptArgs(p *prepared, pr prior) ([]string, []any, *prior, error) {
 	c, tag := p.c, p.tag
 	r := c.Run
-	newState, newReq := runStateKey(tag, r.State), runReqKey(tag, r.Requester, r.State)
-	oldState, oldReq, oldMember := newState, newReq, ""
-	if pr.exists {
-		oldState, oldReq = runStateKey(tag, pr.state), runReqKey(tag, pr.requester, pr.state)
-		oldMember = memberOf(pr.createdNS, r.ID)
+	// Every ask of the run: those kept, with this commit's in their place.
+	asks := slices.Clone(pr.asks)
+	byID := make(map[string]int, len(asks))
+	for i, a := range asks {
+		byID[a.ID] = i
 	}
-	keys := make([]string, 0, 9+5*len(p.asks))
-	keys = append(keys, runKey(tag, r.ID), journalKey(tag, r.ID), runsKey(tag), runStatesKey(tag), askStatesKey(tag),
-		newState, newReq, oldState, oldReq)
-	deadline := ""
+	var ops []indexOp
+	counts := map[string]int64{}
+	entry := func(add bool, dirs []string, t time.Time, id string) {
+		ms, member := scoreMember(t, id)
+		for _, d := range dirs {
+			ops = append(ops, indexOp{add, d, strconv.FormatInt(ms, 10), member})
+		}
+	}
+	switch {
+	case !pr.exists:
+		entry(true, []string{runStateKey(tag, r.State), runReqKey(tag, r.Requester, r.State)}, r.CreatedAt, r.ID)
+		counts["r:"+r.State]++
+	case pr.state != r.State || pr.requester != r.Requester || !pr.created.Equal(r.CreatedAt):
+		entry(false, []string{runStateKey(tag, pr.state), runReqKey(tag, pr.requester, pr.state)}, pr.created, r.ID)
+		entry(true, []string{runStateKey(tag, r.State), runReqKey(tag, r.Requester, r.State)}, r.CreatedAt, r.ID)
+		counts["r:"+pr.state]--
+		counts["r:"+r.State]++
+	}
+	for _, a := range p.asks {
+		i, had := byID[a.ID]
+		if !had {
+			byID[a.ID] = len(asks)
+			asks = append(asks, a)
+			entry(true, []string{askStateKey(tag, a.State), askAudKey(tag, a.Audience, a.State)}, a.DueAt, a.ID)
+			counts["a:"+a.State]++
+			continue
+		}
+		old := asks[i]
+		asks[i] = a
+		if old.State == a.State && old.Audience == a.Audience && old.DueAt.Equal(a.DueAt) {
+			continue
+		}
+		entry(false, []string{askStateKey(tag, old.State), askAudKey(tag, old.Audience, old.State)}, old.DueAt, a.ID)
+		entry(true, []string{askStateKey(tag, a.State), askAudKey(tag, a.Audience, a.State)}, a.DueAt, a.ID)
+		counts["a:"+old.State]--
+		counts["a:"+a.State]++
+	}
+	next := prior{exists: true, version: r.Version, state: r.State, requester: r.Requester, created: r.CreatedAt, asks: asks,
+		seq: r.JournalSeq, head: r.JournalHead, base: pr.base, firstPrev: pr.firstPrev, digest: pr.digest, epoch: pr.epoch}
+	switch {
+	case !pr.exists:
+		next.digest, next.epoch = r.PlanDigest, r.CreatedAt
+		if len(c.Journal) > 0 {
+			next.base, next.firstPrev = c.Journal[0].Seq-1, c.Journal[0].PrevHash
+		}
+	case len(c.Journal) == 0 && (r.JournalSeq != pr.seq || r.JournalHead != pr.head):
+		// The head is the last record's hash, which the store keeps
+		// there alone (journal.go): it moves with records only.
+		return nil, nil, nil, fmt.Errorf("%w: run %s's journal head changes without a record", store.ErrInvalid, r.ID)
+	}
+	value, err := packRun(r, asks, next.base, next.firstPrev, next.digest, next.epoch)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	size := 0
+	for _, rec := range c.Journal {
+		size += 48 + len(rec.Actor) + len(rec.Kind) + len(rec.Payload)
+	}
+	group, err := appendGroup(make([]byte, 0, size), r.ID, c.Journal, next.digest, next.epoch)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+
+	keys := []string{runKey(tag, r.ID), journalKey(tag, r.ID), countsKey(tag), bucketSeqKey(tag), oddAsksKey(tag)}
+	keyAt := map[string]int{}
+	key := func(k string) int {
+		if _, ok := keyAt[k]; !ok {
+			keys = append(keys, k)
+			keyAt[k] = len(keys) // KEYS are 1-based
+		}
+		return keyAt[k]
+	}
+	for _, op := range ops {
+		key(op.dir)
+	}
+	type newAsk struct {
+		id, oddOf string
+		looksLike int
+	}
+	var fresh []newAsk
+	for _, a := range asks[len(pr.asks):] {
+		n := newAsk{id: a.ID}
+		if _, named := askStop(r.ID, a.ID); !named {
+			n.oddOf = r.ID
+			if other, ok := runOfAsk(a.ID); ok && other != r.ID && s.runTag(other) == tag {
+				n.looksLike = key(runKey(tag, other))
+			}
+		}
+		fresh = append(fresh, n)
+	}
+	expect, deadline, firstPrev, seqBefore := "", "", "", ""
+	if c.ExpectVersion != 0 {
+		expect = be64(c.ExpectVersion)
+	}
 	if !c.Deadline.IsZero() {
 		// The script compares whole microseconds (the resolution of TIME):
 		// now < deadline ⇔ now_µs < ⌈deadline_ns / 1000⌉.
@@ -470,33 +553,37 @@ func (s *Store) scriptArgs(p *prepared, pr prior) ([]string, []any) {
 		}
 		deadline = strconv.FormatInt(us, 10)
 	}
-	firstPrev := ""
 	if len(c.Journal) > 0 {
-		firstPrev = c.Journal[0].PrevHash
+		h, _ := packHead(c.Journal[0].PrevHash)
+		firstPrev, seqBefore = string(h[:]), be64(c.Journal[0].Seq-1)
 	}
-	score, member := scoreMember(r.CreatedAt, r.ID)
-	args := make([]any, 0, 22+15*len(p.asks)+len(p.journal))
-	args = append(args, strconv.FormatInt(c.ExpectVersion, 10), deadline, firstPrev, len(p.journal),
-		pr.state, pr.requester, pr.createdNS, oldMember)
-	args = append(args, p.fields...)
-	args = append(args, score, member, len(p.asks))
-	for i, a := range p.asks {
-		old := pr.asks[i]
-		ns, nm := askStateKey(tag, a.State), askAudKey(tag, a.Audience, a.State)
-		oldS, oldA, oldAskMember, exists := ns, nm, "", "0"
-		if old.exists {
-			oldS, oldA = askStateKey(tag, old.state), askAudKey(tag, old.audience, old.state)
-			oldAskMember, exists = memberOf(old.expiresNS, a.ID), "1"
+	maps.DeleteFunc(counts, func(_ string, n int64) bool { return n == 0 }) // a move within a state
+	args := make([]any, 0, 16+2*len(counts)+4*len(ops)+8*len(c.Enqueue))
+	args = append(args, expect, deadline, firstPrev, seqBefore, value, group, tag, s.bucketSplit,
+		strconv.FormatInt(r.Version, 10), len(keys)-5, len(counts))
+	for _, f := range slices.Sorted(maps.Keys(counts)) {
+		args = append(args, f, counts[f])
+	}
+	args = append(args, len(ops))
+	for _, op := range ops {
+		kind := "r"
+		if op.add {
+			kind = "a"
 		}
-		keys = append(keys, askKey(tag, a.ID), ns, nm, oldS, oldA)
-		ascore, amember := scoreMember(a.DueAt, a.ID)
-		args = append(args, a.ID, a.RunID, a.Title, a.State, a.Audience, a.Requester, timeNS(a.CreatedAt), timeNS(a.DueAt),
-			ascore, amember, exists, old.state, old.audience, old.expiresNS, oldAskMember)
+		args = append(args, kind, keyAt[op.dir], op.score, op.member)
 	}
-	for _, j := range p.journal {
-		args = append(args, j)
+	args = append(args, len(fresh))
+	for _, n := range fresh {
+		args = append(args, n.id, n.oddOf, n.looksLike)
 	}
-	return s.commitWork(keys, args, p)
+	keys, args = s.commitWork(keys, args, p)
+	return keys, args, &next, nil
+}
+
+func be64(v int64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(v))
+	return string(b[:])
 }
 
 // claim takes the request key for runID. It reports whether this call
@@ -549,74 +636,7 @@ func (s *Store) claim(ctx context.Context, key, runID string) (bool, error) {
 	return false, fmt.Errorf("%w: the request key %q is contended", store.ErrConflict, key)
 }
 
-// storedRecord is a journal record as kept in the list. The run id is the
-// list's; the payload is kept byte for byte: inline when it is JSON
-// without surrounding space, else base64.
-type storedRecord struct {
-	Seq        int64           `json:"seq"`
-	Time       time.Time       `json:"time"`
-	Actor      string          `json:"actor"`
-	Kind       string          `json:"kind"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-	PayloadB64 string          `json:"payload_b64,omitempty"`
-	PrevHash   string          `json:"prev_hash"`
-	Hash       string          `json:"hash"`
-}
-
-// appendRecord appends r as it is kept in the list.
-func appendRecord(b []byte, r store.JournalRecord) ([]byte, error) {
-	b = append(b, `{"seq":`...)
-	b = strconv.AppendInt(b, r.Seq, 10)
-	b = append(b, `,"time":`...)
-	if y := r.Time.Year(); r.Time.Location() == time.UTC && y >= 0 && y < 10000 {
-		// What MarshalJSON writes, without its allocation.
-		b = append(b, '"')
-		b = r.Time.AppendFormat(b, time.RFC3339Nano)
-		b = append(b, '"')
-	} else {
-		t, err := r.Time.MarshalJSON()
-		if err != nil {
-			return nil, fmt.Errorf("%w: journal record %d: %v", store.ErrInvalid, r.Seq, err)
-		}
-		b = append(b, t...)
-	}
-	b = appendField(b, "actor", r.Actor)
-	b = appendField(b, "kind", r.Kind)
-	if len(r.Payload) > 0 {
-		if json.Valid(r.Payload) && !isSpace(r.Payload[0]) && !isSpace(r.Payload[len(r.Payload)-1]) {
-			b = append(b, `,"payload":`...)
-			b = append(b, r.Payload...)
-		} else {
-			b = appendField(b, "payload_b64", base64.StdEncoding.EncodeToString(r.Payload))
-		}
-	}
-	b = appendField(b, "prev_hash", r.PrevHash)
-	b = appendField(b, "hash", r.Hash)
-	return append(b, '}'), nil
-}
-
-func appendField(b []byte, name, v string) []byte {
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, '"', ':')
-	return plan.AppendCanonical(b, v) // a JSON string
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func decodeRecord(runID, s string) (store.JournalRecord, error) {
-	var sr storedRecord
-	if err := json.Unmarshal([]byte(s), &sr); err != nil {
-		return store.JournalRecord{}, fmt.Errorf("redisstore: a journal record of %s is damaged: %w", runID, err)
-	}
-	r := store.JournalRecord{RunID: runID, Seq: sr.Seq, Time: sr.Time, Actor: sr.Actor, Kind: sr.Kind,
-		Payload: sr.Payload, PrevHash: sr.PrevHash, Hash: sr.Hash}
-	if sr.PayloadB64 != "" {
-		p, err := base64.StdEncoding.DecodeString(sr.PayloadB64)
-		if err != nil {
-			return store.JournalRecord{}, fmt.Errorf("redisstore: a journal record of %s is damaged: %w", runID, err)
-		}
-		r.Payload = p
-	}
-	return r, nil
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,45 +16,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/store"
 )
-
-// runListFields are the run fields a listing returns (not the data).
-var runListFields = []string{"version", "state", "requester", "skill", "plan_digest", "created_ns", "updated_ns", "journal_seq", "journal_head"}
-
-func decodeRun(id string, m map[string]string) (store.Run, error) {
-	r := store.Run{ID: id, State: m["state"], Requester: m["requester"], Skill: m["skill"], PlanDigest: m["plan_digest"],
-		JournalHead: m["journal_head"]}
-	var err error
-	if r.Version, err = strconv.ParseInt(m["version"], 10, 64); err != nil {
-		return store.Run{}, fmt.Errorf("redisstore: run %s has a bad version %q", id, m["version"])
-	}
-	if v := m["journal_seq"]; v != "" {
-		if r.JournalSeq, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return store.Run{}, fmt.Errorf("redisstore: run %s has a bad journal seq %q", id, v)
-		}
-	}
-	if r.CreatedAt, err = parseNS(m["created_ns"]); err != nil {
-		return store.Run{}, err
-	}
-	if r.UpdatedAt, err = parseNS(m["updated_ns"]); err != nil {
-		return store.Run{}, err
-	}
-	if d := m["data"]; d != "" {
-		r.Data = []byte(d)
-	}
-	return r, nil
-}
-
-func decodeAsk(id string, m map[string]string) (store.Ask, error) {
-	a := store.Ask{ID: id, RunID: m["run_id"], Title: m["title"], State: m["state"], Audience: m["audience"], Requester: m["requester"]}
-	var err error
-	if a.CreatedAt, err = parseNS(m["created_ns"]); err != nil {
-		return store.Ask{}, err
-	}
-	if a.DueAt, err = parseNS(m["expires_ns"]); err != nil {
-		return store.Ask{}, err
-	}
-	return a, nil
-}
 
 // RequestedRun implements store.Store: the claim's run once that run
 // exists (a claim is written before its run's commit, so a claim alone
@@ -78,18 +40,18 @@ func (s *Store) RequestedRun(ctx context.Context, key string) (string, error) {
 
 // GetRun implements store.Store.
 func (s *Store) GetRun(ctx context.Context, id string) (store.Run, error) {
-	cmd := redis.NewMapStringStringCmd(ctx, "hgetall", runKey(s.runTag(id), id))
+	cmd := redis.NewStringCmd(ctx, "get", runKey(s.runTag(id), id))
 	if err := s.batch.do(ctx, cmd); err != nil {
 		return store.Run{}, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
-	m, err := cmd.Result()
-	if err != nil {
+	v, err := cmd.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return store.Run{}, store.ErrNotFound
+	case err != nil:
 		return store.Run{}, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
-	if len(m) == 0 {
-		return store.Run{}, store.ErrNotFound
-	}
-	return decodeRun(id, m)
+	return decodeRun(id, v)
 }
 
 // GetRuns implements store.Store: GetRun's read of every run, all in one
@@ -101,10 +63,10 @@ func (s *Store) GetRuns(ctx context.Context, ids []string) ([]store.Run, error) 
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	reads := make([]*redis.MapStringStringCmd, len(ids))
+	reads := make([]*redis.StringCmd, len(ids))
 	cmds := make([]redis.Cmder, len(ids))
 	for i, id := range ids {
-		reads[i] = redis.NewMapStringStringCmd(ctx, "hgetall", runKey(s.runTag(id), id))
+		reads[i] = redis.NewStringCmd(ctx, "get", runKey(s.runTag(id), id))
 		cmds[i] = reads[i]
 	}
 	if err := s.batch.do(ctx, cmds...); err != nil {
@@ -112,108 +74,187 @@ func (s *Store) GetRuns(ctx context.Context, ids []string) ([]store.Run, error) 
 	}
 	runs := make([]store.Run, len(ids))
 	for i, cmd := range reads {
-		m, err := cmd.Result()
+		v, err := cmd.Result()
 		switch {
-		case errors.Is(err, redis.Nil), err == nil && len(m) == 0:
+		case errors.Is(err, redis.Nil):
 			continue // not held: the zero Run (redis.Nil is how a GET says so)
 		case err != nil:
 			return nil, fmt.Errorf("redisstore: run %s: %w", ids[i], unavailable(err))
 		}
-		if runs[i], err = decodeRun(ids[i], m); err != nil {
+		if runs[i], err = decodeRun(ids[i], v); err != nil {
 			return nil, err
 		}
 	}
 	return runs, nil
 }
 
-// RunVersion implements store.Store.
+// RunVersion implements store.Store: the header's version alone.
 func (s *Store) RunVersion(ctx context.Context, id string) (int64, error) {
-	cmd := redis.NewStringCmd(ctx, "hget", runKey(s.runTag(id), id), "version")
+	cmd := redis.NewStringCmd(ctx, "getrange", runKey(s.runTag(id), id), offVersion, offVersion+7)
 	if err := s.batch.do(ctx, cmd); err != nil {
 		return 0, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
-	v, err := cmd.Int64()
+	v, err := cmd.Result()
 	switch {
-	case errors.Is(err, redis.Nil):
-		return 0, store.ErrNotFound
 	case err != nil:
 		return 0, fmt.Errorf("redisstore: run %s: %w", id, unavailable(err))
+	case v == "":
+		return 0, store.ErrNotFound
+	case len(v) != 8:
+		return 0, fmt.Errorf("redisstore: run %s is damaged: its header", id)
 	}
-	return v, nil
+	return int64(binary.BigEndian.Uint64([]byte(v))), nil
 }
 
-// GetAsk implements store.Store. An ask lives in its run's shard; its id
-// is "RUN/STOP", so the shard follows from the id. An id of another shape
-// is looked for in every shard.
+// GetAsk implements store.Store. An ask is kept in its run: the run its
+// id names (RUN/STOP), or for an id not so named the run the odd-ask
+// hash of some shard records.
 func (s *Store) GetAsk(ctx context.Context, id string) (store.Ask, error) {
-	tried := map[int]bool{}
-	var first []int
-	for i := range len(id) {
-		if id[i] == '/' {
-			if sh := s.shardOf(id[:i]); !tried[sh] {
-				tried[sh] = true
-				first = append(first, sh)
+	asks, err := s.asksOf(ctx, []string{id}, nil)
+	if err != nil {
+		return store.Ask{}, err
+	}
+	if asks[0].ID == "" {
+		return store.Ask{}, store.ErrNotFound
+	}
+	return asks[0], nil
+}
+
+// asksOf reads the asks named by ids from their runs' meta, in one round
+// trip for asks named RUN/STOP (two for a run with a long meta), and two
+// more for any other, found in the odd-ask hash of its shard (tags[i];
+// every shard's without tags). An ask that is not there is the zero Ask
+// at its place.
+func (s *Store) asksOf(ctx context.Context, ids, tags []string) ([]store.Ask, error) {
+	out := make([]store.Ask, len(ids))
+	want := map[string][]int{} // run → the places of ids to look for in it
+	for i, id := range ids {
+		if run, ok := runOfAsk(id); ok {
+			want[run] = append(want[run], i)
+		}
+	}
+	if err := s.findAsks(ctx, ids, want, out); err != nil {
+		return nil, err
+	}
+	// Not found where the id points: an odd ask (or one that is gone).
+	var lost []int
+	for i := range ids {
+		if out[i].ID == "" {
+			lost = append(lost, i)
+		}
+	}
+	if len(lost) == 0 {
+		return out, nil
+	}
+	pipe := s.rdb.Pipeline()
+	type lookup struct {
+		at  int
+		cmd *redis.StringCmd
+	}
+	var looks []lookup
+	for _, i := range lost {
+		if tags != nil {
+			looks = append(looks, lookup{i, pipe.HGet(ctx, oddAsksKey(tags[i]), ids[i])})
+			continue
+		}
+		for sh := range s.shards {
+			looks = append(looks, lookup{i, pipe.HGet(ctx, oddAsksKey(s.tag(sh)), ids[i])})
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
+	}
+	want = map[string][]int{}
+	for _, l := range looks {
+		if run, err := l.cmd.Result(); err == nil {
+			want[run] = append(want[run], l.at)
+		}
+	}
+	if err := s.findAsks(ctx, ids, want, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// findAsks reads the runs of want and puts each ask of ids they hold in
+// out.
+func (s *Store) findAsks(ctx context.Context, ids []string, want map[string][]int, out []store.Ask) error {
+	if len(want) == 0 {
+		return nil
+	}
+	runs := slices.Sorted(maps.Keys(want))
+	keys := make([]string, len(runs))
+	for i, r := range runs {
+		keys[i] = runKey(s.runTag(r), r)
+	}
+	heads, err := s.readHeads(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	for i, v := range heads {
+		if v == "" {
+			continue
+		}
+		h, err := decodeHead(runs[i], v)
+		if err != nil {
+			return err
+		}
+		for _, at := range want[runs[i]] {
+			for _, a := range h.asks {
+				if a.ID == ids[at] {
+					out[at] = a
+				}
 			}
 		}
 	}
-	a, ok, err := s.findAsk(ctx, id, first)
-	if err != nil || ok {
-		return a, err
-	}
-	var rest []int
-	for sh := range s.shards {
-		if !tried[sh] {
-			rest = append(rest, sh)
-		}
-	}
-	if a, ok, err = s.findAsk(ctx, id, rest); err != nil || ok {
-		return a, err
-	}
-	return store.Ask{}, store.ErrNotFound
+	return nil
 }
 
-func (s *Store) findAsk(ctx context.Context, id string, shards []int) (store.Ask, bool, error) {
-	if len(shards) == 0 {
-		return store.Ask{}, false, nil
-	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(shards))
-	for i, sh := range shards {
-		cmds[i] = pipe.HGetAll(ctx, askKey(s.tag(sh), id))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return store.Ask{}, false, fmt.Errorf("redisstore: %w", unavailable(err))
-	}
-	for i, cmd := range cmds {
-		if m := cmd.Val(); len(m) > 0 && s.shardOf(m["run_id"]) == shards[i] {
-			a, err := decodeAsk(id, m)
-			return a, err == nil, err
-		}
-	}
-	return store.Ask{}, false, nil
-}
+// journalScript reads a run's journal at one instant (a commit may move
+// the tail to the list in between two plain reads). KEYS: 1 run, 2
+// journal. Returns the run's header and meta, its tail, then the list's
+// elements; {} if there is no run.
+var journalScript = redis.NewScript(journalScriptSrc)
+
+const journalScriptSrc = `
+local hdr = redis.call('GETRANGE', KEYS[1], 0, 57)
+if #hdr < 58 then return {} end
+local function u32(at)
+  local b1, b2, b3, b4 = string.byte(hdr, at, at + 3)
+  return ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+end
+local out = {redis.call('GETRANGE', KEYS[1], 0, u32(51) - 1), redis.call('GETRANGE', KEYS[1], u32(55), -1)}
+for _, c in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do out[#out + 1] = c end
+return out
+`
 
 // Journal implements store.Store.
 func (s *Store) Journal(ctx context.Context, runID string, after int64, limit int) ([]store.JournalRecord, error) {
-	after = max(after, 0)
-	stop := int64(-1)
-	if limit > 0 {
-		stop = after + int64(limit) - 1
-	}
-	vals, err := s.rdb.LRange(ctx, journalKey(s.runTag(runID), runID), after, stop).Result()
-	if err != nil {
+	tag := s.runTag(runID)
+	keys := []string{runKey(tag, runID), journalKey(tag, runID)}
+	cmd := redis.NewCmd(ctx, evalArgs("evalsha", journalScript.Hash(), keys, nil)...)
+	if err := s.batch.do(ctx, cmd); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
-	if len(vals) == 0 {
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = journalScript.Eval(ctx, s.rdb, keys)
+	}
+	reply, err := cmd.Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", unavailable(movingErr(err)))
+	}
+	if len(reply) == 0 {
 		return nil, nil
 	}
-	recs := make([]store.JournalRecord, len(vals))
-	for i, v := range vals {
-		if recs[i], err = decodeRecord(runID, v); err != nil {
-			return nil, err
-		}
+	head, parts, ok := journalParts(reply)
+	if !ok {
+		return nil, fmt.Errorf("redisstore: run %s is damaged: its journal", runID)
 	}
-	return recs, nil
+	h, err := decodeHead(runID, head)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJournal(h, parts, max(after, 0), limit)
 }
 
 // PutPlan implements store.Store: the first write of a digest wins.
@@ -299,24 +340,23 @@ func (s *Store) collect(ctx context.Context, sc scan) ([]entry, error) {
 	var merged []entry
 	seen := map[string]bool{}
 	for {
-		pipe := s.rdb.Pipeline()
 		var active []*state
-		var cmds []*redis.ZSliceCmd
+		var reads []rangeRead
 		for _, x := range st {
 			if x.want {
 				active = append(active, x)
-				cmds = append(cmds, pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: x.key, Start: sc.start, Stop: sc.stop,
-					ByScore: true, Rev: sc.rev, Offset: x.off, Count: x.batch}))
+				reads = append(reads, rangeRead{tag: x.tag, dir: x.key, start: sc.start, stop: sc.stop, rev: sc.rev, offset: x.off, count: x.batch})
 			}
 		}
 		if len(active) == 0 {
 			break
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("redisstore: %w", unavailable(err))
+		got, err := s.readRanges(ctx, reads)
+		if err != nil {
+			return nil, err
 		}
 		for i, x := range active {
-			zs := cmds[i].Val()
+			zs := got[i]
 			x.off += int64(len(zs))
 			if int64(len(zs)) < x.batch {
 				x.done = true
@@ -355,20 +395,69 @@ func (s *Store) collect(ctx context.Context, sc scan) ([]entry, error) {
 	return merged[:min(len(merged), sc.need)], nil
 }
 
-// registry reads the states each shard has seen, for a query that names
+// rangeRead is one index read (rangeCmd).
+type rangeRead struct {
+	tag, dir, start, stop string
+	rev                   bool
+	offset, count         int64
+}
+
+// readRanges reads indexes in one pipeline, sending the range script
+// again to a node that lacks it.
+func (s *Store) readRanges(ctx context.Context, reads []rangeRead) ([][]redis.Z, error) {
+	cmds := make([]*redis.Cmd, len(reads))
+	pipe := s.rdb.Pipeline()
+	for i, r := range reads {
+		cmds[i] = rangeCmd(ctx, pipe, r.tag, r.dir, r.start, r.stop, r.rev, r.offset, r.count)
+	}
+	_, _ = pipe.Exec(ctx) // each command holds its own error
+	var again []int
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		pipe = s.rdb.Pipeline()
+		for _, i := range again {
+			r, rev := reads[i], "0"
+			if r.rev {
+				rev = "1"
+			}
+			cmds[i] = rangeScript.Eval(ctx, pipe, []string{r.dir}, r.start, r.stop, rev, r.offset, r.count, r.tag)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	out := make([][]redis.Z, len(reads))
+	for i, c := range cmds {
+		zs, err := rangeReply(c)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %w", unavailable(movingErr(err)))
+		}
+		out[i] = zs
+	}
+	return out, nil
+}
+
+// registry reads the states each shard has seen (the fields of its
+// counts, prefix "r:" for runs, "a:" for asks), for a query that names
 // none.
-func (s *Store) registry(ctx context.Context, key func(tag string) string) ([][]string, error) {
+func (s *Store) registry(ctx context.Context, prefix string) ([][]string, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, s.shards)
 	for sh := range s.shards {
-		cmds[sh] = pipe.SMembers(ctx, key(s.tag(sh)))
+		cmds[sh] = pipe.HKeys(ctx, countsKey(s.tag(sh)))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", unavailable(err))
 	}
 	out := make([][]string, s.shards)
 	for sh, cmd := range cmds {
-		out[sh] = cmd.Val()
+		for _, f := range cmd.Val() {
+			if st, ok := strings.CutPrefix(f, prefix); ok {
+				out[sh] = append(out[sh], st)
+			}
+		}
 		slices.Sort(out[sh])
 	}
 	return out, nil
@@ -403,29 +492,25 @@ func (s *Store) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, st
 	limit := store.Limit(q.Limit)
 	states := uniq(q.States)
 	var seenStates [][]string
-	if q.Requester != "" && len(states) == 0 {
-		if seenStates, err = s.registry(ctx, runStatesKey); err != nil {
+	if len(states) == 0 {
+		// Every state the shard has seen: no index holds all runs.
+		if seenStates, err = s.registry(ctx, "r:"); err != nil {
 			return nil, "", err
 		}
 	}
 	var srcs []source
 	for sh := range s.shards {
 		tag := s.tag(sh)
-		switch {
-		case q.Requester != "":
-			sts := states
-			if len(sts) == 0 {
-				sts = seenStates[sh]
-			}
-			for _, st := range sts {
+		sts := states
+		if len(sts) == 0 {
+			sts = seenStates[sh]
+		}
+		for _, st := range sts {
+			if q.Requester != "" {
 				srcs = append(srcs, source{runReqKey(tag, q.Requester, st), tag})
-			}
-		case len(states) > 0:
-			for _, st := range states {
+			} else {
 				srcs = append(srcs, source{runStateKey(tag, st), tag})
 			}
-		default:
-			srcs = append(srcs, source{runsKey(tag), tag})
 		}
 	}
 	sc := scan{srcs: srcs, rev: true, start: "+inf", stop: "-inf", need: limit + 1}
@@ -443,30 +528,26 @@ func (s *Store) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, st
 		next = store.PageToken(last.time(), last.id())
 		entries = entries[:limit]
 	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(entries))
+	keys := make([]string, len(entries))
 	for i, e := range entries {
-		cmds[i] = pipe.HMGet(ctx, runKey(e.tag, e.id()), runListFields...)
+		keys[i] = runKey(e.tag, e.id())
 	}
+	var heads []string
 	if len(entries) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, "", fmt.Errorf("redisstore: %w", unavailable(err))
+		if heads, err = s.readHeads(ctx, keys); err != nil {
+			return nil, "", fmt.Errorf("redisstore: %w", err)
 		}
 	}
 	runs := make([]store.Run, 0, len(entries))
 	for i, e := range entries {
-		vals := cmds[i].Val()
-		if vals[0] == nil {
+		if heads[i] == "" {
 			continue // gone since the index was read
 		}
-		m := make(map[string]string, len(runListFields))
-		for j, f := range runListFields {
-			m[f] = str(vals[j])
-		}
-		r, err := decodeRun(e.id(), m)
+		h, err := decodeHead(e.id(), heads[i])
 		if err != nil {
 			return nil, "", err
 		}
+		r := h.run // without Data: a listing may leave it out
 		// The index and the hash are read apart: a run that moved on
 		// since no longer matches.
 		if (len(states) > 0 && !slices.Contains(states, r.State)) || (q.Requester != "" && r.Requester != q.Requester) {
@@ -491,7 +572,7 @@ func (s *Store) ListAsks(ctx context.Context, q store.AskQuery) ([]store.Ask, st
 	states, auds := uniq(q.States), uniq(q.Audiences)
 	var seenStates [][]string
 	if len(states) == 0 {
-		if seenStates, err = s.registry(ctx, askStatesKey); err != nil {
+		if seenStates, err = s.registry(ctx, "a:"); err != nil {
 			return nil, "", err
 		}
 	}
@@ -530,27 +611,19 @@ func (s *Store) ListAsks(ctx context.Context, q store.AskQuery) ([]store.Ask, st
 		next = store.PageToken(last.time(), last.id())
 		entries = entries[:limit]
 	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(entries))
+	ids, tags := make([]string, len(entries)), make([]string, len(entries))
 	for i, e := range entries {
-		cmds[i] = pipe.HGetAll(ctx, askKey(e.tag, e.id()))
+		ids[i], tags[i] = e.id(), e.tag
 	}
-	if len(entries) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, "", fmt.Errorf("redisstore: %w", unavailable(err))
-		}
+	rows, err := s.asksOf(ctx, ids, tags)
+	if err != nil {
+		return nil, "", err
 	}
 	asks := make([]store.Ask, 0, len(entries))
-	for i, e := range entries {
-		m := cmds[i].Val()
-		if len(m) == 0 {
-			continue
-		}
-		a, err := decodeAsk(e.id(), m)
-		if err != nil {
-			return nil, "", err
-		}
-		if askMatches(a, q, states, auds) {
+	for _, a := range rows {
+		// The index and the run are read apart: an ask that moved on
+		// since no longer matches.
+		if a.ID != "" && askMatches(a, q, states, auds) {
 			asks = append(asks, a)
 		}
 	}
@@ -564,41 +637,22 @@ func askMatches(a store.Ask, q store.AskQuery, states, auds []string) bool {
 		(q.DueBefore.IsZero() || a.DueAt.Before(q.DueBefore))
 }
 
-// listRunAsks lists one run's asks: the run keeps the ids of its asks.
+// listRunAsks lists one run's asks: the run keeps them.
 func (s *Store) listRunAsks(ctx context.Context, q store.AskQuery) ([]store.Ask, string, error) {
-	tag := s.runTag(q.RunID)
-	list, err := s.rdb.HGet(ctx, runKey(tag, q.RunID), "asks").Result()
-	if errors.Is(err, redis.Nil) {
+	heads, err := s.readHeads(ctx, []string{runKey(s.runTag(q.RunID), q.RunID)})
+	if err != nil {
+		return nil, "", fmt.Errorf("redisstore: %w", err)
+	}
+	if heads[0] == "" {
 		return nil, "", nil
 	}
+	h, err := decodeHead(q.RunID, heads[0])
 	if err != nil {
-		return nil, "", fmt.Errorf("redisstore: %w", unavailable(err))
-	}
-	var ids []string
-	if err := json.Unmarshal([]byte(list), &ids); err != nil {
-		return nil, "", fmt.Errorf("redisstore: run %s has a damaged ask list: %w", q.RunID, err)
-	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HGetAll(ctx, askKey(tag, id))
-	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, "", fmt.Errorf("redisstore: %w", unavailable(err))
-		}
+		return nil, "", err
 	}
 	states, auds := uniq(q.States), uniq(q.Audiences)
 	var all []store.Ask
-	for i, id := range ids {
-		m := cmds[i].Val()
-		if len(m) == 0 {
-			continue
-		}
-		a, err := decodeAsk(id, m)
-		if err != nil {
-			return nil, "", err
-		}
+	for _, a := range h.asks {
 		if askMatches(a, q, states, auds) {
 			all = append(all, a)
 		}
@@ -664,48 +718,30 @@ func (s *Store) ListStanding(ctx context.Context) ([]store.Standing, error) {
 	return out, nil
 }
 
-// Counts implements store.Store: ZCARD of each state index the shards
-// have seen (their registries), in two pipelined round trips; nothing is
-// scanned.
+// Counts implements store.Store: each shard's counts hash, which every
+// commit keeps (HINCRBY as runs and asks change state), in one pipelined
+// round trip; nothing is scanned.
 func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
 	pipe := s.rdb.Pipeline()
-	runStates := make([]*redis.StringSliceCmd, s.shards)
-	askStates := make([]*redis.StringSliceCmd, s.shards)
+	cmds := make([]*redis.MapStringStringCmd, s.shards)
 	for sh := range s.shards {
-		runStates[sh] = pipe.SMembers(ctx, runStatesKey(s.tag(sh)))
-		askStates[sh] = pipe.SMembers(ctx, askStatesKey(s.tag(sh)))
+		cmds[sh] = pipe.HGetAll(ctx, countsKey(s.tag(sh)))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return store.Counts{}, fmt.Errorf("redisstore: %w", unavailable(err))
-	}
-	type card struct {
-		state string
-		runs  bool
-		cmd   *redis.IntCmd
-	}
-	var cards []card
-	pipe = s.rdb.Pipeline()
-	for sh := range s.shards {
-		tag := s.tag(sh)
-		for _, st := range runStates[sh].Val() {
-			cards = append(cards, card{st, true, pipe.ZCard(ctx, runStateKey(tag, st))})
-		}
-		for _, st := range askStates[sh].Val() {
-			cards = append(cards, card{st, false, pipe.ZCard(ctx, askStateKey(tag, st))})
-		}
 	}
 	out := store.Counts{Runs: map[string]int64{}, Asks: map[string]int64{}}
-	if len(cards) == 0 {
-		return out, nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return store.Counts{}, fmt.Errorf("redisstore: %w", unavailable(err))
-	}
-	for _, c := range cards {
-		if c.runs {
-			out.Runs[c.state] += c.cmd.Val()
-		} else {
-			out.Asks[c.state] += c.cmd.Val()
+	for _, cmd := range cmds {
+		for f, v := range cmd.Val() {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return store.Counts{}, fmt.Errorf("redisstore: a count %s=%q is damaged", f, v)
+			}
+			if st, ok := strings.CutPrefix(f, "r:"); ok {
+				out.Runs[st] += n
+			} else if st, ok := strings.CutPrefix(f, "a:"); ok {
+				out.Asks[st] += n
+			}
 		}
 	}
 	return out, nil

@@ -49,6 +49,11 @@ type Config struct {
 	// RootCAs, if set, are the only roots the server's certificate may
 	// chain to; it needs a rediss:// (or rediss+cluster://) URL.
 	RootCAs *x509.CertPool
+	// IndexBucket is how many entries an index bucket holds before it
+	// splits (index.go). The default keeps each in Redis's compact
+	// encoding: its zset-max-listpack-entries (128 unless configured)
+	// less 8, at least 8. Tests set small ones to split often.
+	IndexBucket int
 }
 
 // Durability levels, as Durability reports them.
@@ -71,6 +76,8 @@ type Store struct {
 	addr       string
 	written    writtenRuns
 	batch      *batcher
+	// bucketSplit is the size at which an index bucket splits.
+	bucketSplit int
 }
 
 var _ store.Store = (*Store)(nil)
@@ -171,7 +178,7 @@ func secure(cfg Config, password *string, tlsCfg **tls.Config) error {
 // open finishes New on a client of either kind (cluster is rdb when it is
 // a cluster, else nil).
 func open(ctx context.Context, cfg Config, rdb redis.UniversalClient, cluster *redis.ClusterClient, addr string) (*Store, error) {
-	s := &Store{rdb: rdb, cluster: cluster, prefix: cfg.KeyPrefix, shards: cfg.Shards, addr: addr}
+	s := &Store{rdb: rdb, cluster: cluster, prefix: cfg.KeyPrefix, shards: cfg.Shards, addr: addr, bucketSplit: cfg.IndexBucket}
 	s.width = max(2, len(strconv.Itoa(cfg.Shards-1)))
 	if err := s.start(ctx, cfg.AllowVolatile); err != nil {
 		s.rdb.Close()
@@ -215,9 +222,19 @@ func (s *Store) start(ctx context.Context, allowVolatile bool) error {
 		}
 	}
 	// The shard of a run is part of its keys: a keyspace keeps its count.
+	// And its layout: a keyspace that an older version laid out (runs as
+	// hashes, no "layout") is not read by this one, and not migrated.
 	cfgKey := s.prefix + ":config"
-	if err := s.rdb.HSetNX(ctx, cfgKey, "shards", s.shards).Err(); err != nil {
+	lay, err := s.rdb.Eval(ctx, configScript, []string{cfgKey}, s.shards, layout).Text()
+	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
+	}
+	if lay != layout {
+		return fmt.Errorf("redisstore: the keyspace %q holds runs in another layout (%q, not %q) that this version does not read: "+
+			"use another key prefix (or an empty Redis)", s.prefix, lay, layout)
+	}
+	if s.bucketSplit == 0 {
+		s.bucketSplit = defaultBucketSplit(ctx, s.rdb)
 	}
 	got, err := s.rdb.HGet(ctx, cfgKey, "shards").Int()
 	if err != nil {
@@ -227,12 +244,38 @@ func (s *Store) start(ctx context.Context, allowVolatile bool) error {
 		return fmt.Errorf("redisstore: the keyspace %q was laid out over %d shards, not %d: configure the store with %d shards (or use another key prefix)",
 			s.prefix, got, s.shards, got)
 	}
-	for _, sc := range append([]*redis.Script{commitScript, claimScript, takeoverScript, releaseScript}, workScripts...) {
+	for _, sc := range append([]*redis.Script{commitScript, claimScript, takeoverScript, releaseScript, rangeScript, journalScript}, workScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("redisstore: loading a script: %w", err)
 		}
 	}
 	return nil
+}
+
+// layout names how this version keeps runs (doc.go); p:config records it.
+// A keyspace laid out before it has shards but no layout: hash runs.
+const layout = "2"
+
+// configScript records the shard count and layout of a new keyspace and
+// answers the keyspace's layout ("1" for one without: laid out before).
+const configScript = `
+if redis.call('HEXISTS', KEYS[1], 'shards') == 1 and redis.call('HEXISTS', KEYS[1], 'layout') == 0 then return '1' end
+redis.call('HSETNX', KEYS[1], 'shards', ARGV[1])
+redis.call('HSETNX', KEYS[1], 'layout', ARGV[2])
+return redis.call('HGET', KEYS[1], 'layout')
+`
+
+// defaultBucketSplit is the index bucket size that keeps buckets in
+// Redis's listpack encoding: its zset-max-listpack-entries less room for
+// a commit's own adds (128 − 8 when CONFIG is not allowed).
+func defaultBucketSplit(ctx context.Context, rdb redis.UniversalClient) int {
+	n := 128
+	if conf, err := rdb.ConfigGet(ctx, "zset-max-listpack-entries").Result(); err == nil {
+		if v, err := strconv.Atoi(conf["zset-max-listpack-entries"]); err == nil {
+			n = v
+		}
+	}
+	return max(8, n-8)
 }
 
 // durability checks that the server rdb talks to keeps an append-only
@@ -349,10 +392,8 @@ func (s *Store) runTag(runID string) string { return s.tag(s.shardOf(runID)) }
 
 func runKey(tag, id string) string     { return tag + ":run:" + id }
 func journalKey(tag, id string) string { return tag + ":journal:" + id }
-func askKey(tag, id string) string     { return tag + ":ask:" + id }
-func runsKey(tag string) string        { return tag + ":runs" }
-func runStatesKey(tag string) string   { return tag + ":runstates" }
-func askStatesKey(tag string) string   { return tag + ":askstates" }
+func countsKey(tag string) string      { return tag + ":counts" }
+func oddAsksKey(tag string) string     { return tag + ":oddasks" }
 func runStateKey(tag, state string) string {
 	return tag + ":runs:state:" + escape(state)
 }

@@ -268,13 +268,22 @@ func TestOneSlotPerCommit(t *testing.T) {
 			t.Fatalf("slot(%q) = %d, Redis says %s", k, slot(k), got)
 		}
 	}
-	// The scripts reach keys only through KEYS.
-	// (PUBLISH names a channel, which no slot holds.)
-	for _, src := range append([]string{commitScriptSrc, claimScriptSrc, takeoverScriptSrc, releaseScriptSrc}, workScriptSrcs...) {
+	// The scripts reach keys only through KEYS, or index buckets, whose
+	// keys the commit and range scripts make from the shard's tag (TAG,
+	// bk(…); key, to: one made so). (PUBLISH names a channel, which no
+	// slot holds.)
+	for _, src := range append([]string{commitScriptSrc, claimScriptSrc, takeoverScriptSrc, releaseScriptSrc, rangeScriptSrc, journalScriptSrc}, workScriptSrcs...) {
 		for _, call := range regexp.MustCompile(`redis\.call\('(\w+)'(, ([^,)]+))?`).FindAllStringSubmatch(src, -1) {
-			if call[1] != "TIME" && call[1] != "PUBLISH" && !strings.HasPrefix(call[3], "KEYS[") {
+			bucket := strings.HasPrefix(call[3], "bk(") || call[3] == "key" || call[3] == "to" || call[3] == "dir" || call[3] == "SEQ" ||
+				call[3] == "unpack(must" || call[3] == "unpack(names"
+			if call[1] != "TIME" && call[1] != "PUBLISH" && !strings.HasPrefix(call[3], "KEYS[") && !bucket {
 				t.Errorf("a script calls %s on %s, not on a declared key", call[1], call[3])
 			}
+		}
+	}
+	for _, v := range []string{"local TAG, SEQ, SPLIT = ARGV[7], KEYS[4],", "local key = bk(b)", "mustHave(bk(b))", "names[i] = bk(n)", "local key = TAG .. ':b:' .. list[i]", "local function moveAll(to,", "local function locate(dir,"} {
+		if !strings.Contains(commitScriptSrc+rangeScriptSrc, v) {
+			t.Errorf("the bucket keys are no longer made as %q: check what the scripts touch", v)
 		}
 	}
 
@@ -299,9 +308,9 @@ func TestOneSlotPerCommit(t *testing.T) {
 
 	p, err := s.prepare(c2)
 	must(t, err)
-	pr, err := s.readPrior(ctx, p)
+	pr := prior{exists: true, version: 1, state: c1.Run.State, requester: c1.Run.Requester, created: c1.Run.CreatedAt, asks: c1.Asks}
+	declared, _, _, err := s.scriptArgs(p, pr)
 	must(t, err)
-	declared, _ := s.scriptArgs(p, pr)
 	if len(touched) < 10 {
 		t.Fatalf("MONITOR saw only %v", touched)
 	}
@@ -367,9 +376,12 @@ func TestKeyLayout(t *testing.T) {
 	keys := strings.Split(out, "\n")
 	slices.Sort(keys)
 	sr, sk := s.runTag("r1"), s.tag(s.shardOf("k1"))
-	want := []string{sr + ":ask:r1/pay", sr + ":askstates", sr + ":asks:aud:user:bob:pending", sr + ":asks:state:pending",
-		sr + ":journal:r1", sr + ":run:r1", sr + ":runs", sr + ":runs:req:alice:parked", sr + ":runs:state:parked",
-		sr + ":runstates", sk + ":reqkey:k1", "tg:config", "tg:plan:sha256:abc"}
+	// One key for the run (its ask and journal inside), four index
+	// directories with a bucket each, the shard's bucket counter and
+	// counts; the journal list appears once the run's tail spills.
+	want := []string{sr + ":run:r1", sr + ":asks:aud:user:bob:pending", sr + ":asks:state:pending",
+		sr + ":runs:req:alice:parked", sr + ":runs:state:parked", sr + ":b:1", sr + ":b:2", sr + ":b:3", sr + ":b:4",
+		sr + ":bseq", sr + ":counts", sk + ":reqkey:k1", "tg:config", "tg:plan:sha256:abc"}
 	slices.Sort(want)
 	if !slices.Equal(keys, want) {
 		t.Fatalf("keys:\n got %q\nwant %q", keys, want)
@@ -499,7 +511,8 @@ func TestMatchesMemstore(t *testing.T) {
 }
 
 func matchMemstore(t *testing.T, seed uint64) {
-	s, _ := newStore(t, Config{Shards: 5})
+	// Odd seeds split and merge index buckets all the time.
+	s, _ := newStore(t, Config{Shards: 5, IndexBucket: []int{0, 8}[seed%2]})
 	m := memstore.New(memstore.Config{})
 	rng := rand.New(rand.NewPCG(seed, 2))
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
@@ -718,62 +731,108 @@ func allKeys(t *testing.T, s *Store, pattern string) []string {
 	return keys
 }
 
-// checkIndexes verifies that every index entry points at a run or ask in
-// the state, audience or requester and time its key says, and that every
-// run and ask is in each index it belongs to.
+// checkIndexes verifies the index buckets and what they say: every
+// directory's buckets exist, are not empty, hold only scores from their
+// bound to the next bucket's, and belong to one directory; no bucket is
+// orphaned; every entry points at a run or ask in the state, audience or
+// requester and time its index says; every run and ask is in each index
+// it belongs to; and the counts are the runs and asks in each state.
 func checkIndexes(t *testing.T, s *Store) {
 	t.Helper()
 	keys := allKeys(t, s, s.prefix+":{*")
-	entries := map[string]bool{}
+	entries := map[string]bool{} // directory + " " + member
+	owner := map[string]string{} // bucket key → its directory
 	for _, k := range keys {
 		typ, err := s.rdb.Type(ctx, k).Result()
 		must(t, err)
-		if typ != "zset" {
+		if typ != "zset" || strings.Contains(k, ":b:") || strings.Contains(k, ":wr:") {
 			continue
 		}
-		zs, err := s.rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
-		must(t, err)
 		tag := k[:strings.IndexByte(k, '}')+1]
-		for _, z := range zs {
-			e := entry{ms: int64(z.Score), member: z.Member.(string), tag: tag}
-			entries[k+" "+e.member] = true
-			if strings.Contains(k, ":asks:") {
-				m, err := s.rdb.HGetAll(ctx, askKey(tag, e.id())).Result()
-				must(t, err)
-				a, err := decodeAsk(e.id(), m)
-				must(t, err)
-				if !a.DueAt.Equal(e.time()) || (k != askStateKey(tag, a.State) && k != askAudKey(tag, a.Audience, a.State)) {
-					t.Errorf("stale index entry %s %s (%v): the ask is %+v", k, e.member, e.time(), a)
+		dir, err := s.rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+		must(t, err)
+		if len(dir) == 0 {
+			t.Errorf("directory %s is empty but there", k)
+		}
+		for i, b := range dir {
+			bk := bucketKey(tag, b.Member.(string))
+			if o, ok := owner[bk]; ok {
+				t.Errorf("bucket %s is in %s and %s", bk, o, k)
+			}
+			owner[bk] = k
+			zs, err := s.rdb.ZRangeWithScores(ctx, bk, 0, -1).Result()
+			must(t, err)
+			if len(zs) == 0 {
+				t.Errorf("bucket %s of %s is empty or missing", bk, k)
+			}
+			for _, z := range zs {
+				if z.Score < b.Score || (i+1 < len(dir) && z.Score >= dir[i+1].Score) {
+					t.Errorf("bucket %s (from %v) of %s holds score %v", bk, b.Score, k, z.Score)
 				}
-			} else {
-				r, err := s.GetRun(ctx, e.id())
-				must(t, err)
-				if !r.CreatedAt.Equal(e.time()) || (k != runsKey(tag) && k != runStateKey(tag, r.State) && k != runReqKey(tag, r.Requester, r.State)) {
-					t.Errorf("stale index entry %s %s (%v): the run is %+v", k, e.member, e.time(), r)
+				e := entry{ms: int64(z.Score), member: z.Member.(string), tag: tag}
+				if entries[k+" "+e.member] {
+					t.Errorf("%s holds %s twice", k, e.member)
+				}
+				entries[k+" "+e.member] = true
+				if strings.Contains(k, ":asks:") {
+					a, err := s.GetAsk(ctx, e.id())
+					must(t, err)
+					if !a.DueAt.Equal(e.time()) || (k != askStateKey(tag, a.State) && k != askAudKey(tag, a.Audience, a.State)) {
+						t.Errorf("stale index entry %s %s (%v): the ask is %+v", k, e.member, e.time(), a)
+					}
+				} else {
+					r, err := s.GetRun(ctx, e.id())
+					must(t, err)
+					if !r.CreatedAt.Equal(e.time()) || (k != runStateKey(tag, r.State) && k != runReqKey(tag, r.Requester, r.State)) {
+						t.Errorf("stale index entry %s %s (%v): the run is %+v", k, e.member, e.time(), r)
+					}
 				}
 			}
 		}
 	}
 	for _, k := range keys {
-		tag := k[:strings.IndexByte(k, '}')+1]
-		if _, id, ok := strings.Cut(k, "}:ask:"); ok {
-			a, err := s.GetAsk(ctx, id)
-			must(t, err)
-			_, m := scoreMember(a.DueAt, id)
+		if strings.Contains(k, ":b:") && owner[k] == "" {
+			t.Errorf("bucket %s belongs to no directory", k)
+		}
+	}
+	counts := store.Counts{Runs: map[string]int64{}, Asks: map[string]int64{}}
+	for _, k := range keys {
+		tag, id, ok := strings.Cut(k, ":run:")
+		if !ok {
+			continue
+		}
+		r, err := s.GetRun(ctx, id)
+		must(t, err)
+		counts.Runs[r.State]++
+		_, m := scoreMember(r.CreatedAt, id)
+		for _, ik := range []string{runStateKey(tag, r.State), runReqKey(tag, r.Requester, r.State)} {
+			if !entries[ik+" "+m] {
+				t.Errorf("run %s is missing from %s", id, ik)
+			}
+		}
+		asks, _, err := s.ListAsks(ctx, store.AskQuery{RunID: id, Limit: 500})
+		must(t, err)
+		for _, a := range asks {
+			counts.Asks[a.State]++
+			_, m := scoreMember(a.DueAt, a.ID)
 			for _, ik := range []string{askStateKey(tag, a.State), askAudKey(tag, a.Audience, a.State)} {
 				if !entries[ik+" "+m] {
-					t.Errorf("ask %s is missing from %s", id, ik)
+					t.Errorf("ask %s is missing from %s", a.ID, ik)
 				}
 			}
 		}
-		if _, id, ok := strings.Cut(k, "}:run:"); ok {
-			r, err := s.GetRun(ctx, id)
-			must(t, err)
-			_, m := scoreMember(r.CreatedAt, id)
-			for _, ik := range []string{runsKey(tag), runStateKey(tag, r.State), runReqKey(tag, r.Requester, r.State)} {
-				if !entries[ik+" "+m] {
-					t.Errorf("run %s is missing from %s", id, ik)
-				}
+	}
+	got, err := s.Counts(ctx)
+	must(t, err)
+	for _, x := range []struct{ got, want map[string]int64 }{{got.Runs, counts.Runs}, {got.Asks, counts.Asks}} {
+		for st, n := range x.got {
+			if n != x.want[st] {
+				t.Errorf("counts say %d in state %q, the store holds %d", n, st, x.want[st])
+			}
+		}
+		for st, n := range x.want {
+			if x.got[st] != n {
+				t.Errorf("counts say %d in state %q, the store holds %d", x.got[st], st, n)
 			}
 		}
 	}
