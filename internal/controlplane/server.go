@@ -37,7 +37,6 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/schedules"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/skills"
 	"github.com/tollgate-dev/tollgate/internal/identity"
-	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/runtrace"
 	"github.com/tollgate-dev/tollgate/internal/store"
@@ -47,6 +46,7 @@ import (
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/limits"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
 

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/notice"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 )
 
 // TLSMode is how the connection to the SMTP server is protected.

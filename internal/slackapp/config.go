@@ -15,8 +15,8 @@ import (
 	"github.com/slack-go/slack"
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/notice"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/pkg/webhook"
 )
 

@@ -2,9 +2,9 @@ package wire
 
 import (
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
-	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 )
 
 // Views renders runs for responses (Run). The plan part of a run — its

@@ -14,9 +14,9 @@ import (
 
 	tollgatev1 "github.com/tollgate-dev/tollgate/gen/tollgate/v1"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/errkind"
-	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 )
 
 // WatchPoll is how often a watcher re-reads what it watches to see

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/decidable"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 )
 
 // decidersTTL is how long a Deciders answer is reused for the same

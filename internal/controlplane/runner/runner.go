@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/controlplane/ids"
-	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 )
 
 // Runner is the one road (I2): every entry point — API, CLI, retries,

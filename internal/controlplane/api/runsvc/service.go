@@ -10,10 +10,10 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/controlplane/api"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/approvals"
 	"github.com/tollgate-dev/tollgate/internal/controlplane/runner"
-	"github.com/tollgate-dev/tollgate/pkg/lru"
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/wire"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
+	"github.com/tollgate-dev/tollgate/pkg/lru"
 )
 
 // Skills finds the saved skill version a run runs (skills.Registry): a
