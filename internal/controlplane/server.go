@@ -686,4 +686,13 @@ func (s *Server) WatchFigures() (active int, refused int64) {
 	return w.Active, w.Refused
 }
 
+// TracesDropped is how many sampled transitions the tracer did not draw
+// (its queue was full), for metrics; 0 with tracing off.
+func (s *Server) TracesDropped() uint64 {
+	if s.tracer == nil {
+		return 0
+	}
+	return s.tracer.Dropped()
+}
+
 var _ metrics.Bounds = (*Server)(nil)

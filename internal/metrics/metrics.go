@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"time"
 
@@ -270,11 +271,15 @@ func (m *Metrics) instruments(meter metric.Meter) error {
 type Bounds interface {
 	Caches() map[string]lru.Stats
 	WatchFigures() (active int, refused int64)
+	// TracesDropped is how many sampled transitions the replica's tracer
+	// left undrawn because its queue was full (0 with tracing off).
+	TracesDropped() uint64
 }
 
 // Report registers the figures of a replica's bounded resources, read at
 // scrape time: tollgate_cache_entries and tollgate_cache_evictions_total
-// by cache, tollgate_watch_streams and tollgate_watches_refused_total.
+// by cache, tollgate_watch_streams and tollgate_watches_refused_total,
+// tollgate_traces_dropped_total.
 // The replica is built after its metrics (they observe its commits), so
 // it is registered as a source once it exists, as a collector would be.
 func (m *Metrics) Report(b Bounds) error {
@@ -288,6 +293,8 @@ func (m *Metrics) Report(b Bounds) error {
 	errs = append(errs, err)
 	watchRefused, err := meter.Int64ObservableCounter("tollgate_watches_refused", metric.WithDescription("Watch streams refused because their caller held as many as one caller may."))
 	errs = append(errs, err)
+	tracesDropped, err := meter.Int64ObservableCounter("tollgate_traces_dropped", metric.WithDescription("Sampled transitions this replica drew no trace for: the tracer's queue was full (tracing never holds up a commit)."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -300,8 +307,9 @@ func (m *Metrics) Report(b Bounds) error {
 		active, refused := b.WatchFigures()
 		o.ObserveInt64(watchStreams, int64(active))
 		o.ObserveInt64(watchRefused, refused)
+		o.ObserveInt64(tracesDropped, int64(min(b.TracesDropped(), math.MaxInt64)))
 		return nil
-	}, cacheEntries, cacheEvictions, watchStreams, watchRefused)
+	}, cacheEntries, cacheEvictions, watchStreams, watchRefused, tracesDropped)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

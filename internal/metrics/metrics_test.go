@@ -378,7 +378,7 @@ func TestBoundsAreReadAtScrapeTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer obs.Shutdown(context.Background())
-	if err := obs.Report(fixedBounds{caches: caches, active: 3, refused: 5}); err != nil {
+	if err := obs.Report(fixedBounds{caches: caches, active: 3, refused: 5, dropped: 7}); err != nil {
 		t.Fatal(err)
 	}
 	g := gather(t, obs)
@@ -394,7 +394,7 @@ func TestBoundsAreReadAtScrapeTime(t *testing.T) {
 	for _, w := range []struct {
 		name, label, value string
 		n                  float64
-	}{{"tollgate_cache_evictions_total", "cache", "plans", 9}, {"tollgate_watches_refused_total", "", "", 5}} {
+	}{{"tollgate_cache_evictions_total", "cache", "plans", 9}, {"tollgate_watches_refused_total", "", "", 5}, {"tollgate_traces_dropped_total", "", "", 7}} {
 		if got := g.counter(w.name, w.label, w.value); got != w.n {
 			t.Errorf("%s{%s=%q} = %v, want %v", w.name, w.label, w.value, got, w.n)
 		}
@@ -405,7 +405,9 @@ type fixedBounds struct {
 	caches  map[string]lru.Stats
 	active  int
 	refused int64
+	dropped uint64
 }
 
 func (b fixedBounds) Caches() map[string]lru.Stats { return b.caches }
 func (b fixedBounds) WatchFigures() (int, int64)   { return b.active, b.refused }
+func (b fixedBounds) TracesDropped() uint64        { return b.dropped }
