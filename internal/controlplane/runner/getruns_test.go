@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
+	"github.com/tollgate-dev/tollgate/internal/store/storetest"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
 	"github.com/tollgate-dev/tollgate/pkg/plan"
 )
@@ -20,45 +20,6 @@ func expiring(remind, expires string) *plan.Plan {
 	p := askFirst()
 	p.StoppingPoints[0].RemindAfter, p.StoppingPoints[0].Expires = remind, expires
 	return p
-}
-
-// storeReads counts the store calls that read runs or the clock: each is
-// a round trip to a real store.
-type storeReads struct {
-	store.Store
-	getRun, getRuns, runVersion, now atomic.Int64
-}
-
-func (s *storeReads) GetRun(ctx context.Context, id string) (store.Run, error) {
-	s.getRun.Add(1)
-	return s.Store.GetRun(ctx, id)
-}
-
-func (s *storeReads) GetRuns(ctx context.Context, ids []string) ([]store.Run, error) {
-	s.getRuns.Add(1)
-	return s.Store.GetRuns(ctx, ids)
-}
-
-func (s *storeReads) RunVersion(ctx context.Context, id string) (int64, error) {
-	s.runVersion.Add(1)
-	return s.Store.RunVersion(ctx, id)
-}
-
-func (s *storeReads) Now(ctx context.Context) (time.Time, error) {
-	s.now.Add(1)
-	return s.Store.Now(ctx)
-}
-
-func (s *storeReads) reset() {
-	s.getRun.Store(0)
-	s.getRuns.Store(0)
-	s.runVersion.Store(0)
-	s.now.Store(0)
-}
-
-// reads is what the store was asked since the last reset.
-func (s *storeReads) reads() string {
-	return fmt.Sprintf("%d GetRun, %d GetRuns, %d RunVersion, %d Now", s.getRun.Load(), s.getRuns.Load(), s.runVersion.Load(), s.now.Load())
 }
 
 // askState is the state of run's ask q.
@@ -79,7 +40,7 @@ func TestGetRunsAppliesDueRungsAsGetDoes(t *testing.T) {
 	for _, elsewhere := range []bool{false, true} {
 		t.Run(fmt.Sprintf("elsewhere=%v", elsewhere), func(t *testing.T) {
 			clock := &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-			st := &storeReads{Store: memstore.New(memstore.Config{Now: clock.Now})}
+			st := &storetest.Reads{Store: memstore.New(memstore.Config{Now: clock.Now})}
 			a := New(Config{Store: st, Replica: "cp-a"})
 			start := func(p *plan.Plan) string {
 				run, _, err := a.Start(ctx, StartRequest{Plan: p, Requester: "alice"})
@@ -100,7 +61,7 @@ func TestGetRunsAppliesDueRungsAsGetDoes(t *testing.T) {
 			if elsewhere {
 				reader = New(Config{Store: st, Replica: "cp-b"})
 			}
-			st.reset()
+			st.Reset()
 			ids := []string{waits, expires, reminds, waits}
 			runs, err := reader.GetRuns(ctx, ids)
 			if err != nil {
@@ -109,17 +70,17 @@ func TestGetRunsAppliesDueRungsAsGetDoes(t *testing.T) {
 			// One read of the runs; the commits of the due rungs read
 			// what Get's commits read (the clock; the run, where this
 			// replica did not commit it), and nothing else.
-			if st.getRuns.Load() != 1 || st.runVersion.Load() != 0 {
-				t.Fatalf("GetRuns of 3 runs read the store with %s; want 1 GetRuns and no RunVersion", st.reads())
+			if st.GetRunsCalls.Load() != 1 || st.RunVersionCalls.Load() != 0 {
+				t.Fatalf("GetRuns of 3 runs read the store with %s; want 1 GetRuns and no RunVersion", st)
 			}
 			// Once the rungs are applied, reading the page again is one
 			// read of the runs and one of the clock.
-			st.reset()
+			st.Reset()
 			if _, err := reader.GetRuns(ctx, ids); err != nil {
 				t.Fatal(err)
 			}
-			if st.getRuns.Load() != 1 || st.now.Load() != 1 || st.getRun.Load()+st.runVersion.Load() != 0 {
-				t.Fatalf("GetRuns of 3 runs with nothing due read the store with %s; want 1 GetRuns and 1 Now", st.reads())
+			if st.GetRunsCalls.Load() != 1 || st.NowCalls.Load() != 1 || st.GetRunCalls.Load()+st.RunVersionCalls.Load() != 0 {
+				t.Fatalf("GetRuns of 3 runs with nothing due read the store with %s; want 1 GetRuns and 1 Now", st)
 			}
 			for _, tc := range []struct {
 				i        int
@@ -167,7 +128,7 @@ func TestGetRunsAppliesDueRungsAsGetDoes(t *testing.T) {
 // A page without an open ask needs no clock; an empty page, no read.
 func TestGetRunsReadsTheClockOnlyForOpenAsks(t *testing.T) {
 	ctx := context.Background()
-	st := &storeReads{Store: memstore.New(memstore.Config{})}
+	st := &storetest.Reads{Store: memstore.New(memstore.Config{})}
 	r := New(Config{Store: st})
 	run, _, err := r.Start(ctx, StartRequest{Plan: twoSteps(), Requester: "alice"})
 	if err != nil {
@@ -181,13 +142,13 @@ func TestGetRunsReadsTheClockOnlyForOpenAsks(t *testing.T) {
 		{"empty", nil, 0, 0},
 		{"no open ask", []string{run.ID, run.ID}, 1, 0},
 	} {
-		st.reset()
+		st.Reset()
 		runs, err := r.GetRuns(ctx, tc.ids)
 		if err != nil || len(runs) != len(tc.ids) {
 			t.Fatalf("%s: %d runs, %v", tc.name, len(runs), err)
 		}
-		if st.getRuns.Load() != tc.wantGetRuns || st.now.Load() != tc.wantNows || st.getRun.Load()+st.runVersion.Load() != 0 {
-			t.Fatalf("%s: %s; want %d GetRuns and %d Now", tc.name, st.reads(), tc.wantGetRuns, tc.wantNows)
+		if st.GetRunsCalls.Load() != tc.wantGetRuns || st.NowCalls.Load() != tc.wantNows || st.GetRunCalls.Load()+st.RunVersionCalls.Load() != 0 {
+			t.Fatalf("%s: %s; want %d GetRuns and %d Now", tc.name, st, tc.wantGetRuns, tc.wantNows)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/store"
 	"github.com/tollgate-dev/tollgate/internal/store/memstore"
 	"github.com/tollgate-dev/tollgate/internal/store/redisstore"
+	"github.com/tollgate-dev/tollgate/internal/store/storetest"
 	"github.com/tollgate-dev/tollgate/pkg/authz"
 	"github.com/tollgate-dev/tollgate/pkg/compiler"
 	"github.com/tollgate-dev/tollgate/pkg/engine"
@@ -41,40 +41,6 @@ type clock struct {
 func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.at }
 
 func (c *clock) add(d time.Duration) { c.mu.Lock(); c.at = c.at.Add(d); c.mu.Unlock() }
-
-// readCounts counts the calls that read runs or the clock from the store:
-// each is a round trip to a real one.
-type readCounts struct {
-	store.Store
-	getRun, getRuns, runVersion, now atomic.Int64
-}
-
-func (c *readCounts) GetRun(ctx context.Context, id string) (store.Run, error) {
-	c.getRun.Add(1)
-	return c.Store.GetRun(ctx, id)
-}
-
-func (c *readCounts) GetRuns(ctx context.Context, ids []string) ([]store.Run, error) {
-	c.getRuns.Add(1)
-	return c.Store.GetRuns(ctx, ids)
-}
-
-func (c *readCounts) RunVersion(ctx context.Context, id string) (int64, error) {
-	c.runVersion.Add(1)
-	return c.Store.RunVersion(ctx, id)
-}
-
-func (c *readCounts) Now(ctx context.Context) (time.Time, error) {
-	c.now.Add(1)
-	return c.Store.Now(ctx)
-}
-
-func (c *readCounts) reset() {
-	c.getRun.Store(0)
-	c.getRuns.Store(0)
-	c.runVersion.Store(0)
-	c.now.Store(0)
-}
 
 // inbox is a control plane's approval service over a store, as the server
 // wires it (server.go), without the network.
@@ -228,7 +194,7 @@ func TestListAsksShowsADueAskAsTheDeadlineLeftIt(t *testing.T) {
 // store's order.
 func TestListAsksReadsAPageInOneRoundTrip(t *testing.T) {
 	pol := devPolicy(t)
-	st := &readCounts{Store: memstore.New(memstore.Config{})}
+	st := &storetest.Reads{Store: memstore.New(memstore.Config{})}
 	here := newInbox(t, st, pol)
 	ids := park(t, here.runner, times(30, askPlan(t, "1h"))...)
 	for _, tc := range []struct {
@@ -242,7 +208,7 @@ func TestListAsksReadsAPageInOneRoundTrip(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for round := range 2 { // cold, then again
-				st.reset()
+				st.Reset()
 				resp, err := tc.reader.svc.ListAsks(as("alice"), &tollgatev1.ListAsksRequest{PageSize: tc.size})
 				if err != nil {
 					t.Fatal(err)
@@ -251,7 +217,7 @@ func TestListAsksReadsAPageInOneRoundTrip(t *testing.T) {
 				if got := len(resp.GetItems()); got != want {
 					t.Fatalf("round %d: %d items, want %d", round, got, want)
 				}
-				if g, gs, v, n := st.getRun.Load(), st.getRuns.Load(), st.runVersion.Load(), st.now.Load(); g != 0 || gs != 1 || v != 0 || n > 1 {
+				if g, gs, v, n := st.GetRunCalls.Load(), st.GetRunsCalls.Load(), st.RunVersionCalls.Load(), st.NowCalls.Load(); g != 0 || gs != 1 || v != 0 || n > 1 {
 					t.Fatalf("round %d: a page of %d read the store with %d GetRun, %d GetRuns, %d RunVersion and %d Now; want one GetRuns and at most one Now",
 						round, want, g, gs, v, n)
 				}
