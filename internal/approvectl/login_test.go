@@ -176,8 +176,10 @@ func TestLoginDeviceFlowCacheRefreshLogout(t *testing.T) {
 	if m[1] != issuer+"/device" {
 		t.Errorf("verification URI %q, want %s/device", m[1], issuer)
 	}
-	if !strings.Contains(out.String(), "user_code=") {
-		t.Errorf("login does not print the complete verification URI:\n%s", out.String())
+	// The complete URI is the next line: wait for it as for the first (it
+	// may not be written yet when the first is seen).
+	if c := out.waitFor(t, regexp.MustCompile(`\(or open (\S+), which has the code in it\)\n`)); !strings.Contains(c[1], "user_code="+m[2]) {
+		t.Errorf("the complete verification URI %q does not hold the code %s", c[1], m[2])
 	}
 	jar, _ := cookiejar.New(nil)
 	hc := noFollow(jar)
