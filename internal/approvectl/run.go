@@ -151,10 +151,13 @@ func (g *globals) follow(ctx context.Context, c *client, id string) error {
 			return rpcErr(err)
 		}
 		run := ev.GetEvent().GetRun()
-		if run.GetState() == tollgatev1.RunState_RUN_STATE_PARKED && movedOn(ctx, c, run) {
-			// A standing approval decided its ask in the commit after the
-			// one that opened it: nobody is to be told to answer it. The
-			// watch sends the run as it is now next.
+		if run.GetState() == tollgatev1.RunState_RUN_STATE_PARKED && (!waitsOnPerson(run) || movedOn(ctx, c, run)) {
+			// Parked with no ask open: its asks are decided and the run
+			// waits on a machine (the facts re-read before an approval is
+			// consumed), not on a person. Or a standing approval decided
+			// its ask in the commit after the one that opened it. Either
+			// way nobody is to be told to answer it: the watch sends the
+			// run's next version.
 			continue
 		}
 		last = run
@@ -198,6 +201,18 @@ func waitOutcome(r *tollgatev1.Run) error {
 		return &exitError{code: ExitBlocked, err: fmt.Errorf("run %s is blocked: it waits for an executor", r.GetId()), printed: true}
 	}
 	return nil
+}
+
+// waitsOnPerson reports whether one of run's asks is open: pending, back
+// with the requester for evidence, or a step in doubt.
+func waitsOnPerson(run *tollgatev1.Run) bool {
+	for _, a := range run.GetAsks() {
+		switch a.GetState() {
+		case tollgatev1.AskState_ASK_STATE_PENDING, tollgatev1.AskState_ASK_STATE_EVIDENCE_REQUESTED, tollgatev1.AskState_ASK_STATE_IN_DOUBT:
+			return true
+		}
+	}
+	return false
 }
 
 // movedOn reports whether run, seen parked, has changed since: a standing

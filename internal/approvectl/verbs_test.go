@@ -125,6 +125,14 @@ func fakeRunOf(id string, state tollgatev1.RunState, version uint64) *tollgatev1
 	case strings.Contains(id, "standing") && state != tollgatev1.RunState_RUN_STATE_PARKED:
 		r.ResumeCommand = ""
 		r.Asks[0].State, r.Asks[0].AnswerCommand, r.Asks[0].ClosedAt = tollgatev1.AskState_ASK_STATE_CONSUMED, "", tsAt(time.Second)
+	case strings.Contains(id, "verifying") && state == tollgatev1.RunState_RUN_STATE_PARKED:
+		// Approved (by a standing approval), still parked while the facts
+		// are read again before the approval is consumed: no one to ask.
+		r.ResumeCommand, r.StateReason = "", "approved; checking facts for ask_1"
+		r.Asks[0].State, r.Asks[0].AnswerCommand = tollgatev1.AskState_ASK_STATE_APPROVED, ""
+	case strings.Contains(id, "verifying"):
+		r.ResumeCommand = ""
+		r.Asks[0].State, r.Asks[0].AnswerCommand, r.Asks[0].ClosedAt = tollgatev1.AskState_ASK_STATE_CONSUMED, "", tsAt(time.Second)
 	}
 	return r
 }
@@ -236,7 +244,7 @@ func (fakePlane) StartRun(_ context.Context, r *tollgatev1.StartRunRequest) (*to
 	}
 	id := "r1"
 	switch r.GetSkill() {
-	case "fail", "blocked", "standing":
+	case "fail", "blocked", "standing", "verifying":
 		id = "r_" + r.GetSkill()
 	}
 	run := fakeRun(id, tollgatev1.RunState_RUN_STATE_RUNNING)
@@ -254,6 +262,9 @@ func (fakePlane) GetRun(_ context.Context, r *tollgatev1.GetRunRequest) (*tollga
 		state = tollgatev1.RunState_RUN_STATE_RUNNING
 	case strings.Contains(id, "blocked"):
 		state = tollgatev1.RunState_RUN_STATE_BLOCKED
+	case strings.Contains(id, "verifying"):
+		// Read while parked with the ask approved: nothing newer yet.
+		version = 2
 	case strings.Contains(id, "standing"):
 		// The standing approval decided the ask after the run parked.
 		state, version = tollgatev1.RunState_RUN_STATE_COMPLETE, 3
@@ -288,9 +299,10 @@ func (fakePlane) WatchRun(r *tollgatev1.WatchRunRequest, s grpc.ServerStreamingS
 		states[1] = tollgatev1.RunState_RUN_STATE_FAILED
 	case strings.Contains(id, "blocked"):
 		states[1] = tollgatev1.RunState_RUN_STATE_BLOCKED
-	case strings.Contains(id, "standing"):
+	case strings.Contains(id, "standing"), strings.Contains(id, "verifying"):
 		// Parked for one commit: a standing approval decides the ask in
-		// the next, and the run completes.
+		// the next, and the run completes. ("verifying": parked with the
+		// ask approved, the newest version when the CLI reads it again.)
 		states = append(states, tollgatev1.RunState_RUN_STATE_COMPLETE)
 	}
 	for i, st := range states {
@@ -656,7 +668,7 @@ func TestVerbsGolden(t *testing.T) {
 		{args: "run greet"}, {args: "run greet -o json"}, {args: "run greet --request-id k1"}, {args: "run greet --wait"},
 		{args: "run greet --wait -o json"}, {args: "run fail --wait"}, {args: "run down"},
 		{args: "run blocked --wait"}, {args: "run blocked --wait -o json"}, {args: "runs show r_blocked"}, {args: "runs show r_blocked -o json"},
-		{args: "run standing --wait"}, {args: "runs show r_standing"},
+		{args: "run standing --wait"}, {args: "runs show r_standing"}, {args: "run verifying --wait"},
 		{args: "begin --request-id k1"}, {args: "begin --request-id k1 --name again -o json"}, {args: "begin"}, {args: "begin --request-id down"},
 		{args: "finish --run r_ext"}, {args: "finish --run r_ext --failed broke -o json"}, {args: "finish"}, {args: "finish --run taken"},
 		{args: "gate claims --summary s --run r_ext"}, {args: "gate claims --summary s --run r_ext -o json"}, {args: "gate no --summary s --run r_ext"},

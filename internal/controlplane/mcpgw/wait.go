@@ -84,7 +84,9 @@ func (g *Gateway) await(ctx context.Context, req *mcp.CallToolRequest, who, runI
 		// (a standing approval applies at once): not yet a wait.
 		settling := run.State == engine.Parked && g.cfg.Runs.Settling(run.ID)
 		if !settling {
-			if run.State == engine.Parked && g.cfg.Pending {
+			// Parked with no ask open (approved, its facts read again
+			// before it is consumed) waits on a machine, not a person.
+			if run.State == engine.Parked && g.cfg.Pending && runner.OpenAsk(run) {
 				return g.pendingResult(ctx, run), nil
 			}
 			if run.State == engine.Parked && elicits {
