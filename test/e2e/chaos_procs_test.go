@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -148,8 +149,24 @@ func (p *chaosProc) pause(stop bool) {
 }
 
 // freePorts reserves n distinct loopback ports (closed again at once: a
-// replica restarts on the same ports, which the proxies point at).
+// replica restarts on the same ports, which the proxies point at). They
+// are taken below the kernel's ephemeral range, so a port the chaos
+// replicas will bind again is never handed to another test's listener on
+// port 0 or to an outgoing connection meanwhile (CI once saw a replica
+// fail to start: "bind: address already in use").
 func freePorts(n int) ([]int, error) {
+	low := 32768 // Linux's default ip_local_port_range starts here
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				low = v
+			}
+		}
+	}
+	const base = 10000
+	if low-base < 1000 {
+		return nil, fmt.Errorf("the ephemeral port range starts at %d: no room below it for the chaos replicas' ports", low)
+	}
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -157,13 +174,17 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 10000 {
+			return nil, fmt.Errorf("found %d free loopback ports in [%d, %d), wanted %d", len(ports), base, low, n)
+		}
+		p := base + rand.IntN(low-base)
+		l, err := net.Listen("tcp", loopback(p))
 		if err != nil {
-			return nil, err
+			continue // taken (by a listener here, or one of ours already)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
