@@ -173,10 +173,13 @@ bench:
 ## River runs with its fetch cooldown at its 1 ms minimum (RIVER_FLAGS): it is
 ## there as the floor a durable queue on PostgreSQL reaches, and at its 100 ms
 ## default its latencies are that timer. Temporal keeps its defaults.
+## TRACE_FLAGS adds the tracing cost at a sample of 1 and of 0.1 (a real
+## Jaeger, make jaeger), so the run prints every figure issue 22 set.
 RIVER_FLAGS ?= -fetch-cooldown 1ms
+TRACE_FLAGS ?= -trace -trace-sample 1,0.1
 bench-peers:
 	@mkdir -p $(BENCH_OUT)
-	go run ./cmd/tollgate-bench -peers -river-flags '$(RIVER_FLAGS)' -json $(BENCH_OUT)/peers.json -md $(BENCH_OUT)/peers.md $(BENCH_FLAGS)
+	go run ./cmd/tollgate-bench -peers -river-flags '$(RIVER_FLAGS)' $(TRACE_FLAGS) -json $(BENCH_OUT)/peers.json -md $(BENCH_OUT)/peers.md $(BENCH_FLAGS)
 
 ## bench-replicas: the same workloads with REPLICAS (default 3) control planes
 ## on the one Redis, an executor on each, clients spread over them round-robin

@@ -42,8 +42,8 @@ type config struct {
 	peers bool
 	peer  peerConfig // the peers' flags (peers.go)
 
-	trace       bool
-	traceSample float64
+	trace        bool
+	traceSamples []float64 // one "on" run each, against one "off" run
 }
 
 const usage = `tollgate-bench measures the figures of DESIGN.md §12 (performance targets)
@@ -172,7 +172,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.peers, "peers", false, "also run the peers, Temporal on PostgreSQL (go run -C -temporal-dir .) and River (go run -C -river-dir .), with the same -n, -duration, -clients and -warmup, and print them side by side")
 	peerFlags(fs, &cfg.peer)
 	fs.BoolVar(&cfg.trace, "trace", false, "also run the sustained workload with tracing off and on, exporting to a real Jaeger (bin/jaeger, make jaeger), and report the cost")
-	fs.Float64Var(&cfg.traceSample, "trace-sample", 1, "with -trace: the control plane's --trace-sample")
+	cfg.traceSamples = []float64{1}
+	fs.Func("trace-sample", "with -trace: the control plane's --trace-sample, or several separated by commas (one run with tracing on each, against the one with it off; default 1)", func(v string) error {
+		var xs []float64
+		for f := range strings.SplitSeq(v, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(x > 0 && x <= 1) {
+				return fmt.Errorf("%q is not a sample in (0, 1]", f)
+			}
+			xs = append(xs, x)
+		}
+		cfg.traceSamples = xs
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -193,8 +205,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, errors.New("-duration must be positive and -warmup not negative")
 	case cfg.executors < 1 || cfg.capacity < 1 || cfg.replicas < 1:
 		return cfg, errors.New("-replicas, -executors and -capacity must be at least 1")
-	case cfg.traceSample <= 0 || cfg.traceSample > 1:
-		return cfg, errors.New("-trace-sample must be in (0, 1]")
 	}
 	if err := cfg.peer.check(cfg.peers); err != nil {
 		return cfg, err
@@ -277,8 +287,10 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("trace: %w", err)
 		}
-		res.finish()
-		rep.Results = append(rep.Results, res)
+		for i := range res {
+			res[i].finish()
+		}
+		rep.Results = append(rep.Results, res...)
 	}
 	rep.sort()
 	rep.WallSeconds = time.Since(b.began).Seconds()

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -273,7 +274,7 @@ func TestPeerOnly(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-fsync", "no"}, {"-only", "nope"}, {"stray"}, {"-trace-sample", "0"},
+	for _, args := range [][]string{{"-n", "0"}, {"-fsync", "no"}, {"-only", "nope"}, {"stray"}, {"-trace-sample", "0"}, {"-trace-sample", "1,1.5"}, {"-trace-sample", "1,"},
 		{"-temporal-json", "x.json"}, {"-river-json", "x.json"}, {"-river-flags", "-fetch-cooldown 1ms"}, {"-executors", "0"}, {"-duration", "0s"}, {"-replicas", "0"}} {
 		if _, err := parseFlags(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q: no error", args)
@@ -282,6 +283,22 @@ func TestFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{"-only", "sustained, inbox", "-fsync", "always"}, &bytes.Buffer{})
 	if err != nil || len(cfg.only) != 2 || cfg.only[1] != "inbox" || cfg.fsync != "always" || cfg.n != 200 || cfg.parked != 100_000 {
 		t.Errorf("%+v %v", cfg, err)
+	}
+	if cfg.traceSamples == nil || len(cfg.traceSamples) != 1 || cfg.traceSamples[0] != 1 {
+		t.Errorf("the default trace samples are %v, want [1]", cfg.traceSamples)
+	}
+	if cfg, err := parseFlags([]string{"-trace", "-trace-sample", "1, 0.1"}, &bytes.Buffer{}); err != nil || !slices.Equal(cfg.traceSamples, []float64{1, 0.1}) {
+		t.Errorf("-trace-sample '1, 0.1': %v, %v", cfg.traceSamples, err)
+	}
+	// Each sample is judged against its own goal.
+	off := Result{StepsPerSec: 1000, Extra: map[string]float64{"tollgate_cpu_us_per_run": 500}}
+	on := Result{StepsPerSec: 950, Extra: map[string]float64{"tollgate_cpu_us_per_run": 520}}
+	for sample, want := range map[float64]string{1: "yes", 0.1: "no"} {
+		r := traceResult(off, on, sample, nil)
+		r.finish()
+		if r.Met == nil || map[bool]string{true: "yes", false: "no"}[*r.Met] != want || r.Value != 5 {
+			t.Errorf("a 5 %% cost at sample %g: goal %q met %v, want %s", sample, r.Goal, r.Met, want)
+		}
 	}
 	// With -replicas, one executor per replica unless -executors says.
 	for args, want := range map[string][2]int{"": {1, 1}, "-replicas 3": {3, 3}, "-replicas 3 -executors 1": {3, 1}, "-executors 2": {1, 2}} {
