@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit"
 )
 
 // config is what the flags set.
@@ -31,7 +31,7 @@ type config struct {
 	maxConns          int           // the pgx pool's size
 	fetchCooldown     time.Duration // River's FetchCooldown (0: its default)
 	fetchPollInterval time.Duration // River's FetchPollInterval (0: its default)
-	log               *progress
+	log               *peerkit.Progress
 }
 
 // jobTimeout bounds the wait for one timed job (or chain, or fan): a job
@@ -42,13 +42,13 @@ const jobTimeout = 60 * time.Second
 // Run parses args, runs every workload against a fresh database and River
 // client each, and writes the report. Progress goes to stderr.
 func Run(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg := config{log: newProgress(stderr)}
+	cfg := config{log: peerkit.NewProgress(stderr, "river")}
 	var pg string
 	fs := flag.NewFlagSet("river", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.jsonPath, "json", "", "write the JSON report to `file` (- for stdout)")
 	fs.StringVar(&cfg.mdPath, "md", "", "write the Markdown table to `file` (- for stdout)")
-	fs.StringVar(&pg, "pg", defaultPG, "PostgreSQL: a connection string to its admin database; a fresh database is created beside it for each workload and dropped after")
+	fs.StringVar(&pg, "pg", peerkit.DefaultPG, "PostgreSQL: a connection string to its admin database; a fresh database is created beside it for each workload and dropped after")
 	fs.IntVar(&cfg.n, "n", 200, "iterations of each latency workload")
 	fs.DurationVar(&cfg.duration, "duration", 60*time.Second, "length of the sustained phase")
 	fs.IntVar(&cfg.clients, "clients", 64, "concurrent clients in the sustained phase")
@@ -79,14 +79,14 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	if cfg.only != "" && !slices.ContainsFunc(workloads, func(w workload) bool { return w.key == cfg.only }) {
 		return fmt.Errorf("unknown workload %q", cfg.only)
 	}
-	cfg.srv = server{admin: pg}
+	cfg.srv = server{peerkit.PG{Admin: pg, Prefix: dbPrefix}}
 
-	if dropped, err := cfg.srv.dropStale(ctx); err != nil {
+	if dropped, err := cfg.srv.DropStale(ctx); err != nil {
 		return fmt.Errorf("PostgreSQL at -pg %q: %w", pg, err)
 	} else if len(dropped) > 0 {
-		cfg.log.printf("dropped %d databases left by earlier runs: %v", len(dropped), dropped)
+		cfg.log.Printf("dropped %d databases left by earlier runs: %v", len(dropped), dropped)
 	}
-	settings, err := cfg.srv.settings(ctx)
+	settings, err := cfg.srv.Settings(ctx)
 	if err != nil {
 		return err
 	}
@@ -103,8 +103,8 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		rep.Results = append(rep.Results, res)
 	}
 	rep.WallSeconds = time.Since(started).Seconds()
-	rep.LoadAfter = loadavg()
-	return rep.write(cfg)
+	rep.LoadAfter = peerkit.LoadAvg()
+	return peerkit.WriteReport(cfg.jsonPath, rep, cfg.mdPath, rep.markdown)
 }
 
 // workload is one figure of the table.
@@ -148,7 +148,7 @@ type env struct {
 func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err error) {
 	res = Result{Key: w.key, Figure: w.figure, Goal: w.goal}
 	t0 := time.Now()
-	log := &riverLog{key: w.key, p: cfg.log}
+	log := &riverLog{peerkit.NewTally(cfg.log, w.key, "river")}
 	e, err := start(ctx, cfg, w.key, log)
 	if e != nil {
 		defer func() {
@@ -160,8 +160,8 @@ func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err e
 	if err != nil {
 		return res, err
 	}
-	res.ServerStartMs = ms(time.Since(t0))
-	cfg.log.printf("%s: database %s ready in %.0f ms", w.key, e.db, res.ServerStartMs)
+	res.ServerStartMs = peerkit.Ms(time.Since(t0))
+	cfg.log.Printf("%s: database %s ready in %.0f ms", w.key, e.db, res.ServerStartMs)
 	for range cfg.warmup {
 		if _, _, err := e.timed(ctx, 1, 1, false); err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
@@ -172,8 +172,8 @@ func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err e
 		return res, err
 	}
 	res.Seconds = time.Since(t1).Seconds()
-	res.Warnings, res.Errors, res.Log = log.counts()
-	cfg.log.printf("%s: %s", w.key, res.summary())
+	res.Warnings, res.Errors, res.Log = log.Counts()
+	cfg.log.Printf("%s: %s", w.key, res.summary())
 	return res, nil
 }
 
@@ -181,7 +181,7 @@ func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err e
 // River client on it. On error the env returned (when not nil) holds what
 // was set up, for stop.
 func start(ctx context.Context, cfg config, key string, log *riverLog) (*env, error) {
-	db, err := cfg.srv.createDB(ctx, key)
+	db, err := cfg.srv.CreateDB(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func (e *env) stop() error {
 	if e.pool != nil {
 		e.pool.Close()
 	}
-	if err := e.srv.dropDB(e.db); err != nil {
+	if err := e.srv.DropDB(e.db); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -288,7 +288,7 @@ func (e *env) timed(ctx context.Context, steps, width int, track bool) (time.Dur
 func (e *env) latency(ctx context.Context, cfg config, res *Result, steps, width int) error {
 	ds := make([]time.Duration, 0, cfg.n)
 	var dispatch []time.Duration
-	tick := newTicker(cfg, res.Key, cfg.n)
+	tick := cfg.log.Ticker(res.Key, cfg.n)
 	for i := range cfg.n {
 		d, disp, err := e.timed(ctx, steps, width, true)
 		if err != nil {
@@ -299,9 +299,9 @@ func (e *env) latency(ctx context.Context, cfg config, res *Result, steps, width
 		tick(i + 1)
 	}
 	res.Runs = len(ds)
-	res.P50Ms, res.P99Ms = percentiles(ds)
-	res.MaxMs = ms(slices.Max(ds))
-	p50, p99 := percentiles(dispatch)
+	res.P50Ms, res.P99Ms = peerkit.Percentiles(ds)
+	res.MaxMs = peerkit.Ms(slices.Max(ds))
+	p50, p99 := peerkit.Percentiles(dispatch)
 	res.Extra = map[string]float64{"dispatch_p50_ms": p50, "dispatch_p99_ms": p99, "steps": float64(len(dispatch))}
 	e.subs.report(res)
 	return nil
@@ -314,7 +314,7 @@ func (e *env) latency(ctx context.Context, cfg config, res *Result, steps, width
 func (e *env) dispatch(ctx context.Context, cfg config, res *Result) error {
 	ds := make([]time.Duration, 0, cfg.n)
 	var total []time.Duration
-	tick := newTicker(cfg, res.Key, cfg.n)
+	tick := cfg.log.Ticker(res.Key, cfg.n)
 	for i := range cfg.n {
 		d, disp, err := e.timed(ctx, 1, 1, false)
 		if err != nil {
@@ -328,9 +328,9 @@ func (e *env) dispatch(ctx context.Context, cfg config, res *Result) error {
 		tick(i + 1)
 	}
 	res.Runs = len(ds)
-	res.P50Ms, res.P99Ms = percentiles(ds)
-	res.MaxMs = ms(slices.Max(ds))
-	p50, p99 := percentiles(total)
+	res.P50Ms, res.P99Ms = peerkit.Percentiles(ds)
+	res.MaxMs = peerkit.Ms(slices.Max(ds))
+	p50, p99 := peerkit.Percentiles(total)
 	res.Extra = map[string]float64{"complete_p50_ms": p50, "complete_p99_ms": p99}
 	return nil
 }
@@ -340,114 +340,21 @@ func (e *env) dispatch(ctx context.Context, cfg config, res *Result) error {
 // cfg.runs jobs have started); jobs/s over the whole phase and the p99 of
 // one job, insert → completion committed.
 func (e *env) sustained(ctx context.Context, cfg config, res *Result) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		lat      []time.Duration
-		firstErr error
-		budget   atomic.Int64
-		done     atomic.Int64
-	)
-	budget.Store(int64(cfg.runs))
-	begin := time.Now()
-	end := begin.Add(cfg.duration)
-	stopTicker := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				cfg.log.printf("%s: %d jobs in %.0f s", res.Key, done.Load(), time.Since(begin).Seconds())
-			case <-stopTicker:
-				return
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for range cfg.clients {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				if cfg.runs > 0 && budget.Add(-1) < 0 {
-					return
-				}
-				d, _, err := e.timed(ctx, 1, 1, true)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-						cancel()
-					}
-					mu.Unlock()
-					return
-				}
-				done.Add(1)
-				mu.Lock()
-				lat = append(lat, d)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	close(stopTicker)
-	elapsed := time.Since(begin)
-	if firstErr != nil {
-		return firstErr
-	}
-	if len(lat) == 0 {
-		return errors.New("no job completed")
+	phase := peerkit.Sustained{Key: res.Key, Noun: "job", Clients: cfg.clients, Duration: cfg.duration, Cap: cfg.runs}
+	lat, elapsed, err := phase.Run(ctx, cfg.log, func(ctx context.Context) (time.Duration, error) {
+		d, _, err := e.timed(ctx, 1, 1, true)
+		return d, err
+	})
+	if err != nil {
+		return err
 	}
 	res.Runs = len(lat)
 	res.Clients = cfg.clients
 	res.Figure = fmt.Sprintf("sustained, %d clients, 1-step jobs", cfg.clients)
 	res.StepsPerSec = float64(len(lat)) / elapsed.Seconds()
-	res.P50Ms, res.P99Ms = percentiles(lat)
-	res.MaxMs = ms(slices.Max(lat))
+	res.P50Ms, res.P99Ms = peerkit.Percentiles(lat)
+	res.MaxMs = peerkit.Ms(slices.Max(lat))
 	res.Extra = map[string]float64{}
 	e.subs.report(res)
 	return nil
-}
-
-// percentiles picks p50 and p99 the way Tollgate's benchmarks do: the
-// element at int(q·(n−1)) of the sorted sample, in milliseconds; 0 for
-// none.
-func percentiles(ds []time.Duration) (p50, p99 float64) {
-	if len(ds) == 0 {
-		return 0, 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	p := func(q float64) float64 { return ms(s[int(q*float64(len(s)-1))]) }
-	return p(0.5), p(0.99)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// progress writes timestamped progress lines; safe for concurrent use.
-type progress struct {
-	mu    sync.Mutex
-	w     io.Writer
-	began time.Time
-}
-
-func newProgress(w io.Writer) *progress { return &progress{w: w, began: time.Now()} }
-
-func (p *progress) printf(format string, args ...any) {
-	if p == nil || p.w == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "river %6.1fs: "+format+"\n", append([]any{time.Since(p.began).Seconds()}, args...)...)
-}
-
-// newTicker reports progress every tenth of n (and at least every 25 runs).
-func newTicker(cfg config, key string, n int) func(int) {
-	step := max(1, min(25, n/10))
-	return func(i int) {
-		if i%step == 0 || i == n {
-			cfg.log.printf("%s: %d/%d", key, i, n)
-		}
-	}
 }

@@ -4,52 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit/pgtest"
 )
 
-// pgOrSkip is the machine's PostgreSQL (TOLLGATE_BENCH_PG, or defaultPG),
-// or a skip that says it is unreachable.
+// pgOrSkip is the machine's PostgreSQL (TOLLGATE_BENCH_PG, or
+// peerkit.DefaultPG), or a skip that says it is unreachable.
 func pgOrSkip(t *testing.T) server {
 	t.Helper()
-	s := server{admin: defaultPG}
-	if v := os.Getenv("TOLLGATE_BENCH_PG"); v != "" {
-		s.admin = v
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := s.connect(ctx, "")
-	if err != nil {
-		t.Skipf("no PostgreSQL to run River on: %v", err)
-	}
-	c.Close(ctx)
-	return s
-}
-
-// ourDatabases are the databases this process created and has not dropped.
-func ourDatabases(t *testing.T, s server) []string {
-	t.Helper()
-	ctx := context.Background()
-	c, err := s.connect(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", fmt.Sprintf("%s%d_", dbPrefix, os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return server{pgtest.OrSkip(t, dbPrefix, "River")}
 }
 
 // TestRunTiny runs every workload three times (the sustained phase
@@ -63,11 +31,11 @@ func TestRunTiny(t *testing.T) {
 	var progress bytes.Buffer
 	// A short cooldown keeps the test quick; the defaults are what the
 	// benchmark runs by default.
-	if err := Run(ctx, []string{"-pg", s.admin, "-json", jsonPath, "-md", mdPath, "-n", "3", "-duration", "1s", "-runs", "128", "-warmup", "1",
+	if err := Run(ctx, []string{"-pg", s.Admin, "-json", jsonPath, "-md", mdPath, "-n", "3", "-duration", "1s", "-runs", "128", "-warmup", "1",
 		"-fetch-cooldown", "5ms"}, &progress); err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	if left := ourDatabases(t, s); len(left) > 0 {
+	if left := pgtest.Ours(t, s.PG); len(left) > 0 {
 		t.Errorf("databases left behind: %v", left)
 	}
 
@@ -138,55 +106,10 @@ func TestRunTiny(t *testing.T) {
 	}
 }
 
-// Databases of a process that is gone are dropped; those of a live one
-// are not.
-func TestDropStale(t *testing.T) {
-	s := pgOrSkip(t)
-	ctx := context.Background()
-	c, err := s.connect(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	// Pid 1 is alive; 2^22+1 is above Linux's pid_max limit, so never alive.
-	dead, live := dbPrefix+"4194305_test", dbPrefix+"1_test"
-	for _, name := range []string{dead, live} {
-		if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.dropDB(name) })
-	}
-	dropped, err := s.dropStale(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dropped) != 1 || dropped[0] != dead {
-		t.Errorf("dropped %v, want [%s]", dropped, dead)
-	}
-	var n int
-	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", live).Scan(&n); err != nil || n != 1 {
-		t.Errorf("the live process's database: %d, %v", n, err)
-	}
-}
-
 func TestRunFlags(t *testing.T) {
 	for _, args := range [][]string{{"-n", "0"}, {"-only", "nope"}, {"stray"}, {"-clients", "0"}, {"-max-conns", "1"}} {
 		if err := Run(context.Background(), args, &bytes.Buffer{}); err == nil {
 			t.Errorf("Run(%q) = nil, want an error", args)
 		}
-	}
-}
-
-func TestPercentiles(t *testing.T) {
-	ds := make([]time.Duration, 100)
-	for i := range ds {
-		ds[len(ds)-1-i] = time.Duration(i+1) * time.Millisecond
-	}
-	p50, p99 := percentiles(ds)
-	if p50 != 50 || p99 != 99 {
-		t.Fatalf("p50 %v p99 %v, want 50 99", p50, p99)
-	}
-	if p50, p99 := percentiles(nil); p50 != 0 || p99 != 0 {
-		t.Fatalf("empty: %v %v", p50, p99)
 	}
 }

@@ -22,3 +22,8 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+// peerkit: what the peer harnesses share (bench/peers/peerkit).
+require github.com/tollgate-dev/tollgate/bench/peers/peerkit v0.0.0
+
+replace github.com/tollgate-dev/tollgate/bench/peers/peerkit => ../peerkit

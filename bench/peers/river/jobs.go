@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit"
 )
 
 // pgxTx is the transaction type of River's pgx driver.
@@ -237,7 +239,7 @@ func (s *subscription) report(res *Result) {
 			s.inserted, s.seen = map[int64]time.Time{}, map[int64]time.Time{}
 			s.mu.Unlock()
 			if tracked > 0 {
-				p50, p99 := percentiles(ds)
+				p50, p99 := peerkit.Percentiles(ds)
 				res.Extra["event_p50_ms"], res.Extra["event_p99_ms"] = p50, p99
 				res.Extra["event_missing"] = float64(missing)
 			}
@@ -248,19 +250,13 @@ func (s *subscription) report(res *Result) {
 	}
 }
 
-// riverLog is River's logger: it drops debug and info, and keeps warnings
-// and errors (a failed fetch, a slow completer) so a slow outlier in the
-// figures can be explained. Attributes given through With are dropped.
+// riverLog is River's logger: it drops debug and info, and tallies
+// warnings and errors (a failed fetch, a slow completer) so a slow outlier
+// in the figures can be explained. Attributes given through With are
+// dropped.
 type riverLog struct {
-	key      string
-	p        *progress
-	mu       sync.Mutex
-	warnings int
-	errors   int
-	first    []string
+	*peerkit.Tally
 }
-
-const keepLines = 5
 
 func (l *riverLog) logger() *slog.Logger { return slog.New(l) }
 
@@ -273,29 +269,9 @@ func (l *riverLog) Handle(_ context.Context, r slog.Record) error {
 		fmt.Fprintf(&b, " %s", a)
 		return true
 	})
-	line := b.String()
-	l.mu.Lock()
-	if r.Level >= slog.LevelError {
-		l.errors++
-	} else {
-		l.warnings++
-	}
-	keep := len(l.first) < keepLines
-	if keep {
-		l.first = append(l.first, line)
-	}
-	l.mu.Unlock()
-	if keep {
-		l.p.printf("%s: river: %s", l.key, line)
-	}
+	l.Add(r.Level >= slog.LevelError, b.String())
 	return nil
 }
 
 func (l *riverLog) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *riverLog) WithGroup(string) slog.Handler      { return l }
-
-func (l *riverLog) counts() (warnings, errors int, first []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.warnings, l.errors, append([]string(nil), l.first...)
-}

@@ -9,16 +9,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
+
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := Run(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "river bench:", err)
-		os.Exit(1)
-	}
+	peerkit.Main("river", func(ctx context.Context, args []string) error {
+		return Run(ctx, args, os.Stderr)
+	})
 }

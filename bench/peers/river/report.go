@@ -1,20 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
-)
 
-// defaultPG is the PostgreSQL server this machine runs (trust auth on
-// loopback); no TLS, as Tollgate's Redis is reached over a unix socket.
-const defaultPG = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit"
+)
 
 // Result is one workload's figures, in the Temporal peer's shape (the
 // fields cmd/tollgate-bench -peers reads: key, figure, runs, clients,
@@ -40,7 +34,7 @@ type Result struct {
 func (r Result) summary() string {
 	s := fmt.Sprintf("p50 %s, p99 %s", fmtMs(r.P50Ms), fmtMs(r.P99Ms))
 	if r.StepsPerSec > 0 {
-		s = fmt.Sprintf("**%s steps/s**, p50 %s, p99 %s", fmtRate(r.StepsPerSec), fmtMs(r.P50Ms), fmtMs(r.P99Ms))
+		s = fmt.Sprintf("**%s steps/s**, p50 %s, p99 %s", peerkit.FmtRate(r.StepsPerSec), fmtMs(r.P50Ms), fmtMs(r.P99Ms))
 	}
 	return s
 }
@@ -87,17 +81,17 @@ func newReport(cfg config, pg map[string]string) *Report {
 		fetch = fmt.Sprintf("FetchCooldown %s, FetchPollInterval %s (set by -fetch-cooldown / -fetch-poll-interval; River's defaults are %s and %s)",
 			orDefault(cooldown, river.FetchCooldownDefault), orDefault(poll, river.FetchPollIntervalDefault), river.FetchCooldownDefault, river.FetchPollIntervalDefault)
 	}
-	v := versions()
+	v := peerkit.Versions(map[string]string{
+		"github.com/riverqueue/river":                        "river",
+		"github.com/riverqueue/river/riverdriver/riverpgxv5": "riverpgxv5",
+		"github.com/jackc/pgx/v5":                            "pgx",
+	})
 	// "15.20 (Debian 15.20-0+deb12u1)": the number; the whole is in Postgres.
 	v["postgresql"] = strings.Fields(pg["server_version"] + " ?")[0]
 	return &Report{
 		Peer:     "river",
 		Versions: v,
-		Machine: map[string]any{
-			"goos": runtime.GOOS, "goarch": runtime.GOARCH,
-			"num_cpu": runtime.NumCPU(), "gomaxprocs": runtime.GOMAXPROCS(0),
-			"cpu": cpuModel(),
-		},
+		Machine:  peerkit.Machine(),
 		Setup: []string{
 			fmt.Sprintf("PostgreSQL %s on this machine, over loopback TCP; its settings as found: fsync %s, synchronous_commit %s, wal_sync_method %s, full_page_writes %s, commit_delay %s: every commit waits for its WAL to reach the disk",
 				pg["server_version"], pg["fsync"], pg["synchronous_commit"], pg["wal_sync_method"], pg["full_page_writes"], pg["commit_delay"]),
@@ -117,7 +111,7 @@ func newReport(cfg config, pg map[string]string) *Report {
 		},
 		Postgres:   pg,
 		Date:       time.Now().UTC().Format(time.RFC3339),
-		LoadBefore: loadavg(),
+		LoadBefore: peerkit.LoadAvg(),
 	}
 }
 
@@ -126,76 +120,6 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
-}
-
-// loadavg is /proc/loadavg's 1-, 5- and 15-minute figures: the machine is
-// shared, so the report says how busy it was.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
-
-func versions() map[string]string {
-	v := map[string]string{"go": runtime.Version()}
-	names := map[string]string{
-		"github.com/riverqueue/river":                        "river",
-		"github.com/riverqueue/river/riverdriver/riverpgxv5": "riverpgxv5",
-		"github.com/jackc/pgx/v5":                            "pgx",
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if name, ok := names[d.Path]; ok {
-				if d.Replace != nil {
-					d = d.Replace
-				}
-				v[name] = d.Version
-			}
-		}
-	}
-	return v
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-func (r *Report) write(cfg config) error {
-	if cfg.jsonPath != "" {
-		b, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := output(cfg.jsonPath, append(b, '\n')); err != nil {
-			return err
-		}
-	}
-	if cfg.mdPath != "" {
-		if err := output(cfg.mdPath, []byte(r.markdown())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func output(path string, b []byte) error {
-	if path == "-" {
-		_, err := os.Stdout.Write(b)
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
 }
 
 // markdown has the columns of the Temporal peer's table (figure, result,
@@ -238,11 +162,4 @@ func fmtMs(v float64) string {
 	default:
 		return fmt.Sprintf("%.2f ms", v)
 	}
-}
-
-func fmtRate(v float64) string {
-	if v >= 1000 {
-		return fmt.Sprintf("%d,%03d", int(v)/1000, int(v)%1000)
-	}
-	return fmt.Sprintf("%.0f", v)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sync"
@@ -16,6 +15,8 @@ import (
 	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/temporal"
 	"go.temporal.io/server/temporaltest"
+
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit"
 )
 
 // config is what the flags set.
@@ -32,7 +33,7 @@ type config struct {
 	pg               string        // postgres: the admin database's URL
 	shards           int           // postgres: history shards
 	serverLog        string        // postgres: write the server's log here
-	progress         io.Writer
+	log              *peerkit.Progress
 }
 
 // Stores: where the server keeps its state.
@@ -41,10 +42,14 @@ const (
 	storeSQLite   = "sqlite"   // temporaltest: SQLite in memory, one shard (the issue-6 peer)
 )
 
+// stderrLog is the progress on stderr, its times counted from the start of
+// the process (across Runs, in tests).
+var stderrLog = peerkit.NewProgress(os.Stderr, "temporal")
+
 // Run parses args, runs every workload against a fresh in-process Temporal
 // server each, and writes the report.
 func Run(ctx context.Context, args []string) error {
-	cfg := config{progress: os.Stderr}
+	cfg := config{log: stderrLog}
 	fs := flag.NewFlagSet("temporal", flag.ContinueOnError)
 	fs.StringVar(&cfg.jsonPath, "json", "", "write the JSON report to `file` (- for stdout)")
 	fs.StringVar(&cfg.mdPath, "md", "", "write the Markdown table to `file` (- for stdout)")
@@ -55,7 +60,7 @@ func Run(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.warmup, "warmup", 3, "uncounted 1-step runs on each fresh server")
 	fs.BoolVar(&cfg.tuned, "tuned", false, "raise history.transferProcessorMaxPollRPS and history.visibilityProcessorMaxPollRPS from 20 to 10000 (per shard)")
 	fs.StringVar(&cfg.store, "store", storePostgres, "persistence: postgres (temporal.NewServer on PostgreSQL at -pg, fresh databases per workload, -shards history shards) or sqlite (temporaltest: SQLite in memory, one shard)")
-	fs.StringVar(&cfg.pg, "pg", defaultPG, "with -store postgres: URL of the server's admin database; each workload's databases are created beside it and dropped after")
+	fs.StringVar(&cfg.pg, "pg", peerkit.DefaultPG, "with -store postgres: URL of the server's admin database; each workload's databases are created beside it and dropped after")
 	fs.StringVar(&cfg.serverLog, "server-log", "", "with -store postgres: write the server's own log (level info) to `file`, to explain a failure or an outlier")
 	fs.IntVar(&cfg.shards, "shards", 4, "with -store postgres: history shards (Temporal's own docker and development-postgres12 configs use 4)")
 	fs.StringVar(&cfg.only, "only", "", "run only this workload: one-step, three-step, fan-10, fan-100, approve, sustained")
@@ -82,14 +87,14 @@ func Run(ctx context.Context, args []string) error {
 
 	var pg map[string]string
 	if cfg.store == storePostgres {
-		s := pgServer{admin: cfg.pg}
-		if dropped, err := s.dropStale(ctx); err != nil {
+		s := pgServer{peerkit.PG{Admin: cfg.pg, Prefix: dbPrefix}}
+		if dropped, err := s.DropStale(ctx); err != nil {
 			return fmt.Errorf("PostgreSQL at -pg %q: %w", cfg.pg, err)
 		} else if len(dropped) > 0 {
-			progress(cfg, "dropped %d databases left by earlier runs: %v", len(dropped), dropped)
+			cfg.log.Printf("dropped %d databases left by earlier runs: %v", len(dropped), dropped)
 		}
 		var err error
-		if pg, err = s.settings(ctx); err != nil {
+		if pg, err = s.Settings(ctx); err != nil {
 			return err
 		}
 	}
@@ -106,8 +111,8 @@ func Run(ctx context.Context, args []string) error {
 		rep.Results = append(rep.Results, res)
 	}
 	rep.WallSeconds = time.Since(started).Seconds()
-	rep.LoadAfter = loadavg()
-	return rep.write(cfg)
+	rep.LoadAfter = peerkit.LoadAvg()
+	return peerkit.WriteReport(cfg.jsonPath, rep, cfg.mdPath, rep.markdown)
 }
 
 // workload is one figure of the table.
@@ -182,7 +187,7 @@ type closeLog struct {
 func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err error) {
 	res = Result{Key: w.key, Figure: w.figure, Goal: w.goal}
 	t0 := time.Now()
-	log := &sdkLog{key: w.key, cfg: cfg}
+	log := &sdkLog{peerkit.NewTally(cfg.log, w.key, "sdk")}
 	var e *env
 	if cfg.store == storePostgres {
 		e, err = startPostgres(ctx, cfg, w.key, log, newActivities())
@@ -197,8 +202,8 @@ func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err e
 			err = fmt.Errorf("stop: %w", stopErr)
 		}
 	}()
-	res.ServerStartMs = ms(time.Since(t0))
-	progress(cfg, "%s: server up in %.0f ms (%s, %s)", w.key, res.ServerStartMs, e.hostPort, cfg.store)
+	res.ServerStartMs = peerkit.Ms(time.Since(t0))
+	cfg.log.Printf("%s: server up in %.0f ms (%s, %s)", w.key, res.ServerStartMs, e.hostPort, cfg.store)
 	for range cfg.warmup {
 		if _, err := e.timed(ctx, "Sequential", 1); err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
@@ -215,8 +220,8 @@ func runWorkload(ctx context.Context, cfg config, w workload) (res Result, err e
 		}
 		res.Extra["pg_connections_peak"] = float64(e.connPeak())
 	}
-	res.SDKWarnings, res.SDKErrors, res.SDKLog = log.counts()
-	progress(cfg, "%s: %s", w.key, res.summary())
+	res.SDKWarnings, res.SDKErrors, res.SDKLog = log.Counts()
+	cfg.log.Printf("%s: %s", w.key, res.summary())
 	return res, nil
 }
 
@@ -280,7 +285,7 @@ func (e *env) latency(ctx context.Context, cfg config, res *Result, one func(con
 	ds := make([]time.Duration, 0, cfg.n)
 	e.closes = &closeLog{}
 	defer func() { e.closes = nil }()
-	tick := newTicker(cfg, res.Key, cfg.n)
+	tick := cfg.log.Ticker(res.Key, cfg.n)
 	for i := range cfg.n {
 		d, err := one(ctx)
 		if err != nil {
@@ -290,9 +295,9 @@ func (e *env) latency(ctx context.Context, cfg config, res *Result, one func(con
 		tick(i + 1)
 	}
 	res.Runs = len(ds)
-	res.P50Ms, res.P99Ms = percentiles(ds)
-	res.MaxMs = ms(slices.Max(ds))
-	p50, p99 := percentiles(e.closes.toClose)
+	res.P50Ms, res.P99Ms = peerkit.Percentiles(ds)
+	res.MaxMs = peerkit.Ms(slices.Max(ds))
+	p50, p99 := peerkit.Percentiles(e.closes.toClose)
 	late := 0
 	for _, l := range e.closes.getLags {
 		if l > time.Second {
@@ -309,7 +314,7 @@ func (e *env) latency(ctx context.Context, cfg config, res *Result, one func(con
 // worker starts the governed activity, and to the workflow's completion.
 func (e *env) approve(ctx context.Context, cfg config, res *Result) error {
 	var toStart, toDone []time.Duration
-	tick := newTicker(cfg, res.Key, cfg.n)
+	tick := cfg.log.Ticker(res.Key, cfg.n)
 	for i := range cfg.n {
 		id := e.id("approval")
 		started := e.acts.watch(id)
@@ -339,9 +344,9 @@ func (e *env) approve(ctx context.Context, cfg config, res *Result) error {
 		tick(i + 1)
 	}
 	res.Runs = len(toStart)
-	res.P50Ms, res.P99Ms = percentiles(toStart)
-	res.MaxMs = ms(slices.Max(toStart))
-	p50, p99 := percentiles(toDone)
+	res.P50Ms, res.P99Ms = peerkit.Percentiles(toStart)
+	res.MaxMs = peerkit.Ms(slices.Max(toStart))
+	p50, p99 := peerkit.Percentiles(toDone)
 	res.Extra = map[string]float64{"signal_to_complete_p50_ms": p50, "signal_to_complete_p99_ms": p99}
 	return nil
 }
@@ -374,98 +379,18 @@ func (e *env) waitParked(ctx context.Context, id string) error {
 // back through the shared client until cfg.duration has passed (or cfg.runs
 // runs have started); steps/s over the whole phase and the p99 of a run.
 func (e *env) sustained(ctx context.Context, cfg config, res *Result) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		lat      []time.Duration
-		firstErr error
-		budget   atomic.Int64
-		done     atomic.Int64
-	)
-	budget.Store(int64(cfg.runs))
-	start := time.Now()
-	end := start.Add(cfg.duration)
-	stopTicker := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				progress(cfg, "%s: %d runs in %.0f s", res.Key, done.Load(), time.Since(start).Seconds())
-			case <-stopTicker:
-				return
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for range cfg.clients {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				if cfg.runs > 0 && budget.Add(-1) < 0 {
-					return
-				}
-				d, err := e.timed(ctx, "Sequential", 1)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-						cancel()
-					}
-					mu.Unlock()
-					return
-				}
-				done.Add(1)
-				mu.Lock()
-				lat = append(lat, d)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	close(stopTicker)
-	elapsed := time.Since(start)
-	if firstErr != nil {
-		return firstErr
-	}
-	if len(lat) == 0 {
-		return errors.New("no run completed")
+	phase := peerkit.Sustained{Key: res.Key, Noun: "run", Clients: cfg.clients, Duration: cfg.duration, Cap: cfg.runs}
+	lat, elapsed, err := phase.Run(ctx, cfg.log, func(ctx context.Context) (time.Duration, error) {
+		return e.timed(ctx, "Sequential", 1)
+	})
+	if err != nil {
+		return err
 	}
 	res.Runs = len(lat)
 	res.Clients = cfg.clients
 	res.Figure = fmt.Sprintf("sustained, %d clients, 1-step runs", cfg.clients)
 	res.StepsPerSec = float64(len(lat)) / elapsed.Seconds()
-	res.P50Ms, res.P99Ms = percentiles(lat)
-	res.MaxMs = ms(slices.Max(lat))
+	res.P50Ms, res.P99Ms = peerkit.Percentiles(lat)
+	res.MaxMs = peerkit.Ms(slices.Max(lat))
 	return nil
-}
-
-// percentiles picks p50 and p99 the way Tollgate's benchmarks do: the
-// element at int(q·(n−1)) of the sorted sample, in milliseconds.
-func percentiles(ds []time.Duration) (p50, p99 float64) {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	p := func(q float64) float64 { return ms(s[int(q*float64(len(s)-1))]) }
-	return p(0.5), p(0.99)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-var began = time.Now()
-
-func progress(cfg config, format string, args ...any) {
-	if cfg.progress != nil {
-		fmt.Fprintf(cfg.progress, "temporal %6.1fs: "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
-	}
-}
-
-// newTicker reports progress every tenth of n (and at least every 25 runs).
-func newTicker(cfg config, key string, n int) func(int) {
-	step := max(1, min(25, n/10))
-	return func(i int) {
-		if i%step == 0 || i == n {
-			progress(cfg, "%s: %d/%d", key, i, n)
-		}
-	}
 }

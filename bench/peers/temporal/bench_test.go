@@ -3,52 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit/pgtest"
 )
 
-// pgOrSkip is the machine's PostgreSQL (TOLLGATE_BENCH_PG, or defaultPG),
-// or a skip that says it is unreachable.
+// pgOrSkip is the machine's PostgreSQL (TOLLGATE_BENCH_PG, or
+// peerkit.DefaultPG), or a skip that says it is unreachable.
 func pgOrSkip(t *testing.T) pgServer {
 	t.Helper()
-	s := pgServer{admin: defaultPG}
-	if v := os.Getenv("TOLLGATE_BENCH_PG"); v != "" {
-		s.admin = v
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := s.conn(ctx, "")
-	if err != nil {
-		t.Skipf("no PostgreSQL to run Temporal on: %v", err)
-	}
-	c.Close(ctx)
-	return s
-}
-
-// ourDatabases are the databases this process created and has not dropped.
-func ourDatabases(t *testing.T, s pgServer) []string {
-	t.Helper()
-	ctx := context.Background()
-	c, err := s.conn(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", fmt.Sprintf("%s%d_", dbPrefix, os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return pgServer{pgtest.OrSkip(t, dbPrefix, "Temporal")}
 }
 
 // TestRunTiny runs every workload three times (the sustained phase briefly)
@@ -60,8 +28,8 @@ func TestRunTiny(t *testing.T) {
 	}
 	t.Run("postgres", func(t *testing.T) {
 		s := pgOrSkip(t)
-		rep, md := runTiny(t, "-store", "postgres", "-pg", s.admin, "-shards", "2")
-		if left := ourDatabases(t, s); len(left) > 0 {
+		rep, md := runTiny(t, "-store", "postgres", "-pg", s.Admin, "-shards", "2")
+		if left := pgtest.Ours(t, s.PG); len(left) > 0 {
 			t.Errorf("databases left behind: %v", left)
 		}
 		if rep.Params["store"] != "postgres" || rep.Params["shards"] != float64(2) || rep.Postgres["fsync"] == "" || rep.Postgres["synchronous_commit"] == "" {
@@ -163,17 +131,6 @@ func TestRunFlags(t *testing.T) {
 	}
 }
 
-func TestPercentiles(t *testing.T) {
-	ds := make([]time.Duration, 100)
-	for i := range ds {
-		ds[len(ds)-1-i] = time.Duration(i+1) * time.Millisecond
-	}
-	p50, p99 := percentiles(ds)
-	if p50 != 50 || p99 != 99 {
-		t.Fatalf("p50 %v p99 %v, want 50 99", p50, p99)
-	}
-}
-
 func TestRunTuned(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
@@ -188,36 +145,5 @@ func TestRunTuned(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "poll limits raised") || !strings.Contains(string(b), "| 1-step run, start → complete | p50 ") {
 		t.Fatalf("markdown:\n%s", b)
-	}
-}
-
-// Databases of a process that is gone are dropped; those of a live one
-// are not.
-func TestDropStale(t *testing.T) {
-	s := pgOrSkip(t)
-	ctx := context.Background()
-	c, err := s.conn(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	// Pid 1 is alive; 2^22+1 is above Linux's pid_max limit, so never alive.
-	dead, live := dbPrefix+"4194305_test", dbPrefix+"1_test"
-	for _, name := range []string{dead, live} {
-		if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.drop(name) })
-	}
-	dropped, err := s.dropStale(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dropped) != 1 || dropped[0] != dead {
-		t.Errorf("dropped %v, want [%s]", dropped, dead)
-	}
-	var n int
-	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", live).Scan(&n); err != nil || n != 1 {
-		t.Errorf("the live process's database: %d, %v", n, err)
 	}
 }

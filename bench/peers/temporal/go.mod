@@ -222,3 +222,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.0 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// peerkit: what the peer harnesses share (bench/peers/peerkit).
+require github.com/tollgate-dev/tollgate/bench/peers/peerkit v0.0.0
+
+replace github.com/tollgate-dev/tollgate/bench/peers/peerkit => ../peerkit

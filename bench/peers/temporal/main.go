@@ -7,18 +7,8 @@
 //	go run -C bench/peers/temporal . -json out.json -md out.md [-n N] [-duration D] [-store sqlite]
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-)
+import "github.com/tollgate-dev/tollgate/bench/peers/peerkit"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := Run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "temporal bench:", err)
-		os.Exit(1)
-	}
+	peerkit.Main("temporal", Run)
 }

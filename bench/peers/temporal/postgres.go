@@ -7,9 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,16 +24,13 @@ import (
 	"go.temporal.io/server/tools/common/schema"
 	sqltool "go.temporal.io/server/tools/sql"
 	"google.golang.org/protobuf/types/known/durationpb"
-)
 
-// defaultPG is the PostgreSQL server this machine runs (trust auth on
-// loopback): the admin database, beside which each workload's databases are
-// created. No TLS, as Tollgate's Redis is reached over a unix socket.
-const defaultPG = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit"
+)
 
 // dbPrefix names every database this harness creates; the process id and
 // the workload follow, so a leftover can be traced to a run and dropped
-// once that process is gone (dropStale).
+// once that process is gone (peerkit.PG.DropStale).
 const dbPrefix = "tollgate_bench_temporal_"
 
 // The connection pools are those of Temporal's own docker config
@@ -49,33 +43,18 @@ const (
 )
 
 // pgServer is the PostgreSQL server, reached through the admin database's
-// URL (postgres://user[:password]@host:port/db?sslmode=…).
+// URL (postgres://user[:password]@host:port/db?sslmode=…); its databases
+// are named by dbPrefix.
 type pgServer struct {
-	admin string
-}
-
-// conn opens one connection to database db (the admin one when empty).
-func (s pgServer) conn(ctx context.Context, db string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(s.admin)
-	if err != nil {
-		return nil, fmt.Errorf("-pg %q: %w", s.admin, err)
-	}
-	if db != "" {
-		cfg.Database = db
-	}
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL (%s, database %s): %w", cfg.Host, cfg.Database, err)
-	}
-	return c, nil
+	peerkit.PG
 }
 
 // sqlConfig is Temporal's persistence config for database db, through the
 // postgres12_pgx plugin (Temporal's PostgreSQL plugin on the pgx driver).
 func (s pgServer) sqlConfig(db string, maxConns int) (*sconfig.SQL, error) {
-	u, err := url.Parse(s.admin)
+	u, err := url.Parse(s.Admin)
 	if err != nil || u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return nil, fmt.Errorf("-pg %q: want a URL postgres://user@host:port/database", s.admin)
+		return nil, fmt.Errorf("-pg %q: want a URL postgres://user@host:port/database", s.Admin)
 	}
 	pw, _ := u.User.Password()
 	attrs := map[string]string{}
@@ -109,9 +88,9 @@ func (s pgServer) setup(db, name string) error {
 	if err != nil {
 		return err
 	}
-	admin, err := pgx.ParseConfig(s.admin)
+	admin, err := pgx.ParseConfig(s.Admin)
 	if err != nil {
-		return fmt.Errorf("-pg %q: %w", s.admin, err)
+		return fmt.Errorf("-pg %q: %w", s.Admin, err)
 	}
 	logger := log.NewNoopLogger()
 	// DoCreateDatabase connects to the admin database to create db.
@@ -136,79 +115,6 @@ func (s pgServer) setup(db, name string) error {
 	return nil
 }
 
-// drop drops database db, closing what is still connected to it, on a
-// context of its own so that an interrupted run still cleans up.
-func (s pgServer) drop(db string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := s.conn(ctx, "")
-	if err != nil {
-		return err
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("drop database %s: %w", db, err)
-	}
-	return nil
-}
-
-// dropStale drops the databases of earlier runs whose process is gone (a
-// run killed before it could drop its own). Those of live processes, such
-// as another run of this harness at the same time, are left alone.
-func (s pgServer) dropStale(ctx context.Context) ([]string, error) {
-	c, err := s.conn(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	rows, err := c.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", dbPrefix)
-	if err != nil {
-		c.Close(ctx)
-		return nil, fmt.Errorf("list databases: %w", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	c.Close(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list databases: %w", err)
-	}
-	var dropped []string
-	for _, name := range names {
-		pid, _, _ := strings.Cut(strings.TrimPrefix(name, dbPrefix), "_")
-		n, err := strconv.Atoi(pid)
-		if err != nil || n == os.Getpid() || processAlive(n) {
-			continue
-		}
-		if err := s.drop(name); err != nil {
-			return dropped, err
-		}
-		dropped = append(dropped, name)
-	}
-	return dropped, nil
-}
-
-func processAlive(pid int) bool {
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return !errors.Is(err, os.ErrNotExist)
-}
-
-// settings are the server's version and the settings that decide what a
-// commit costs, for the report.
-func (s pgServer) settings(ctx context.Context) (map[string]string, error) {
-	c, err := s.conn(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close(ctx)
-	out := map[string]string{}
-	for _, name := range []string{"server_version", "fsync", "synchronous_commit", "wal_sync_method", "full_page_writes", "commit_delay", "max_connections", "shared_buffers"} {
-		var v string
-		if err := c.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
-			return nil, fmt.Errorf("current_setting(%s): %w", name, err)
-		}
-		out[name] = v
-	}
-	return out, nil
-}
-
 // connSampler counts, every 250 ms, the server's connections to a
 // workload's databases and keeps the peak: each service opens pools of its
 // own, and PostgreSQL refuses connections past max_connections.
@@ -223,7 +129,7 @@ func (s pgServer) sampleConns(dbs []string) *connSampler {
 	cs := &connSampler{quit: make(chan struct{})}
 	cs.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := s.conn(ctx, "")
+		c, err := s.Connect(ctx, "")
 		cancel()
 		if err != nil {
 			return
@@ -274,8 +180,8 @@ func (cs *connSampler) stop() {
 // history shards and otherwise default dynamic config (or -tuned's), then
 // registers a namespace and starts one worker and one client.
 func startPostgres(ctx context.Context, cfg config, key string, sdkLogger *sdkLog, acts *activities) (e *env, err error) {
-	s := pgServer{admin: cfg.pg}
-	base := fmt.Sprintf("%s%d_%s", dbPrefix, os.Getpid(), strings.ReplaceAll(key, "-", "_"))
+	s := pgServer{peerkit.PG{Admin: cfg.pg, Prefix: dbPrefix}}
+	base := s.DBName(key)
 	dbs := []string{base, base + "_visibility"}
 	var stops []func() error
 	cleanup := func() error {
@@ -291,8 +197,8 @@ func startPostgres(ctx context.Context, cfg config, key string, sdkLogger *sdkLo
 		}
 	}()
 	for i, name := range []string{"temporal", "visibility"} {
-		stops = append(stops, func() error { return s.drop(dbs[i]) })
-		if err := s.drop(dbs[i]); err != nil {
+		stops = append(stops, func() error { return s.DropDB(dbs[i]) })
+		if err := s.DropDB(dbs[i]); err != nil {
 			return nil, err
 		}
 		if err := s.setup(dbs[i], name); err != nil {

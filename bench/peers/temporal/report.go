@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/bench/peers/peerkit"
 )
 
 // Result is one workload's figures.
@@ -32,7 +30,7 @@ type Result struct {
 func (r Result) summary() string {
 	s := fmt.Sprintf("p50 %s, p99 %s", fmtMs(r.P50Ms), fmtMs(r.P99Ms))
 	if r.StepsPerSec > 0 {
-		s = fmt.Sprintf("**%s steps/s**, p99 %s", fmtRate(r.StepsPerSec), fmtMs(r.P99Ms))
+		s = fmt.Sprintf("**%s steps/s**, p99 %s", peerkit.FmtRate(r.StepsPerSec), fmtMs(r.P99Ms))
 	}
 	if p50, ok := r.Extra["signal_to_complete_p50_ms"]; ok {
 		s += fmt.Sprintf(" (→ complete: p50 %s, p99 %s)", fmtMs(p50), fmtMs(r.Extra["signal_to_complete_p99_ms"]))
@@ -106,86 +104,21 @@ func newReport(cfg config, pg map[string]string) *Report {
 	} else {
 		params["shards"] = 1
 	}
+	v := peerkit.Versions(map[string]string{
+		"go.temporal.io/server": "server",
+		"go.temporal.io/sdk":    "sdk",
+		"go.temporal.io/api":    "api",
+	})
 	return &Report{
-		Peer:     "temporal",
-		Versions: versions(),
-		Machine: map[string]any{
-			"goos": runtime.GOOS, "goarch": runtime.GOARCH,
-			"num_cpu": runtime.NumCPU(), "gomaxprocs": runtime.GOMAXPROCS(0),
-			"cpu": cpuModel(),
-		},
+		Peer:       "temporal",
+		Versions:   v,
+		Machine:    peerkit.Machine(),
 		Setup:      setup,
 		Params:     params,
 		Postgres:   pg,
 		Date:       time.Now().UTC().Format(time.RFC3339),
-		LoadBefore: loadavg(),
+		LoadBefore: peerkit.LoadAvg(),
 	}
-}
-
-// loadavg is /proc/loadavg's 1-, 5- and 15-minute figures: the machine is
-// shared, so the report says how busy it was.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
-
-func versions() map[string]string {
-	v := map[string]string{"go": runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			switch d.Path {
-			case "go.temporal.io/server", "go.temporal.io/sdk", "go.temporal.io/api":
-				if d.Replace != nil {
-					d = d.Replace
-				}
-				v[strings.TrimPrefix(d.Path, "go.temporal.io/")] = d.Version
-			}
-		}
-	}
-	return v
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-func (r *Report) write(cfg config) error {
-	if cfg.jsonPath != "" {
-		b, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := output(cfg.jsonPath, append(b, '\n')); err != nil {
-			return err
-		}
-	}
-	if cfg.mdPath != "" {
-		if err := output(cfg.mdPath, []byte(r.markdown())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func output(path string, b []byte) error {
-	if path == "-" {
-		_, err := os.Stdout.Write(b)
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
 }
 
 // markdown has the columns of BENCHMARKS.md's run tables (figure, result,
@@ -263,11 +196,4 @@ func fmtMs(v float64) string {
 	default:
 		return fmt.Sprintf("%.1f ms", v)
 	}
-}
-
-func fmtRate(v float64) string {
-	if v >= 1000 {
-		return fmt.Sprintf("%d,%03d", int(v)/1000, int(v)%1000)
-	}
-	return fmt.Sprintf("%.0f", v)
 }
