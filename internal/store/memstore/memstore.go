@@ -288,13 +288,16 @@ func (s *Store) Journal(_ context.Context, runID string, after int64, limit int)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	recs := s.journal[runID]
-	if after < 0 {
-		after = 0
-	}
-	if after >= int64(len(recs)) {
+	if len(recs) == 0 {
 		return nil, nil
 	}
-	out := recs[after:]
+	// Records are contiguous in seq from the first, which follows the
+	// run's first head: 1 usually, later for a chain begun elsewhere.
+	i := max(after-(recs[0].Seq-1), 0)
+	if i >= int64(len(recs)) {
+		return nil, nil
+	}
+	out := recs[i:]
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}

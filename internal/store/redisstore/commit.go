@@ -492,6 +492,10 @@ func (s *Store) scriptArgs(p *prepared, pr prior) ([]string, []any, *prior, erro
 	switch {
 	case !pr.exists:
 		next.digest, next.epoch = r.PlanDigest, r.CreatedAt
+		// The journal starts where the create's records do, or, with
+		// none, at the head the run was created with (a chain begun
+		// elsewhere): later records are read back from there.
+		next.base, next.firstPrev = r.JournalSeq, r.JournalHead
 		if len(c.Journal) > 0 {
 			next.base, next.firstPrev = c.Journal[0].Seq-1, c.Journal[0].PrevHash
 		}

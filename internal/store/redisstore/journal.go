@@ -227,8 +227,8 @@ func decodeJournal(h runHead, parts []string, after int64, limit int) ([]store.J
 		return nil, nil
 	}
 	to := len(recs)
-	if limit > 0 {
-		to = min(to, from+limit)
+	if limit > 0 && limit < to-from { // (from+limit may overflow)
+		to = from + limit
 	}
 	// Chain from the start of the group that holds the first record
 	// asked for: the group before it ends in a kept hash.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tollgate-dev/tollgate/pkg/freshness"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -33,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"AskStateChanges", testAskStateChanges},
 		{"JournalChains", testJournal},
 		{"JournalMustFollowHead", testJournalHead},
+		{"JournalStartsAtAGivenHead", testJournalGivenHead},
 		{"Plans", testPlans},
 		{"NotFound", testNotFound},
 		{"InvalidCommit", testInvalid},
@@ -599,5 +602,35 @@ func testLiveness(t *testing.T, s store.Store) {
 		if err := s.Heartbeat(ctx, bad.replica, bad.ttl); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("heartbeat %q for %v: %v, want ErrInvalid", bad.replica, bad.ttl, err)
 		}
+	}
+}
+
+// testJournalGivenHead: a run created with a journal head and seq but no
+// records (its chain began elsewhere) reads its later records back with
+// their own seqs and the given head as the first's prev hash; and a
+// limit as large as an int may be does not overflow a read.
+func testJournalGivenHead(t *testing.T, s store.Store) {
+	head := freshness.ContentDigest([]byte("the chain so far"))
+	r := newRun("r-given-head", "alice", base)
+	r.Version, r.State, r.JournalSeq, r.JournalHead = 1, "running", 3, head
+	must(t, s.Commit(ctx, store.Commit{Run: r}))
+	c := Commit(r, 1, "complete", nil, "step.done", "run.ended")
+	must(t, s.Commit(ctx, c))
+	got, err := s.Journal(ctx, r.ID, 0, math.MaxInt)
+	must(t, err)
+	if len(got) != 2 {
+		t.Fatalf("journal after the given head: %d records, want 2: %+v", len(got), got)
+	}
+	for i, want := range c.Journal {
+		if g := got[i]; g.Seq != want.Seq || g.PrevHash != want.PrevHash || g.Hash != want.Hash || g.Kind != want.Kind {
+			t.Errorf("record %d read back as seq %d prev %q hash %q %s; written as seq %d prev %q hash %q %s",
+				i, g.Seq, g.PrevHash, g.Hash, g.Kind, want.Seq, want.PrevHash, want.Hash, want.Kind)
+		}
+	}
+	if got[0].Seq != 4 || got[0].PrevHash != head {
+		t.Errorf("the first record after the given head: seq %d prev %q, want 4 and %q", got[0].Seq, got[0].PrevHash, head)
+	}
+	if got, err := s.Journal(ctx, r.ID, 4, math.MaxInt); err != nil || len(got) != 1 || got[0].Seq != 5 {
+		t.Errorf("Journal(after 4, limit MaxInt) = %+v, %v; want record 5", got, err)
 	}
 }
