@@ -17,9 +17,9 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 		switch e := e.(type) {
 		case engine.AskOpened:
 			if r.asks != nil {
-				r.settling.add(runID, 1)
+				// Counted as settling before the commit (opening):
+				// released below, once every hook ran.
 				r.asks.Opened(ctx, r, tr.Run, e.Ask)
-				r.settling.add(runID, -1)
 			}
 		case engine.AskNotice:
 			if r.asks != nil {
@@ -46,6 +46,9 @@ func (r *Runner) effects(ctx context.Context, runID string, tr engine.Transition
 		case engine.RunEnded:
 			r.log.LogAttrs(ctx, slog.LevelInfo, "run ended", slog.String("run", runID), slog.String("state", string(e.State)), slog.String("reason", e.Reason))
 		}
+	}
+	if n := r.opening(tr); n > 0 {
+		r.settling.add(runID, -n)
 	}
 	if tr.Run != nil {
 		// Watchers are woken once the ask hooks ran (settling.go): a

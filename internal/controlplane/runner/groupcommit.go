@@ -199,8 +199,20 @@ func (r *Runner) commitBatch(ctx context.Context, runID string, batch []*pending
 		c.Enqueue, c.Finish, owned = r.stepWork(m, run, cur)
 		c.Enqueue = append(c.Enqueue, r.outboxWork(cur, batchEffects(cur, outs))...)
 		c.Origin = r.replica
+		// The asks this commit opens are settling before it is visible
+		// (settling.go); effects releases them after their hooks.
+		opening := 0
+		for i := range batch {
+			if outs[i].err == nil {
+				opening += r.opening(outs[i].tr)
+			}
+		}
+		r.settling.add(runID, opening)
 		if err = faults.At(faults.InGroupCommit); err == nil { // fail: as a failed commit
 			err = r.store.Commit(ctx, c)
+		}
+		if err != nil {
+			r.settling.add(runID, -opening)
 		}
 		switch {
 		case err == nil:

@@ -123,7 +123,10 @@ func (r *Runner) Start(ctx context.Context, req StartRequest) (run *engine.Run, 
 	c.Enqueue, c.Finish, owned = r.stepWork(m, nil, tr.Run)
 	c.Enqueue = append(c.Enqueue, r.outboxWork(tr.Run, tr.Effects)...)
 	c.Origin = r.replica
+	opening := r.opening(tr)
+	r.settling.add(id, opening) // before the run is visible (settling.go)
 	if err := r.store.Commit(ctx, c); err != nil {
+		r.settling.add(id, -opening)
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
 			return r.repeated(ctx, dup.RunID, m.Digest(), req)
